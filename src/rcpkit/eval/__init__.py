@@ -1,0 +1,1 @@
+"""rcpkit.eval"""
