@@ -1,0 +1,223 @@
+"""JSON-RPC 2.0 frames for RCP/1 (§4, §5.3, §11): decode, classify, encode.
+
+Sans-I/O: functions take bytes or builtins and return values. A frame that
+cannot be understood is returned as an :class:`Invalid` value carrying the
+error to answer with, never raised, so a transport keeps reading.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import orjson
+
+from .errors import InvalidRequest, ParseError, RcpError
+
+__all__ = [
+    "MAX_SAFE_INT",
+    "Invalid",
+    "Message",
+    "Notification",
+    "Request",
+    "Response",
+    "classify",
+    "decode",
+    "encode",
+    "error_response",
+    "is_valid_id",
+    "notification",
+    "parse",
+    "request",
+    "success_response",
+]
+
+MAX_SAFE_INT = 2**53 - 1
+Id = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A call that must be answered exactly once (§4.1)."""
+
+    id: Id | None
+    method: str
+    params: Any = None
+    compact: bool = False
+    """True for the §5.3 ``{method, params}`` envelope; its ``id`` may be None."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A message without ``id``: never answered (§4.5)."""
+
+    method: str
+    params: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A reply; exactly one of ``result``/``error`` is meaningful (§4.2, §4.3)."""
+
+    id: Id | None
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A frame or batch member that is not a valid message; answer ``error``."""
+
+    id: Id | None
+    error: RcpError
+
+
+Message = Request | Notification | Response | Invalid
+
+
+def is_valid_id(value: Any) -> bool:
+    """§4.1/§4.6: a request id is a string or an integral number within 53 bits."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        return True
+    if isinstance(value, int):
+        return -MAX_SAFE_INT <= value <= MAX_SAFE_INT
+    return isinstance(value, float) and math.isfinite(value) and abs(value) <= MAX_SAFE_INT
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def decode(data: bytes | str) -> Any:
+    """Parse one JSON text; raise :class:`ParseError` on invalid JSON or UTF-8.
+
+    NaN/Infinity literals are rejected (§4.6). Integers beyond 64 bits, which
+    orjson refuses, are still valid JSON and fall back to the stdlib parser.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+        return json.loads(text, parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ParseError("parse error: the frame is not valid UTF-8 JSON") from exc
+
+
+def classify(obj: Any, *, allow_compact: bool = True) -> Message:
+    """Classify one decoded JSON value (not a batch) as a message."""
+    if not isinstance(obj, dict):
+        return Invalid(None, InvalidRequest("a message must be a JSON object"))
+    raw_id = obj.get("id")
+    has_id = "id" in obj
+    echo_id = raw_id if has_id and is_valid_id(raw_id) else None
+    version = obj.get("jsonrpc")
+    method = obj.get("method")
+
+    if "result" in obj or "error" in obj:
+        if version != "2.0" or method is not None:
+            return Invalid(echo_id, InvalidRequest("malformed response object"))
+        error = obj.get("error")
+        return Response(echo_id, obj.get("result"), error if isinstance(error, dict) else None)
+
+    compact = version is None and allow_compact
+    if version != "2.0" and not compact:
+        return Invalid(echo_id, InvalidRequest("'jsonrpc' must be \"2.0\""))
+    if not isinstance(method, str) or not method:
+        return Invalid(echo_id, InvalidRequest("'method' must be a non-empty string"))
+    params = obj.get("params")
+    if params is not None and not isinstance(params, dict):
+        # §4.1: params MUST be an object; positional params are not used by RCP.
+        return Invalid(echo_id, InvalidRequest("'params' must be an object"))
+    if compact and not has_id and not method.startswith("notifications/"):
+        # §5.3: the compact envelope is a call; it has no id to echo, so it is
+        # answered with ``id: null`` (only non-conforming callers send it).
+        return Request(None, method, params, compact=True)
+    if not has_id:
+        return Notification(method, params)
+    if not is_valid_id(raw_id):
+        return Invalid(None, InvalidRequest("'id' must be a string or an integer"))
+    return Request(raw_id, method, params, compact)
+
+
+def parse(data: bytes | str, *, allow_compact: bool = True) -> Message | list[Message]:
+    """Decode and classify one frame: a message, a batch (list), or an Invalid.
+
+    An empty batch is a single ``-32600`` with ``id: null`` (§11).
+    """
+    try:
+        obj = decode(data)
+    except ParseError as exc:
+        return Invalid(None, exc)
+    if isinstance(obj, list):
+        if not obj:
+            return Invalid(None, InvalidRequest("an empty batch is not a valid request"))
+        return [classify(item, allow_compact=allow_compact) for item in obj]
+    return classify(obj, allow_compact=allow_compact)
+
+
+# ── encoding ────────────────────────────────────────────────────────────────
+
+def _finite(value: Any) -> Any:
+    """Replace non-finite floats by 0.0 (§4.6: NaN/Infinity MUST NOT be emitted)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else 0.0
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        return np.nan_to_num(value, nan=0.0, posinf=0.0, neginf=0.0)
+    if isinstance(value, msgspec.Struct):
+        return _finite(msgspec.to_builtins(value))
+    return value
+
+
+_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
+
+
+def encode(message: Any) -> bytes:
+    """Serialise to compact single-line JSON bytes (no trailing newline).
+
+    orjson never emits a raw newline, but it writes a non-finite float as
+    ``null``. So a frame whose bytes contain ``null`` is re-encoded from a tree
+    whose non-finite floats were replaced by the finite sentinel 0.0 (§4.6);
+    frames without ``null`` (nearly all) pay nothing for this check.
+    """
+    data = orjson.dumps(message, option=_OPTIONS, default=_default)
+    if b"null" in data:
+        data = orjson.dumps(_finite(message), option=_OPTIONS, default=_default)
+    return data
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, msgspec.Struct):
+        return msgspec.to_builtins(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def success_response(id_: Id | None, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "result": {} if result is None else result}
+
+
+def error_response(id_: Id | None, error: RcpError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "error": error.to_wire()}
+
+
+def request(id_: Id, method: str, params: Any = None) -> dict[str, Any]:
+    frame: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
+    frame["params"] = {} if params is None else params
+    return frame
+
+
+def notification(method: str, params: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": {} if params is None else params}
