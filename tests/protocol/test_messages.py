@@ -1,0 +1,100 @@
+"""Frame classification and encoding (§4, §5.3, §11) — sans-I/O, fed bytes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rcpkit.protocol import messages as m
+from rcpkit.protocol.errors import InvalidRequest, ParseError
+
+
+@pytest.mark.parametrize("raw_id", [0, -1, 7, 2**53 - 1, "abc", "", "ü-🙂"])
+def test_request_ids_keep_json_type_and_value(raw_id: object) -> None:
+    frame = orjson.dumps({"jsonrpc": "2.0", "id": raw_id, "method": "ping", "params": {}})
+    msg = m.parse(frame)
+    assert isinstance(msg, m.Request)
+    assert msg.id == raw_id and type(msg.id) is type(raw_id)
+    echoed = orjson.loads(m.encode(m.success_response(msg.id, {})))
+    assert echoed["id"] == raw_id and type(echoed["id"]) is type(raw_id)
+
+
+@pytest.mark.parametrize("raw_id", [None, True, [1], {"a": 1}, 2**53 + 10])
+def test_invalid_ids_are_invalid_requests_with_null_id(raw_id: object) -> None:
+    msg = m.classify({"jsonrpc": "2.0", "id": raw_id, "method": "ping"})
+    assert isinstance(msg, m.Invalid)
+    assert msg.id is None and isinstance(msg.error, InvalidRequest)
+
+
+def test_notification_has_no_id() -> None:
+    msg = m.parse(b'{"jsonrpc":"2.0","method":"notifications/cancel","params":{"id":3}}')
+    assert msg == m.Notification("notifications/cancel", {"id": 3})
+
+
+@pytest.mark.parametrize("data", [b"{", b"\xff\xfe", b"NaN", b'{"a": Infinity}', b""])
+def test_unparseable_frames_are_parse_errors(data: bytes) -> None:
+    msg = m.parse(data)
+    assert isinstance(msg, m.Invalid) and isinstance(msg.error, ParseError)
+    assert msg.id is None and msg.error.code == -32700
+
+
+def test_empty_batch_is_single_invalid_request() -> None:
+    msg = m.parse(b"[]")
+    assert isinstance(msg, m.Invalid) and msg.error.code == -32600
+
+
+def test_batch_members_classified_independently() -> None:
+    out = m.parse(b'[{"jsonrpc":"2.0","id":1,"method":"ping"},1,'
+                  b'{"jsonrpc":"2.0","method":"x"},{"jsonrpc":"1.0","id":2,"method":"ping"}]')
+    assert isinstance(out, list)
+    kinds = [type(x).__name__ for x in out]
+    assert kinds == ["Request", "Invalid", "Notification", "Invalid"]
+    assert out[3].id == 2  # a well-typed id is echoed even on an invalid member
+
+
+def test_positional_params_rejected() -> None:
+    msg = m.classify({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]})
+    assert isinstance(msg, m.Invalid) and msg.id == 1
+
+
+def test_compact_envelope_is_a_request() -> None:
+    msg = m.parse(b'{"method":"info","params":{}}')
+    assert isinstance(msg, m.Request) and msg.compact and msg.id is None
+    assert m.parse(b'{"method":"info","id":"a"}') == m.Request("a", "info", None, True)
+    assert isinstance(m.parse(b'{"method":"info"}', allow_compact=False), m.Invalid)
+
+
+def test_responses_are_classified() -> None:
+    ok = m.parse(b'{"jsonrpc":"2.0","id":1,"result":{"x":1}}')
+    err = m.parse(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"p"}}')
+    assert ok == m.Response(1, {"x": 1}, None)
+    assert isinstance(err, m.Response) and err.error == {"code": -32700, "message": "p"}
+
+
+def test_huge_integers_are_valid_json_not_parse_errors() -> None:
+    big = b"123456789012345678901234567890"
+    msg = m.parse(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":' + big + b"}}")
+    assert isinstance(msg, m.Request)
+
+
+def test_encode_never_emits_non_finite_numbers() -> None:
+    frame = {"score": math.nan, "v": [math.inf, 1.5], "a": np.array([np.nan], np.float32),
+             "keep": None}
+    data = m.encode(frame)
+    assert b"NaN" not in data and b"Infinity" not in data
+    assert orjson.loads(data) == {"score": 0.0, "v": [0.0, 1.5], "a": [0.0], "keep": None}
+
+
+@given(st.recursive(st.none() | st.booleans() | st.floats() | st.integers(-2**53, 2**53)
+                    | st.text(), lambda c: st.lists(c, max_size=4)
+                    | st.dictionaries(st.text(max_size=5), c, max_size=4), max_leaves=20))
+def test_encoded_frames_are_single_line_finite_json(value: object) -> None:
+    data = m.encode({"jsonrpc": "2.0", "id": 1, "result": {"v": value}})
+    assert b"\n" not in data and not data.startswith(b"\xef\xbb\xbf")
+    decoded = orjson.loads(data)  # orjson rejects NaN/Infinity tokens
+    assert decoded["id"] == 1
