@@ -1,0 +1,391 @@
+"""Run a test collection through any RCP engine's ``retrieve`` and score it (Appendix F).
+
+The runner only needs :class:`RetrievalTarget` — capabilities plus one async
+``call`` — so it works against any engine, ours or not. :func:`open_target` is the
+single place that obtains one from a command line or URL.
+
+Indexing rule (``index/add``, §7.10): the corpus is added only when the engine
+advertises ``index.writable: true`` and does not hold it yet. "Holds it" is
+decided by a probe: up to three corpus documents (first, middle, last) are
+searched for with their own opening words; if every one comes back among the
+top 10 hits the corpus counts as loaded. Adds carry the collection's ids, so a
+re-add after a wrong guess is an idempotent upsert. Batches that the engine
+refuses as too large (``-32013``) are split in half and retried.
+
+Reproducibility (§7.7.1): when the engine advertises ``retrieve.deterministic``
+every retrieve carries ``seed``; when it advertises ``retrieve.snapshots`` the
+``indexVersion`` returned by the first evaluated retrieve is pinned on all later
+ones. Both are recorded in the report. Every retrieve defaults to ``k`` =
+:data:`DEFAULT_K` (clamped to ``retrieve.maxK``) and ``includeText: false``; a
+configuration's params override these. Latency is client-side wall time of each
+``retrieve`` call, transport included; queries run one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import shlex
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from rcpkit.eval.datasets import CorpusDocument, Dataset
+from rcpkit.eval.metrics import document_id, document_ranking, evaluate, latency_percentiles
+from rcpkit.eval.report import ConfigResult, EvalReport
+from rcpkit.protocol.errors import (
+    BackendUnavailable,
+    InvalidRequest,
+    PayloadTooLarge,
+    ProtocolViolation,
+    RateLimited,
+    RcpError,
+    TransportClosed,
+    UsageError,
+    error_from_wire,
+)
+
+__all__ = [
+    "DEFAULT_K",
+    "EvalConfig",
+    "ProgressCallback",
+    "RetrievalTarget",
+    "corpus_is_loaded",
+    "index_corpus",
+    "open_target",
+    "run_config",
+    "run_eval",
+]
+
+DEFAULT_K = 100
+"""Retrieve depth when a configuration sets no ``k`` (Recall@100 needs 100 hits)."""
+
+_PROBE_WORDS = 32
+_PROBE_K = 10
+
+ProgressCallback = Callable[[str, int, int], None]
+"""``(stage label, done, total)``; called after every unit of work."""
+
+
+class RetrievalTarget(Protocol):
+    """What the runner needs from an engine connection (the client SDK satisfies it)."""
+
+    capabilities: dict[str, Any]
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send one request; return its ``result`` or raise :class:`RcpError`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class EvalConfig:
+    """A named set of ``retrieve`` params (§7.7): mode, fusion, rerank, mmr, k, candidateK …"""
+
+    name: str
+    params: dict[str, Any]
+
+    @classmethod
+    def parse(cls, spec: str) -> EvalConfig:
+        """Parse ``NAME=JSON`` (``hybrid={"mode":"hybrid","fusion":{"method":"rrf"}}``)."""
+        name, separator, raw = spec.partition("=")
+        if not separator or not name.strip():
+            raise UsageError(f"config {spec!r}: expected NAME=JSON")
+        try:
+            params = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"config {name!r}: invalid JSON ({exc.msg})") from None
+        if not isinstance(params, dict):
+            raise UsageError(f"config {name!r}: params must be a JSON object")
+        if "query" in params:
+            raise UsageError(f"config {name!r}: 'query' comes from the dataset")
+        return cls(name=name.strip(), params=params)
+
+
+def _ignore_progress(stage: str, done: int, total: int) -> None:
+    """Default :data:`ProgressCallback`: report nothing."""
+
+
+def _retrieve_capability(target: RetrievalTarget) -> dict[str, Any]:
+    meta = target.capabilities.get("retrieve")
+    if meta is None:
+        raise UsageError("the engine does not advertise the 'retrieve' capability")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _probe_query(document: CorpusDocument) -> str:
+    return " ".join(document.body().split()[:_PROBE_WORDS])
+
+
+async def corpus_is_loaded(target: RetrievalTarget, corpus: Sequence[CorpusDocument]) -> bool:
+    """The probe of the module docstring: sampled documents retrieve themselves."""
+    if not corpus:
+        return True
+    picks = sorted({0, len(corpus) // 2, len(corpus) - 1})
+    for document in (corpus[i] for i in picks):
+        result = await target.call("retrieve", {"query": _probe_query(document), "k": _PROBE_K,
+                                                "includeText": False})
+        if document.id not in {document_id(hit) for hit in result.get("hits", [])}:
+            return False
+    return True
+
+
+async def index_corpus(target: RetrievalTarget, corpus: Sequence[CorpusDocument], *,
+                       batch_size: int = 64,
+                       on_progress: ProgressCallback = _ignore_progress) -> list[str]:
+    """``index/add`` the corpus in batches (split on ``-32013``); returns notes on id mismatches."""
+    mismatched = 0
+    done = 0
+
+    async def add(batch: Sequence[CorpusDocument]) -> None:
+        nonlocal mismatched, done
+        documents = [{"id": d.id, "text": d.body(), **({"meta": d.metadata} if d.metadata else {})}
+                     for d in batch]
+        try:
+            result = await target.call("index/add", {"documents": documents})
+        except PayloadTooLarge:
+            if len(batch) == 1:
+                raise
+            half = len(batch) // 2
+            await add(batch[:half])
+            await add(batch[half:])
+            return
+        ids = result.get("ids", [])
+        mismatched += sum(1 for d, got in zip(batch, ids, strict=False) if str(got) != d.id)
+        done += len(batch)
+        on_progress("indexing", done, len(corpus))
+
+    for start in range(0, len(corpus), batch_size):
+        await add(corpus[start:start + batch_size])
+    if mismatched:
+        return [f"{mismatched} documents were stored under ids other than the collection's; "
+                "their hits cannot match the judgements"]
+    return []
+
+
+async def run_config(target: RetrievalTarget, dataset: Dataset, config: EvalConfig,
+                     base_params: dict[str, Any], *, pin_snapshot: bool = False,
+                     on_progress: ProgressCallback = _ignore_progress) -> ConfigResult:
+    """Retrieve every judged query with ``base_params`` overlaid by the config's params.
+
+    With ``pin_snapshot`` and no ``indexVersion`` in the params yet, the version
+    served by the first retrieve is pinned on the following ones (§7.7.1). An
+    :class:`RcpError` (e.g. ``-32005`` for an unadvertised mode) ends this
+    configuration and is recorded in ``ConfigResult.error``.
+    """
+    result = ConfigResult(name=config.name, params=config.params)
+    pinned: dict[str, Any] = {}
+    queries = dataset.judged_queries()
+    for done, (query_id, text) in enumerate(queries.items(), start=1):
+        params = {**base_params, **config.params, **pinned, "query": text}
+        started = time.perf_counter()
+        try:
+            response = await target.call("retrieve", params)
+        except RcpError as exc:
+            result.error = str(exc)
+            return result
+        result.latencies_ms.append((time.perf_counter() - started) * 1000)
+        result.run[query_id] = document_ranking(response.get("hits", []))
+        served = response.get("indexVersion")
+        if served is not None:
+            result.index_version = str(served)
+            if pin_snapshot and "indexVersion" not in params:
+                pinned["indexVersion"] = result.index_version
+        on_progress(config.name, done, len(queries))
+    summary = evaluate({q: [doc for doc, _ in ranking] for q, ranking in result.run.items()},
+                       dataset.qrels)
+    result.metrics = summary.means
+    result.evaluated, result.excluded = summary.evaluated, summary.excluded
+    result.latency_ms = latency_percentiles(result.latencies_ms)
+    return result
+
+
+async def run_eval(target: RetrievalTarget, dataset: Dataset, configs: Sequence[EvalConfig], *,
+                   engine: str, index: bool = True, seed: int = 42, batch_size: int = 64,
+                   on_progress: ProgressCallback = _ignore_progress) -> EvalReport:
+    """Index when needed, run every configuration, and build the report (module docstring)."""
+    retrieve_meta = _retrieve_capability(target)
+    notes: list[str] = []
+    indexing = await _prepare_corpus(target, dataset, index, batch_size, on_progress, notes)
+    base_params: dict[str, Any] = {"k": _default_k(retrieve_meta), "includeText": False}
+    report_seed: int | None = None
+    if retrieve_meta.get("deterministic") is True:
+        base_params["seed"] = report_seed = seed
+    else:
+        notes.append("engine does not advertise retrieve.deterministic: no seed sent")
+    snapshots = retrieve_meta.get("snapshots") is True
+    results: list[ConfigResult] = []
+    for config in configs:
+        result = await run_config(target, dataset, config, base_params,
+                                  pin_snapshot=snapshots and "indexVersion" not in base_params,
+                                  on_progress=on_progress)
+        if snapshots and "indexVersion" not in base_params and result.index_version is not None:
+            base_params["indexVersion"] = result.index_version
+        results.append(result)
+    pinned = base_params.get("indexVersion")
+    if not snapshots:
+        notes.append("engine does not advertise retrieve.snapshots: indexVersion not pinned")
+    elif any(r.index_version not in (None, pinned) for r in results):
+        notes.append("engine served an indexVersion other than the pinned one")
+    return EvalReport(dataset=dataset.name, engine=engine, indexing=indexing, seed=report_seed,
+                      index_version=pinned, results=results, notes=notes)
+
+
+def _default_k(retrieve_meta: dict[str, Any]) -> int:
+    max_k = retrieve_meta.get("maxK")
+    return min(DEFAULT_K, max_k) if isinstance(max_k, int) and max_k > 0 else DEFAULT_K
+
+
+async def _prepare_corpus(target: RetrievalTarget, dataset: Dataset, index: bool,
+                          batch_size: int, on_progress: ProgressCallback,
+                          notes: list[str]) -> str:
+    """Apply the indexing rule; returns the report's one-line indexing summary."""
+    if not index:
+        return "skipped (--no-index)"
+    index_meta = target.capabilities.get("index")
+    if not isinstance(index_meta, dict) or index_meta.get("writable") is not True:
+        return "skipped (engine not writable; corpus assumed loaded)"
+    if await corpus_is_loaded(target, dataset.corpus):
+        return "skipped (probe found the corpus already loaded)"
+    notes.extend(await index_corpus(target, dataset.corpus, batch_size=batch_size,
+                                    on_progress=on_progress))
+    return f"added {len(dataset.corpus)} documents"
+
+
+# --- Minimal raw JSON-RPC adapters, isolated so the client SDK can replace them. ---
+
+_CLIENT_INFO = {"name": "rcpkit-eval", "version": "0.1.0"}
+_STDIO_LINE_LIMIT = 64 * 1024 * 1024
+_SHUTDOWN_GRACE_S = 5.0
+
+
+class _RawTarget(ABC):
+    """Sequential JSON-RPC 2.0 over one exchange function; subclasses move the bytes."""
+
+    def __init__(self) -> None:
+        self.capabilities: dict[str, Any] = {}
+        self._ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+
+    @abstractmethod
+    async def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Send one request object and return the matching reply object."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release the connection."""
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        async with self._lock:
+            reply = await self._exchange(request)
+        if "error" in reply:
+            raise error_from_wire(reply["error"])
+        result = reply.get("result")
+        if not isinstance(result, dict):
+            raise ProtocolViolation(f"{method}: result is not an object")
+        return result
+
+    async def handshake(self) -> None:
+        """``initialize`` (§7.1); a single-session server already initialised answers ``info``."""
+        try:
+            result = await self.call("initialize", {"protocolVersion": 1, "client": _CLIENT_INFO,
+                                                    "capabilities": {}})
+        except InvalidRequest:
+            result = await self.call("info", {})
+        capabilities = result.get("capabilities")
+        self.capabilities = capabilities if isinstance(capabilities, dict) else {}
+
+
+class _StdioTarget(_RawTarget):
+    """NDJSON over a child process (§5.1); notifications from the server are skipped."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        super().__init__()
+        self._process = process
+
+    async def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            stdin.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+            await stdin.drain()
+            while True:
+                line = await stdout.readline()
+                if not line:
+                    raise TransportClosed("the engine process closed its output")
+                if not line.strip():
+                    continue
+                reply = json.loads(line)
+                if isinstance(reply, dict) and reply.get("id") == request["id"]:
+                    return reply
+        except (BrokenPipeError, ConnectionResetError):
+            raise TransportClosed("the engine process closed its input") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ProtocolViolation("the engine wrote a non-JSON line to stdout") from None
+
+    async def close(self) -> None:
+        """Close stdin (EOF = shutdown, §5.1), wait, then terminate."""
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            await asyncio.wait_for(self._process.wait(), _SHUTDOWN_GRACE_S)
+        except TimeoutError:
+            self._process.terminate()
+            await self._process.wait()
+
+
+class _HttpTarget(_RawTarget):
+    """``POST <base>/<method>`` (§5.2); non-200 statuses are transport faults."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__()
+        self._base = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(timeout=120.0)
+
+    async def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            response = await self._http.post(f"{self._base}/{request['method']}", json=request)
+        except httpx.HTTPError as exc:
+            raise BackendUnavailable(f"HTTP request failed: {type(exc).__name__}") from None
+        if response.status_code == 429:
+            raise RateLimited("HTTP 429")
+        try:
+            reply = response.json()
+        except ValueError:
+            raise BackendUnavailable(f"HTTP {response.status_code} without a JSON body") from None
+        if not isinstance(reply, dict):
+            raise ProtocolViolation("the engine answered with a non-object body")
+        return reply
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+
+@asynccontextmanager
+async def open_target(stdio: str | None, http: str | None) -> AsyncIterator[RetrievalTarget]:
+    """An initialised connection to the engine: a command line to spawn, or a base URL."""
+    if (stdio is None) == (http is None):
+        raise UsageError("give exactly one of --stdio CMD or --http URL")
+    target: _RawTarget
+    if stdio is not None:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *shlex.split(stdio), stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, limit=_STDIO_LINE_LIMIT)
+        except OSError as exc:
+            raise BackendUnavailable(f"cannot start {stdio!r}: {exc.strerror}") from None
+        target = _StdioTarget(process)
+    else:
+        assert http is not None
+        target = _HttpTarget(http)
+    try:
+        await target.handshake()
+        yield target
+    finally:
+        await target.close()
