@@ -52,7 +52,7 @@ def test_unadvertised_field_is_32602_and_unadvertised_operator_is_32005() -> Non
     assert err.value.data == {"field": "filter.secret"}
     with pytest.raises(OptionUnsupported) as opt:
         f.validate({"field": "lang", "op": "ne", "value": "x"}, FIELDS, ["eq", "in"])
-    assert opt.value.code == -32005 and opt.value.data == {"option": "ne"}
+    assert opt.value.code == -32005 and opt.value.data == {"option": "ne", "param": "filter.op"}
 
 
 @pytest.mark.parametrize("node", [{"and": []}, {"or": []}, {"and": {}}, {"not": []}, [],

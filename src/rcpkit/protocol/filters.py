@@ -281,7 +281,8 @@ def _validate(node: Any, fields: dict[str, str], ops: frozenset[str], path: str,
     if op not in OPERATORS:
         raise InvalidParams(f"unknown filter operator {op!r}", field=field_path)
     if op not in ops:
-        raise OptionUnsupported(f"filter operator {op!r} is not advertised", option=op)
+        raise OptionUnsupported(f"filter operator {op!r} is not advertised", option=op,
+                                param="filter.op")
     if "value" not in node:
         raise InvalidParams("filter condition needs a 'value'", field=field_path)
     ftype = fields[name]

@@ -1,0 +1,230 @@
+"""LexicalIndex: BM25 scoring against a brute-force reference, masks (§7.7.1), persistence."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rcpkit.engine.lexical import LexicalIndex
+from rcpkit.engine.text import Analyzer
+
+PLAIN = Analyzer(stopwords=False, stem=False)
+WORDS = [f"w{i}" for i in range(40)]
+
+
+def reference_bm25(
+    docs: dict[int, str], query: str, k1: float = 1.2, b: float = 0.75
+) -> dict[int, float]:
+    """Lucene BM25 computed naively over ``docs`` (the visible rows), with query-tf weighting."""
+    tokens = {row: PLAIN.tokens(text) for row, text in docs.items()}
+    n = len(docs)
+    avgdl = sum(map(len, tokens.values())) / n
+    scores: dict[int, float] = {}
+    for term, qtf in Counter(PLAIN.tokens(query)).items():
+        df = sum(term in toks for toks in tokens.values())
+        if df == 0:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for row, toks in tokens.items():
+            tf = toks.count(term)
+            if tf:
+                norm = k1 * (1 - b + b * len(toks) / avgdl)
+                scores[row] = scores.get(row, 0.0) + qtf * idf * tf / (tf + norm)
+    return scores
+
+
+def random_corpus(seed: int, size: int) -> dict[int, str]:
+    rng = random.Random(seed)
+    return {
+        row: " ".join(rng.choices(WORDS[: rng.randint(5, 40)], k=rng.randint(0, 30)))
+        for row in range(size)
+    }
+
+
+def expected_ranking(scores: dict[int, float], k: int) -> list[int]:
+    return sorted(scores, key=lambda row: (-scores[row], row))[:k]
+
+
+def build(docs: dict[int, str], batch: int | None = None) -> LexicalIndex:
+    index = LexicalIndex(PLAIN)
+    rows = list(docs)
+    step = batch or max(len(rows), 1)
+    for i in range(0, len(rows), step):
+        part = rows[i : i + step]
+        index.add(np.array(part), [docs[r] for r in part])
+    return index
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_matches_reference_bm25_with_masks(seed: int) -> None:
+    docs = random_corpus(seed, 120)
+    index = build(docs, batch=17)
+    rng = np.random.default_rng(seed)
+    visible = rng.random(130) < 0.7  # longer than the rows: extra entries are harmless
+    allow = visible & (rng.random(130) < 0.6)
+    query = "w1 w3 w3 w7 w30 nothere"
+    reference = reference_bm25({r: t for r, t in docs.items() if visible[r]}, query)
+    rows, scores = index.search(query, 15, visible=visible, allow=allow)
+    allowed = {r: s for r, s in reference.items() if allow[r]}
+    assert rows.tolist() == expected_ranking(allowed, 15)
+    np.testing.assert_allclose(scores, [allowed[r] for r in rows.tolist()], rtol=1e-12)
+    assert rows.dtype == np.int64 and scores.dtype == np.float64
+    picked = np.array([*rows.tolist(), 10_000, -1])
+    np.testing.assert_array_equal(
+        index.scores_for(query, picked, visible=visible)[: len(rows)], scores
+    )
+    assert index.scores_for(query, picked, visible=visible)[-2:].tolist() == [0.0, 0.0]
+
+
+def test_statistics_follow_the_visible_snapshot() -> None:
+    """Searching an old version's mask scores exactly like an index of that version (§7.7.1)."""
+    docs = random_corpus(7, 60)
+    index = build(docs)
+    visible = np.zeros(60, dtype=bool)
+    visible[:25] = True
+    snapshot = build({r: docs[r] for r in range(25)})
+    query = "w2 w5 w11"
+    old_rows, old_scores = snapshot.search(query, 10)
+    rows, scores = index.search(query, 10, visible=visible)
+    assert rows.tolist() == old_rows.tolist()
+    np.testing.assert_allclose(scores, old_scores, rtol=1e-12)
+    short_mask = visible[:25]  # rows beyond the mask count as invisible
+    assert index.search(query, 10, visible=short_mask)[0].tolist() == old_rows.tolist()
+
+
+def test_ties_break_on_smaller_rowid_and_only_positive_scores() -> None:
+    index = LexicalIndex(PLAIN)
+    index.add(np.array([9, 3, 5, 7]), ["apple pie", "apple pie", "banana", "apple pie"])
+    rows, scores = index.search("apple", 2)
+    assert rows.tolist() == [3, 7]
+    assert scores[0] == scores[1] > 0
+    assert index.search("apple", 10)[0].tolist() == [3, 7, 9]
+    assert index.search("cherry", 10)[0].size == 0
+    assert index.search("", 10)[0].size == 0
+    assert index.search("apple", 0)[0].size == 0
+
+
+def test_incremental_batches_equal_one_batch() -> None:
+    """Enough postings to fold the delta into the CSR block several times."""
+    rng = random.Random(1)
+    vocabulary = [f"t{i}" for i in range(3000)]
+    docs = {row: " ".join(rng.choices(vocabulary, k=60)) for row in range(3000)}
+    whole, pieces = build(docs), build(docs, batch=97)
+    for query in ["t1 t2 t3", "t2999 t15 t15", "t0"]:
+        a_rows, a_scores = whole.search(query, 20)
+        b_rows, b_scores = pieces.search(query, 20)
+        assert a_rows.tolist() == b_rows.tolist()
+        np.testing.assert_array_equal(a_scores, b_scores)  # bit-identical (§7.7.1)
+
+
+def test_scores_do_not_change_when_the_delta_is_folded(tmp_path: Path) -> None:
+    docs = random_corpus(11, 200)
+    index = build(docs, batch=50)
+    before = index.search("w1 w2 w2 w9 w17", 30)
+    index.save(tmp_path)  # folds the delta into the CSR block
+    after = index.search("w1 w2 w2 w9 w17", 30)
+    assert index._delta_size == 0
+    assert before[0].tolist() == after[0].tolist()
+    np.testing.assert_array_equal(before[1], after[1])
+
+
+def test_duplicate_rowids_are_rejected_without_side_effects() -> None:
+    index = LexicalIndex(PLAIN)
+    index.add(np.array([1, 2]), ["a b", "b c"])
+    with pytest.raises(ValueError):
+        index.add(np.array([2, 3]), ["x", "y"])
+    with pytest.raises(ValueError):
+        index.add(np.array([4, 4]), ["x", "y"])
+    with pytest.raises(ValueError):
+        index.add(np.array([5]), ["x", "y"])
+    assert index.count == 2
+    assert index.search("x", 5)[0].size == 0
+
+
+def test_remove_is_physical_and_ignores_unknown_rows() -> None:
+    docs = random_corpus(3, 50)
+    index = build(docs, batch=7)
+    index.remove(np.array([0, 1, 2, 999, -4, 1]))
+    assert index.count == 47
+    rest = {r: t for r, t in docs.items() if r > 2}
+    rows, _ = index.search("w1 w4", 50)
+    assert rows.tolist() == expected_ranking(reference_bm25(rest, "w1 w4"), 50)
+    assert index._delta_size + len(index._rows) == sum(len(set(t.split())) for t in rest.values())
+    index.remove(np.array([0]))
+    assert index.count == 47
+    index.add(np.array([50]), ["w1 w1"])
+    assert index.search("w1", 1)[0].tolist() == [50]
+
+
+def test_save_and_load_round_trip(tmp_path: Path) -> None:
+    analyzer = Analyzer(language="english", stopwords=True, stem=True)
+    index = LexicalIndex(analyzer, k1=0.9, b=0.4)
+    index.add(np.arange(4), ["Building permits", "Energy declaration", "Permit fees", "Roofs"])
+    index.add(np.array([10]), ["unique zebra"])
+    index.remove(np.array([10]))  # "zebra" loses all postings and leaves the vocabulary
+    target = tmp_path / "lex"
+    index.save(target)
+    index.save(target)  # a second save replaces the first and cleans up after itself
+    assert len([p for p in target.iterdir() if p.suffix == ".npz"]) == 1
+    manifest = json.loads((target / "lexical.json").read_text())
+    assert "zebra" not in manifest["terms"] and "permit" in manifest["terms"]
+    loaded = LexicalIndex.load(target)
+    assert (loaded.k1, loaded.b, loaded.count) == (0.9, 0.4, 4)
+    assert loaded.analyzer.stem and loaded.analyzer.stopwords
+    for query in ["permit", "energy declarations", "zebra"]:
+        expected, got = index.search(query, 5), loaded.search(query, 5)
+        assert expected[0].tolist() == got[0].tolist()
+        np.testing.assert_array_equal(expected[1], got[1])
+    loaded.add(np.array([11]), ["permit permit"])
+    assert loaded.search("permit", 1)[0].tolist() == [11]
+
+
+def test_load_rejects_foreign_directory(tmp_path: Path) -> None:
+    (tmp_path / "lexical.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(ValueError):
+        LexicalIndex.load(tmp_path)
+
+
+def test_unicode_queries_match_through_the_default_analyzer() -> None:
+    index = LexicalIndex()
+    index.add(
+        np.arange(4),
+        [
+            "Krav på hållbarhet och åtgärd vid ombyggnad",
+            "東京都の建築許可について",
+            "Running the building inspections",
+            "Energy performance certificates",
+        ],
+    )
+    assert index.search("hållbarhet", 5)[0].tolist() == [0]
+    assert index.search("åtgärd", 5)[0].tolist() == [0]
+    assert index.search("建築許可", 5)[0].tolist() == [1]
+    assert index.search("inspection run", 5)[0].tolist() == [2]
+
+
+def test_rejects_invalid_parameters() -> None:
+    with pytest.raises(ValueError):
+        LexicalIndex(k1=-1)
+    with pytest.raises(ValueError):
+        LexicalIndex(b=1.5)
+
+
+def test_agrees_with_bm25s_lucene_on_the_same_tokens() -> None:
+    bm25s = pytest.importorskip("bm25s")
+    rng = random.Random(4)
+    texts = [" ".join(rng.choices(WORDS, k=rng.randint(1, 30))) for _ in range(300)]
+    index = LexicalIndex(PLAIN)
+    index.add(np.arange(300), texts)
+    other = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
+    other.index(PLAIN.tokens_batch(texts), show_progress=False)
+    query = "w1 w2 w3 w39"
+    their_rows, their_scores = other.retrieve([PLAIN.tokens(query)], k=10, show_progress=False)
+    rows, scores = index.search(query, 10)
+    np.testing.assert_allclose(scores, their_scores[0], rtol=1e-5)
+    assert set(rows.tolist()) == set(their_rows[0].tolist())
