@@ -82,8 +82,8 @@ def test_check_modalities_defaults_to_text() -> None:
     with pytest.raises(OptionUnsupported) as info:
         check_modalities(normalize_content([PNG], "q"), None, "q")
     assert info.value.code == -32005
-    assert info.value.data is not None and info.value.data["option"] == "modality"
-    assert info.value.data["value"] == "image"
+    assert info.value.data is not None and info.value.data["param"] == "modality"
+    assert info.value.data["option"] == "image"
 
 
 def test_check_modalities_mixed_needs_multimodal() -> None:
