@@ -1,0 +1,84 @@
+"""Engine configuration: one frozen dataclass, loadable from TOML or JSON.
+
+Every knob the engine honours lives here so the CLI can layer flags over a
+file with :meth:`EngineConfig.with_overrides`, and the protocol layer can
+advertise honest limits (``retrieve.maxK`` §6.1, ``embed.batchLimit`` §15.5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["EmbedderChoice", "EngineConfig"]
+
+EmbedderChoice = Literal["minilm", "hashing", "onnx"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """What the engine is and how far it may be pushed.
+
+    ``field_types`` pins the §8 filter type of metadata keys (otherwise the
+    first value seen decides). Snapshots (§7.7.1) are kept while they are one of
+    the last ``retain_versions`` versions *or* were superseded less than
+    ``retain_seconds`` ago. ``poison_threshold`` is how many ``poisonSuspected``
+    feedback signals (§7.16, §15.3) demote a document by ``poison_penalty``. Dense search is
+    exact up to ``dense_exact_threshold`` rows, HNSW beyond.
+    """
+
+    data_dir: Path = Path("rcpkit-data")
+    embedder: EmbedderChoice = "minilm"
+    hashing_dimension: int = 64
+    onnx_model_path: Path | None = None
+    onnx_tokenizer_path: Path | None = None
+    chunk_max_chars: int = 1200
+    chunk_overlap_chars: int = 150
+    dense_exact_threshold: int = 50_000
+    max_k: int = 200
+    default_candidate_k: int = 100
+    max_documents_per_add: int = 1000
+    max_text_bytes: int = 1_000_000
+    max_batch_inputs: int = 256
+    field_types: Mapping[str, str] = field(default_factory=dict)
+    retain_versions: int = 64
+    retain_seconds: float = 600.0
+    session_ttl_seconds: int = 1800
+    cross_encoder_model_path: Path | None = None
+    cross_encoder_tokenizer_path: Path | None = None
+    poison_threshold: int = 3
+    poison_penalty: float = 0.5
+    index_save_every: int = 200
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:
+        """Build from a plain mapping (unknown keys are an error, paths are coerced)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown engine config keys: {', '.join(unknown)}")
+        return cls().with_overrides(**values)
+
+    @classmethod
+    def load(cls, path: str | Path) -> EngineConfig:
+        """Read a ``.toml`` or ``.json`` file (an ``[engine]`` table is also accepted)."""
+        source = Path(path)
+        raw = source.read_bytes()
+        data: dict[str, Any] = (tomllib.loads(raw.decode()) if source.suffix == ".toml"
+                                else json.loads(raw))
+        return cls.from_mapping(data.get("engine", data))
+
+    def with_overrides(self, **values: Any) -> EngineConfig:
+        """A copy with ``values`` applied; ``None`` means "keep", paths become ``Path``."""
+        path_fields = {"data_dir", "onnx_model_path", "onnx_tokenizer_path",
+                       "cross_encoder_model_path", "cross_encoder_tokenizer_path"}
+        changes: dict[str, Any] = {name: (Path(value) if name in path_fields else value)
+                                   for name, value in values.items() if value is not None}
+        if "field_types" in changes:
+            changes["field_types"] = dict(changes["field_types"])
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,965 @@
+"""The retrieval engine (§3, §7.7), independent of any protocol binding.
+
+:class:`Engine` owns a :class:`~rcpkit.engine.store.Store` (the system of record)
+and two derived in-memory indexes (lexical BM25 and dense vectors) keyed by the
+store's chunk rowids. ``search`` runs recall → fuse → rerank → diversify → pack
+at one pinned snapshot (§7.7.1); writes are serialised and only *published*
+once their rows are in both indexes, so a read never sees half a write.
+
+Thread safety: any number of concurrent reads; writes serialise on a lock and
+mutate the indexes under the exclusive side of a readers/writer lock.
+
+Scores (§4.6): cosine in ``dense`` mode, BM25 in ``sparse``, the fused score in
+``hybrid``, the reranker's score after ``rerank``; recency and the feedback poison
+policy scale them down, and MMR caps them so they never increase down the list.
+
+The indexes are saved under ``<data_dir>/indexes`` with the write-log position they
+reflect (the ``CURRENT`` pointer flips last) and reconciled with the record on open.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import math
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rcpkit import fusion
+from rcpkit.engine.chunking import Chunk, chunk_text, contextualize
+from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.dense import DenseIndex
+from rcpkit.engine.embedding import Embedder, HashingEmbedder, OnnxEmbedder, check_kind, minilm
+from rcpkit.engine.lexical import LexicalIndex
+from rcpkit.engine.mmr import mmr
+from rcpkit.engine.rerank import CrossEncoderReranker, LateInteractionReranker, Reranker
+from rcpkit.engine.store import (
+    ChunkRecord,
+    ChunkWrite,
+    DocumentWrite,
+    FeedbackRecord,
+    SqliteStore,
+    Store,
+    indexed_text,
+)
+from rcpkit.engine.text import Analyzer, count_tokens
+from rcpkit.engine.types import (
+    TRUST_LEVELS,
+    AddResult,
+    Citation,
+    DeleteResult,
+    DocumentIn,
+    EngineDescription,
+    FeedbackSignal,
+    Hit,
+    SearchRequest,
+    SearchResult,
+    Usage,
+)
+from rcpkit.protocol.errors import (
+    BackendUnavailable,
+    Cancelled,
+    InvalidParams,
+    NotFound,
+    OptionUnsupported,
+    PayloadTooLarge,
+)
+from rcpkit.protocol.filters import OPERATORS, parse_date, validate
+
+__all__ = ["MODES", "STAGES", "Engine", "Progress"]
+
+MODES = ("dense", "sparse", "hybrid")
+FUSION_METHODS = ("rrf", "weighted", "convex")
+UNITS = ("chunk", "document")
+STAGES = ("recall", "fuse", "rerank", "diversify", "pack")
+# Theoretical score minima for convex fusion (§6.1 scoreFloor, §16.3): cosine, BM25.
+_FLOORS = {"dense": -1.0, "sparse": 0.0}
+_FIELD_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+_MS_PER_DAY = 86_400_000
+
+Progress = Callable[[str, float, list[Hit] | None], None]
+"""``progress(stage, fraction, partial_hits)`` — called after each pipeline stage (§9)."""
+
+IntArray = npt.NDArray[np.int64]
+BoolMask = npt.NDArray[np.bool_]
+
+
+class _ReadWriteLock:
+    """Many readers or one writer; writers do not starve (new readers wait for them)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+        self._writers_waiting = 0
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writing and not self._writers_waiting)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._cond:
+            self._writers_waiting += 1
+            self._cond.wait_for(lambda: not self._writing and self._readers == 0)
+            self._writers_waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+@dataclass(slots=True)
+class _Candidate:
+    """A chunk moving through the pipeline with its per-stage scores."""
+
+    record: ChunkRecord
+    vector: npt.NDArray[np.float32]
+    score: float
+    scores: dict[str, float]
+
+
+def _demote(score: float, factor: float) -> float:
+    """Scale a score towards "less relevant" by ``factor`` ∈ (0, 1], whatever its sign."""
+    return score * factor if score >= 0 else score / factor
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Engine:
+    """Hybrid retrieval over a durable store; see the module docstring."""
+
+    def __init__(self, config: EngineConfig, store: Store, embedder: Embedder,
+                 rerankers: Mapping[str, Reranker]) -> None:
+        self.config = config
+        self._store = store
+        self._embedder = embedder
+        self._rerankers = dict(rerankers)
+        self._write_lock = threading.Lock()
+        self._index_lock = _ReadWriteLock()
+        self._lexical = LexicalIndex(Analyzer())
+        self._dense = self._new_dense_index()
+        self._log_position = 0
+        self._published = store.current_seq()
+        self._schema = store.field_types()
+        self._poisoned = self._poisoned_documents(store.feedback_position())
+        self._writes_since_save = 0
+        self._masks: OrderedDict[int, BoolMask] = OrderedDict()
+        self._masks_lock = threading.Lock()
+        self._sessions: dict[str, tuple[float, set[str]]] = {}
+        self._sessions_lock = threading.Lock()
+        self._check_embedder()
+        self._load_indexes()
+
+    def _check_embedder(self) -> None:
+        """Stored vectors are only meaningful for the embedder that made them."""
+        recorded = self._store.setting("embedder")
+        if recorded is None:
+            self._store.set_setting("embedder", self._embedder.identity)
+        elif recorded != self._embedder.identity:
+            self._store.close()
+            raise BackendUnavailable(f"this data directory was indexed with embedder "
+                                     f"{recorded!r}, not {self._embedder.identity!r}")
+
+    # ── lifecycle ──────────────────────────────────────────────────────────
+
+    @classmethod
+    def open(cls, config: EngineConfig, *, embedder: Embedder | None = None,
+             store: Store | None = None) -> Engine:
+        """Open (or create) the engine and reconcile its indexes with the record.
+
+        The record is ``store`` when given (e.g. a PostgreSQL backend), else the embedded
+        SQLite store in ``config.data_dir``; derived indexes always live in ``data_dir``.
+        """
+        chosen = embedder or _make_embedder(config)
+        store = store or SqliteStore.open(config.data_dir)
+        rerankers: dict[str, Reranker] = {}
+        colbert = LateInteractionReranker(chosen)
+        rerankers[colbert.method] = colbert
+        if config.cross_encoder_model_path and config.cross_encoder_tokenizer_path:
+            # Advertised only when a real model is configured (no registry ships one).
+            cross = CrossEncoderReranker(
+                config.cross_encoder_model_path, config.cross_encoder_tokenizer_path,
+                identity=f"onnx:{Path(config.cross_encoder_model_path).name}")
+            rerankers[cross.method] = cross
+        return cls(config, store, chosen, rerankers)
+
+    def close(self) -> None:
+        """Persist the derived indexes and close the store."""
+        with self._write_lock:
+            self._save_indexes()
+            self._store.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ── versions ───────────────────────────────────────────────────────────
+
+    def version_token(self, seq: int) -> str:
+        """The opaque §7.7.1 ``indexVersion`` for a sequence number of this database."""
+        return f"{self._store.database_id}.{seq}"
+
+    def _parse_version(self, token: str) -> int:
+        # §7.7.1 requires -32010 for a snapshot that cannot be served; the §12 table also
+        # lists -32016 for it, but §7.7.1 is the specific MUST so we follow it.
+        database_id, _, seq_text = token.rpartition(".")
+        if database_id != self._store.database_id or not seq_text.isdigit():
+            raise BackendUnavailable("unknown indexVersion for this index")
+        seq = int(seq_text)
+        if seq > self._published or seq < self._store.gc_floor():
+            raise BackendUnavailable("indexVersion is not available (garbage-collected or never "
+                                     "existed)")
+        return seq
+
+    @property
+    def index_version(self) -> str:
+        """The latest published snapshot."""
+        return self.version_token(self._published)
+
+    # ── writes ─────────────────────────────────────────────────────────────
+
+    def add(self, documents: Sequence[DocumentIn], *, chunk: bool = False,
+            contextual: bool = False, idempotency_key: str | None = None) -> AddResult:
+        """§7.10 upsert; returns after the write is committed and published."""
+        if len(documents) > self.config.max_documents_per_add:
+            raise PayloadTooLarge(f"at most {self.config.max_documents_per_add} documents "
+                                  "per add")
+        for position, document in enumerate(documents):
+            if not isinstance(document.text, str):
+                raise InvalidParams("text must be a string", field=f"documents[{position}].text")
+            if len(document.text.encode()) > self.config.max_text_bytes:
+                raise PayloadTooLarge(f"documents[{position}].text exceeds "
+                                      f"{self.config.max_text_bytes} bytes")
+        with self._write_lock:
+            if idempotency_key is not None:
+                replay = self._store.idempotent_reply(idempotency_key)
+                if replay is not None:
+                    reply, seq = replay
+                    return AddResult(ids=reply["ids"], chunks=reply["chunks"],
+                                     index_version=self.version_token(seq))
+            schema = self._schema
+            new_fields: dict[str, str] = {}
+            prepared = [self._prepare(position, document, schema, new_fields, chunk, contextual)
+                        for position, document in enumerate(documents)]
+            live = self._store.live_hashes([p.doc_id for p in prepared])
+            changed = [p for p in prepared if live.get(p.doc_id) != p.content_hash]
+            texts = [piece.indexed for p in changed for piece in p.pieces]
+            vectors = (self._embedder.embed(texts, "document") if texts
+                       else np.zeros((0, self._embedder.dimension), dtype=np.float32))
+            upserts: list[DocumentWrite] = []
+            offset = 0
+            for p in changed:
+                upserts.append(p.to_write(vectors[offset:offset + len(p.pieces)]))
+                offset += len(p.pieces)
+            ids = [p.doc_id for p in prepared]
+            chunks = sum(len(p.pieces) for p in prepared)
+            outcome = self._store.write(upserts, [], new_fields=new_fields,
+                                        idempotency_key=idempotency_key,
+                                        reply={"ids": ids, "chunks": chunks})
+            self._after_write()
+            return AddResult(ids=ids, chunks=chunks, index_version=self.version_token(outcome.seq))
+
+    def delete(self, ids: Sequence[str]) -> DeleteResult:
+        """§7.11: idempotent; counts only documents this call removed."""
+        if len(ids) > self.config.max_documents_per_add:
+            raise PayloadTooLarge(f"at most {self.config.max_documents_per_add} ids per delete")
+        with self._write_lock:
+            outcome = self._store.write([], list(dict.fromkeys(ids)))
+            self._after_write()
+            return DeleteResult(deleted=outcome.deleted,
+                                index_version=self.version_token(outcome.seq))
+
+    def _after_write(self) -> None:
+        """Collect old snapshots, bring the indexes up to the record, then publish."""
+        self._store.collect_garbage(self.config.retain_versions, self.config.retain_seconds,
+                                    time.time())
+        self._catch_up()
+        self._schema = self._store.field_types()
+        self._published = self._store.current_seq()
+        self._writes_since_save += 1
+        if self._writes_since_save >= self.config.index_save_every:
+            self._save_indexes()
+
+    def _prepare(self, position: int, document: DocumentIn, schema: Mapping[str, str],
+                 new_fields: dict[str, str], chunk: bool, contextual: bool) -> _Prepared:
+        where = f"documents[{position}]"
+        if document.id is not None and (not isinstance(document.id, str) or not document.id):
+            raise InvalidParams("id must be a non-empty string", field=f"{where}.id")
+        if document.meta is not None and not isinstance(document.meta, Mapping):
+            raise InvalidParams("meta must be an object", field=f"{where}.meta")
+        meta = dict(document.meta or {})
+        filter_meta = self._filter_meta(meta, schema, new_fields, f"{where}.meta")
+        title = meta.get("title") if isinstance(meta.get("title"), str) else None
+        pieces: list[Chunk] = (chunk_text(document.text, max_chars=self.config.chunk_max_chars,
+                                          overlap_chars=self.config.chunk_overlap_chars,
+                                          title=title)
+                               if chunk else [])
+        if not pieces:
+            pieces = [Chunk(index=0, start=0, end=len(document.text), text=document.text,
+                            headings=())]
+        parts = [_Piece(c, contextualize(c, title or "") if contextual else "") for c in pieces]
+        fingerprint = json.dumps([document.text, meta, chunk, contextual, self._embedder.identity,
+                                  self.config.chunk_max_chars, self.config.chunk_overlap_chars],
+                                 sort_keys=True, default=str)
+        return _Prepared(doc_id=document.id or uuid.uuid4().hex, text=document.text, meta=meta,
+                         filter_meta=filter_meta, pieces=parts,
+                         content_hash=hashlib.sha256(fingerprint.encode()).hexdigest())
+
+    def _filter_meta(self, meta: Mapping[str, Any], schema: Mapping[str, str],
+                     new_fields: dict[str, str], where: str) -> dict[str, Any]:
+        """Type-check metadata against the §8 schema, inferring types for new keys."""
+        trust = meta.get("trust", "untrusted")
+        if trust not in TRUST_LEVELS:
+            raise InvalidParams(f"trust must be one of {', '.join(TRUST_LEVELS)}",
+                                field=f"{where}.trust")
+        normalised: dict[str, Any] = {}
+        for name, value in meta.items():
+            if value is None or not name or not set(name) <= _FIELD_NAME_CHARS:
+                continue  # kept for display; not a filterable field
+            ftype = (self.config.field_types.get(name) or schema.get(name)
+                     or new_fields.get(name) or _infer_type(value))
+            if ftype is None:
+                continue
+            coerced = _coerce(ftype, value)
+            if coerced is None:
+                raise InvalidParams(f"metadata {name!r} does not fit field type {ftype!r}",
+                                    field=f"{where}.{name}")
+            if name not in schema:
+                new_fields[name] = ftype
+            normalised[name] = coerced
+        return normalised
+
+    # ── derived indexes ────────────────────────────────────────────────────
+
+    def _new_dense_index(self) -> DenseIndex:
+        return DenseIndex(self._embedder.dimension,
+                          exact_threshold=self.config.dense_exact_threshold)
+
+    def _index_dir(self) -> Path:
+        return Path(self.config.data_dir) / "indexes"
+
+    def _load_indexes(self) -> None:
+        """Load persisted indexes and catch up from the write log; rebuild when they cannot
+        be trusted (missing, corrupt, foreign, or ahead of the record)."""
+        try:
+            state_dir = self._index_dir() / (self._index_dir() / "CURRENT").read_text().strip()
+            state = json.loads((state_dir / "state.json").read_text())
+            if (state["database_id"] != self._store.database_id
+                    or state["embedder"] != self._embedder.identity
+                    or state["position"] > self._store.log_position()):
+                raise ValueError("persisted indexes do not belong to this record")
+            lexical = LexicalIndex.load(state_dir / "lexical")
+            dense = DenseIndex.load(state_dir / "dense")
+        except Exception:  # any unreadable state means: rebuild from the record
+            self._rebuild()
+            return
+        self._lexical, self._dense, self._log_position = lexical, dense, int(state["position"])
+        self._catch_up()
+
+    def _rebuild(self) -> None:
+        lexical = LexicalIndex(Analyzer())
+        dense = self._new_dense_index()
+        position = self._store.log_position()
+        for batch in self._store.iter_rows():
+            rowids = np.asarray(batch.rowids, dtype=np.int64)
+            lexical.add(rowids, batch.texts)
+            dense.add(rowids, batch.vectors)
+        with self._index_lock.writing():
+            self._lexical, self._dense, self._log_position = lexical, dense, position
+
+    def _catch_up(self) -> None:
+        delta = self._store.delta_since(self._log_position)
+        batches = list(self._store.iter_rows(delta.added)) if delta.added else []
+        with self._index_lock.writing():
+            if delta.removed:
+                removed = np.asarray(delta.removed, dtype=np.int64)
+                self._lexical.remove(removed)
+                self._dense.remove(removed)
+            for batch in batches:
+                rowids = np.asarray(batch.rowids, dtype=np.int64)
+                self._lexical.add(rowids, batch.texts)
+                self._dense.add(rowids, batch.vectors)
+            self._log_position = delta.position
+        with self._masks_lock:
+            self._masks.clear()
+
+    def _save_indexes(self) -> None:
+        """Persist both indexes with the log position they reflect; ``CURRENT`` flips last."""
+        root = self._index_dir()
+        name = f"state-{self._log_position}-{uuid.uuid4().hex[:8]}"
+        target = root / name
+        target.mkdir(parents=True)
+        self._lexical.save(target / "lexical")
+        self._dense.save(target / "dense")
+        (target / "state.json").write_text(json.dumps({
+            "database_id": self._store.database_id, "embedder": self._embedder.identity,
+            "position": self._log_position}))
+        pointer = root / "CURRENT.tmp"
+        with open(pointer, "w") as handle:
+            handle.write(name)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(pointer, root / "CURRENT")
+        for stale in root.iterdir():
+            if stale.is_dir() and stale.name != name:
+                shutil.rmtree(stale, ignore_errors=True)
+        self._writes_since_save = 0
+
+    # ── search (§7.7) ──────────────────────────────────────────────────────
+
+    def search(self, request: SearchRequest, *, progress: Progress | None = None,
+               cancelled: Callable[[], bool] | None = None) -> SearchResult:
+        """Run the §3 pipeline at one snapshot and return at most ``k`` hits."""
+        started = time.perf_counter()
+        plan = self._plan(request)
+
+        def stage(name: str, fraction: float, partial: list[Hit] | None = None) -> None:
+            if cancelled is not None and cancelled():
+                raise Cancelled()
+            if progress is not None:
+                progress(name, fraction, partial)
+
+        query_vector = self._embedder.embed([request.query], "query")[0]
+        candidates, seq = self._recall(request, plan, query_vector)
+        leading = sorted(candidates, key=lambda c: -c.score)[:plan.k]
+        stage("recall", 0.3, [self._hit(c, request, query_vector) for c in leading])
+        ranked = self._fuse(request, candidates)
+        stage("fuse", 0.5)
+        ranked, reranked = self._rerank(request, plan, ranked)
+        stage("rerank", 0.7)
+        ranked = self._adjust(request, plan, ranked)
+        ranked = self._diversify(request, plan, ranked, query_vector)
+        stage("diversify", 0.85)
+        if request.min_score is not None:
+            ranked = [c for c in ranked if c.score >= request.min_score]
+        if request.unit == "document":
+            ranked = _best_per_document(ranked)
+        if request.session_id is not None and request.cursor is None:
+            seen = self._session_seen(request.session_id)
+            ranked = [c for c in ranked if _hit_id(c.record, request.unit) not in seen]
+        page = [self._hit(c, request, query_vector)
+                for c in ranked[plan.offset:plan.offset + plan.k]]
+        tokens: int | None = None
+        if request.token_budget is not None:
+            page, tokens = _pack(page, request.token_budget)
+        end = plan.offset + len(page)
+        if not request.include_text:
+            page = [replace(hit, text=None) for hit in page]
+        next_cursor = (self._cursor(_CursorState(seq, end, plan.now_ms, plan.poisoned.mark),
+                                    plan.fingerprint)
+                       if page and end < len(ranked) else None)
+        if request.session_id is not None:
+            self._remember(request.session_id, [hit.id for hit in page])
+        stage("pack", 1.0)
+        usage = Usage(candidates=plan.candidate_k, reranked=reranked, k=plan.k,
+                      latency_ms=(time.perf_counter() - started) * 1000, tokens=tokens,
+                      notes=plan.notes)
+        return SearchResult(hits=page, index_version=self.version_token(seq), usage=usage,
+                            next_cursor=next_cursor)
+
+    def _plan(self, request: SearchRequest) -> _Plan:
+        """Validate options and clamp the funnel ``candidateK ≥ topN ≥ k`` to ``maxK`` (§3.3)."""
+        if not isinstance(request.query, str) or not request.query.strip():
+            raise InvalidParams("query must be a non-empty string", field="query")
+        if request.mode not in MODES:
+            raise OptionUnsupported(f"mode {request.mode!r} is not supported", option="mode")
+        if request.mode == "hybrid" and request.fusion not in FUSION_METHODS:
+            raise OptionUnsupported(f"fusion {request.fusion!r} is not supported",
+                                    option="fusion")
+        if request.unit not in UNITS:
+            raise OptionUnsupported(f"unit {request.unit!r} is not supported", option="unit")
+        if request.rerank is not None and request.rerank.method not in self._rerankers:
+            raise OptionUnsupported(f"rerank method {request.rerank.method!r} is not "
+                                    "available", option=request.rerank.method)
+        if request.k < 1:
+            raise InvalidParams("k must be at least 1", field="k")
+        if request.mmr_lambda is not None and not 0.0 <= request.mmr_lambda <= 1.0:
+            raise InvalidParams("mmr.lambda must be in [0, 1]", field="mmr.lambda")
+        if request.token_budget is not None and request.token_budget < 1:
+            raise InvalidParams("tokenBudget must be positive", field="tokenBudget")
+        if request.recency is not None and request.recency.half_life_days <= 0:
+            raise InvalidParams("recency.halfLifeDays must be positive",
+                                field="recency.halfLifeDays")
+        max_k = self.config.max_k
+        notes: list[str] = []
+        k = min(request.k, max_k)
+        if k < request.k:
+            notes.append(f"k clamped to maxK={max_k}")
+        wanted = request.candidate_k or max(k, self.config.default_candidate_k)
+        candidate_k = min(max(wanted, k), max_k)
+        top_n = 0
+        if request.rerank is not None:
+            top_n = min(max(request.rerank.top_n or candidate_k, k), candidate_k)
+        fingerprint = _fingerprint(request, self._store.secret)
+        plan = _Plan(k=k, candidate_k=candidate_k, top_n=top_n, offset=0,
+                     fingerprint=fingerprint, pinned=request.index_version, notes=tuple(notes),
+                     schema=self._schema, poisoned=self._poisoned, now_ms=time.time() * 1000)
+        if request.cursor is None:
+            return plan
+        # A continuation page replays the first page's ranking inputs exactly (§10): the
+        # snapshot, the clock used for recency and the feedback seen by the poison policy.
+        state = self._open_cursor(request.cursor, fingerprint)
+        poisoned = (plan.poisoned if state.feedback_mark == plan.poisoned.mark
+                    else self._poisoned_documents(state.feedback_mark))
+        return replace(plan, offset=state.offset, pinned=self.version_token(state.seq),
+                       now_ms=state.now_ms, poisoned=poisoned)
+
+    def _recall(self, request: SearchRequest, plan: _Plan,
+                query_vector: npt.NDArray[np.float32]) -> tuple[list[_Candidate], int]:
+        """Dense and/or lexical recall at the snapshot, with filters as rowid masks (§8)."""
+        tree = (validate(request.filter, plan.schema, OPERATORS)
+                if request.filter is not None else None)
+        with self._index_lock.reading():
+            seq = self._parse_version(plan.pinned) if plan.pinned else self._published
+            visible = self._visible_mask(seq)
+            allow = visible
+            if tree is not None:
+                allow = _mask(self._store.filter_rowids(tree, seq), len(visible))
+            dense_hits: dict[int, float] = {}
+            sparse_hits: dict[int, float] = {}
+            if request.mode in ("dense", "hybrid"):
+                rowids, scores = self._dense.search(query_vector, plan.candidate_k, allow=allow,
+                                                    seed=request.seed)
+                dense_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+            if request.mode in ("sparse", "hybrid"):
+                rowids, scores = self._lexical.search(request.query, plan.candidate_k,
+                                                      visible=visible, allow=allow)
+                sparse_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+            wanted = list(dict.fromkeys([*dense_hits, *sparse_hits]))
+            records = self._store.chunks(wanted)
+            order = [rowid for rowid in wanted if rowid in records]
+            vectors = self._dense.get(np.asarray(order, dtype=np.int64))
+            if seq < self._store.gc_floor():
+                # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
+                raise BackendUnavailable("indexVersion was garbage-collected during the read")
+        candidates = []
+        for position, rowid in enumerate(order):
+            scores_of = {}
+            if rowid in dense_hits:
+                scores_of["dense"] = dense_hits[rowid]
+            if rowid in sparse_hits:
+                scores_of["sparse"] = sparse_hits[rowid]
+            first = dense_hits.get(rowid, sparse_hits.get(rowid, 0.0))
+            candidates.append(_Candidate(records[rowid], vectors[position], first, scores_of))
+        return candidates, seq
+
+    def _visible_mask(self, seq: int) -> BoolMask:
+        with self._masks_lock:
+            cached = self._masks.get(seq)
+            if cached is not None:
+                self._masks.move_to_end(seq)
+                return cached
+        rowids = self._store.visible_rowids(seq)
+        mask = _mask(rowids, int(rowids.max()) + 1 if len(rowids) else 0)
+        with self._masks_lock:
+            self._masks[seq] = mask
+            while len(self._masks) > 8:
+                self._masks.popitem(last=False)
+        return mask
+
+    def _fuse(self, request: SearchRequest, candidates: list[_Candidate]) -> list[_Candidate]:
+        """One ranked list: dense or sparse alone, or fused by rank/score (§16.3)."""
+        if request.mode != "hybrid":
+            return sorted(candidates, key=lambda c: (-c.score, c.record.rowid))
+        by_key = {str(c.record.rowid): c for c in candidates}
+        lists = [sorted(((str(c.record.rowid), c.scores[name]) for c in candidates
+                         if name in c.scores), key=lambda item: (-item[1], int(item[0])))
+                 for name in ("dense", "sparse")]
+        if request.fusion == "convex":
+            alpha = 0.5 if request.alpha is None else request.alpha
+            fused = fusion.convex(lists, [_FLOORS["dense"], _FLOORS["sparse"]],
+                                  [alpha, 1.0 - alpha])
+        else:
+            weights = None
+            if request.weights is not None:
+                weights = [float(request.weights.get("dense", 0.5)),
+                           float(request.weights.get("sparse", 0.5))]
+            fused = (fusion.rrf(lists, weights, k=request.rrf_k) if request.fusion == "rrf"
+                     else fusion.weighted(lists, weights))
+        ranked = []
+        for item in fused:
+            candidate = by_key[item.key]
+            candidate.score = float(item.score)
+            candidate.scores["fused"] = float(item.score)
+            ranked.append(candidate)
+        return ranked
+
+    def _rerank(self, request: SearchRequest, plan: _Plan,
+                ranked: list[_Candidate]) -> tuple[list[_Candidate], int]:
+        """Rescore the top ``topN`` with the requested reranker; the rest drop out (§3.3)."""
+        if request.rerank is None or not ranked:
+            return ranked, 0
+        head = ranked[:plan.top_n]
+        scores = self._rerankers[request.rerank.method].score(
+            request.query, [c.record.indexed_text for c in head])
+        for candidate, score in zip(head, np.asarray(scores).tolist(), strict=True):
+            candidate.score = float(score)
+            candidate.scores["rerank"] = float(score)
+        return sorted(head, key=lambda c: -c.score), len(head)
+
+    def _adjust(self, request: SearchRequest, plan: _Plan,
+                ranked: list[_Candidate]) -> list[_Candidate]:
+        """Recency decay (§7.7; no decay without a date value) and the feedback poison
+        policy (§7.16, §15.3)."""
+        poisoned = plan.poisoned.documents
+        recency = request.recency
+        if recency is not None and plan.schema.get(recency.field) != "date":
+            raise InvalidParams("recency.field must be a date field", field="recency.field")
+        if recency is None and not poisoned:
+            return ranked
+        for candidate in ranked:
+            if recency is not None:
+                stamp = candidate.record.filter_meta.get(recency.field)
+                if isinstance(stamp, int | float):
+                    age_days = max(0.0, (plan.now_ms - stamp) / _MS_PER_DAY)
+                    candidate.score = _demote(candidate.score,
+                                              0.5 ** (age_days / recency.half_life_days))
+            if candidate.record.doc_id in poisoned:
+                candidate.score = _demote(candidate.score, self.config.poison_penalty)
+        return sorted(ranked, key=lambda c: -c.score)
+
+    def _diversify(self, request: SearchRequest, plan: _Plan, ranked: list[_Candidate],
+                   query_vector: npt.NDArray[np.float32]) -> list[_Candidate]:
+        """MMR over the dense vectors; scores are capped to stay non-increasing (§4.6)."""
+        if request.mmr_lambda is None or len(ranked) < 2:
+            return ranked
+        vectors = np.stack([c.vector for c in ranked])
+        relevance = np.asarray([c.score for c in ranked], dtype=np.float32)
+        order = mmr(query_vector, vectors, relevance, len(ranked), request.mmr_lambda)
+        diversified = [ranked[int(i)] for i in order]
+        ceiling = math.inf
+        for candidate in diversified:
+            candidate.score = min(candidate.score, ceiling)
+            ceiling = candidate.score
+        return diversified
+
+    def _hit(self, candidate: _Candidate, request: SearchRequest,
+             query_vector: npt.NDArray[np.float32]) -> Hit:
+        record = candidate.record
+        meta = record.meta
+        cosine = float(np.dot(candidate.vector, query_vector))
+        uri = meta.get("uri") or meta.get("url")
+        citation = Citation(source=str(meta.get("source") or record.doc_id),
+                            uri=uri if isinstance(uri, str) else None,
+                            title=meta["title"] if isinstance(meta.get("title"), str) else None,
+                            start=record.start, end=record.end)
+        return Hit(
+            id=_hit_id(record, request.unit),
+            score=candidate.score, unit=request.unit, doc_id=record.doc_id,
+            chunk_index=record.index, confidence=min(1.0, max(0.0, cosine)),
+            text=record.text, meta=meta,
+            vector=candidate.vector.tolist() if request.include_vectors else None,
+            scores=dict(candidate.scores), citation=citation,
+            trust_level=str(meta.get("trust", "untrusted")), context=record.context)
+
+    # ── pagination (§10) and sessions (§7.7.3) ─────────────────────────────
+
+    def _cursor(self, state: _CursorState, fingerprint: str) -> str:
+        """An opaque §10 cursor: base64url JSON of the page state, signed with HMAC."""
+        body = json.dumps({"f": fingerprint, "v": state.seq, "o": state.offset,
+                           "t": state.now_ms, "p": state.feedback_mark}, separators=(",", ":"))
+        tag = hmac.new(self._store.secret, body.encode(), hashlib.sha256).digest()[:16]
+        return f"{_b64(body.encode())}.{_b64(tag)}"
+
+    def _open_cursor(self, cursor: str, fingerprint: str) -> _CursorState:
+        """Verify a cursor; a forged, foreign, mismatched or expired one is -32015."""
+        try:
+            body_text, _, tag_text = cursor.partition(".")
+            body = _unb64(body_text)
+            expected = hmac.new(self._store.secret, body, hashlib.sha256).digest()[:16]
+            if not hmac.compare_digest(expected, _unb64(tag_text)):
+                raise ValueError("bad signature")
+            fields = json.loads(body)
+            state = _CursorState(seq=int(fields["v"]), offset=int(fields["o"]),
+                                 now_ms=float(fields["t"]), feedback_mark=int(fields["p"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise NotFound("unknown cursor") from exc
+        if fields["f"] != fingerprint:
+            raise NotFound("cursor does not belong to this query")
+        if state.seq < self._store.gc_floor():
+            raise NotFound("cursor expired: its snapshot was garbage-collected")
+        return state
+
+    def _session_seen(self, session_id: str) -> set[str]:
+        now = time.monotonic()
+        with self._sessions_lock:
+            self._expire_sessions(now)
+            entry = self._sessions.get(session_id)
+            return set(entry[1]) if entry else set()
+
+    def _remember(self, session_id: str, hit_ids: Sequence[str]) -> None:
+        now = time.monotonic()
+        with self._sessions_lock:
+            self._expire_sessions(now)
+            _, seen = self._sessions.get(session_id, (now, set()))
+            seen.update(hit_ids)
+            self._sessions[session_id] = (now, seen)
+
+    def _expire_sessions(self, now: float) -> None:
+        ttl = self.config.session_ttl_seconds
+        for session_id in [s for s, (at, _) in self._sessions.items() if now - at > ttl]:
+            del self._sessions[session_id]
+
+    # ── adjacent surfaces ──────────────────────────────────────────────────
+
+    def embed(self, texts: Sequence[str], kind: str = "document") -> npt.NDArray[np.float32]:
+        """§7.3 dense vectors from the engine's own embedder."""
+        check_kind(kind)
+        self._check_batch(texts, "texts")
+        return np.asarray(self._embedder.embed(list(texts), kind), dtype=np.float32)
+
+    def token_embeddings(self, texts: Sequence[str],
+                         kind: str = "document") -> list[npt.NDArray[np.float32]]:
+        """§7.5 per-token vectors."""
+        check_kind(kind)
+        self._check_batch(texts, "texts")
+        return self._embedder.token_embeddings(list(texts), kind)
+
+    def rerank(self, query: str, passages: Sequence[str], method: str) -> npt.NDArray[np.float32]:
+        """§7.6 scores aligned with ``passages`` (higher = more relevant)."""
+        if method not in self._rerankers:
+            raise OptionUnsupported(f"rerank method {method!r} is not available", option=method)
+        self._check_batch(passages, "passages")
+        return np.asarray(self._rerankers[method].score(query, list(passages)), dtype=np.float32)
+
+    def _check_batch(self, items: Sequence[str], field: str) -> None:
+        if len(items) > self.config.max_batch_inputs:
+            raise InvalidParams(f"at most {self.config.max_batch_inputs} inputs per call",
+                                field=field)
+        for position, item in enumerate(items):
+            if not isinstance(item, str):
+                raise InvalidParams("expected a string", field=f"{field}[{position}]")
+
+    def feedback(self, signals: Sequence[FeedbackSignal], session_id: str | None = None,
+                 query: str | None = None) -> int:
+        """§7.16: record signals durably; they only affect later retrieves (poison policy)."""
+        if len(signals) > self.config.max_batch_inputs:
+            raise InvalidParams(f"at most {self.config.max_batch_inputs} signals per call",
+                                field="signals")
+        records = [FeedbackRecord(hit_id=s.hit_id, doc_id=_doc_id_of(s.hit_id),
+                                  session_id=session_id, query=query, used=s.used,
+                                  cited=s.cited, helpful=s.helpful, reward=s.reward,
+                                  poison_suspected=s.poison_suspected,
+                                  injection_suspected=s.injection_suspected)
+                   for s in signals]
+        accepted = self._store.record_feedback(records)
+        # Swapped in whole: only retrieves that start later see the new policy state.
+        self._poisoned = self._poisoned_documents(self._store.feedback_position())
+        return accepted
+
+    def _poisoned_documents(self, mark: int) -> _Poisoned:
+        counts = self._store.poison_counts(mark)
+        return _Poisoned(mark, frozenset(doc for doc, n in counts.items()
+                                         if n >= self.config.poison_threshold))
+
+    def stats(self) -> dict[str, Any]:
+        """Corpus sizes at the latest snapshot."""
+        counts = self._store.counts()
+        return {**asdict(counts), "index_version": self.index_version,
+                "lexical_rows": self._lexical.count, "dense_rows": self._dense.count}
+
+    def describe(self) -> EngineDescription:
+        """The engine's real abilities, for building honest capabilities (§6.1)."""
+        return EngineDescription(
+            modes=MODES, default_mode="hybrid", fusion_methods=FUSION_METHODS,
+            rerank_methods=tuple(self._rerankers), units=UNITS,
+            filter_fields=dict(self._schema), filter_operators=OPERATORS,
+            max_k=self.config.max_k, default_candidate_k=self.config.default_candidate_k,
+            max_batch_inputs=self.config.max_batch_inputs,
+            max_documents_per_add=self.config.max_documents_per_add,
+            max_text_bytes=self.config.max_text_bytes,
+            embed_identity=self._embedder.identity, embed_dimension=self._embedder.dimension,
+            session_ttl_seconds=self.config.session_ttl_seconds)
+
+
+# ── helpers ─────────────────────────────────────────────────────────────────
+
+@dataclass(frozen=True, slots=True)
+class _CursorState:
+    """What a continuation page needs to rebuild the first page's ranking."""
+
+    seq: int
+    offset: int
+    now_ms: float
+    feedback_mark: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Poisoned:
+    """Documents demoted by the poison policy, as of a feedback mark."""
+
+    mark: int
+    documents: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    k: int
+    candidate_k: int
+    top_n: int
+    offset: int
+    fingerprint: str
+    pinned: str | None
+    notes: tuple[str, ...]
+    schema: Mapping[str, str]
+    poisoned: _Poisoned
+    now_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    chunk: Chunk
+    context: str
+
+    @property
+    def indexed(self) -> str:
+        return indexed_text(self.context, self.chunk.text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    doc_id: str
+    text: str
+    meta: dict[str, Any]
+    filter_meta: dict[str, Any]
+    pieces: list[_Piece]
+    content_hash: str
+
+    def to_write(self, vectors: npt.NDArray[np.float32]) -> DocumentWrite:
+        return DocumentWrite(
+            doc_id=self.doc_id, text=self.text, meta=self.meta, filter_meta=self.filter_meta,
+            content_hash=self.content_hash,
+            chunks=[ChunkWrite(index=p.chunk.index, start=p.chunk.start, end=p.chunk.end,
+                               text=p.chunk.text, context=p.context,
+                               headings=tuple(p.chunk.headings), vector=vector)
+                    for p, vector in zip(self.pieces, vectors, strict=True)])
+
+
+def _doc_id_of(hit_id: str) -> str:
+    """The document of a hit id: ``"doc#3"`` → ``"doc"``; a document-unit id is itself."""
+    prefix, separator, suffix = hit_id.rpartition("#")
+    return prefix if separator and suffix.isdigit() else hit_id
+
+
+def _make_embedder(config: EngineConfig) -> Embedder:
+    if config.embedder == "hashing":
+        return HashingEmbedder(dimension=config.hashing_dimension)
+    if config.embedder == "onnx":
+        if config.onnx_model_path is None or config.onnx_tokenizer_path is None:
+            raise ValueError("embedder 'onnx' needs onnx_model_path and onnx_tokenizer_path")
+        return OnnxEmbedder(config.onnx_model_path, config.onnx_tokenizer_path,
+                            identity=f"onnx:{Path(config.onnx_model_path).name}")
+    return minilm()
+
+
+def _infer_type(value: Any) -> str | None:
+    """§8 type for a metadata value never seen before (``None``: not filterable)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        # An ISO-8601 date ("2024-05-01", "2024-05-01T12:00:00Z") becomes a date field.
+        is_date = (len(value) >= 10 and value[4:5] == "-" and value[7:8] == "-"
+                   and parse_date(value) is not None)
+        return "date" if is_date else "keyword"
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return "keyword"
+    return None
+
+
+def _coerce(ftype: str, value: Any) -> Any:
+    """``value`` in the stored filter form for ``ftype``; ``None`` if it does not fit."""
+    if isinstance(value, list):
+        items = [_coerce(ftype, v) for v in value]
+        return None if any(item is None for item in items) else items
+    if ftype in ("keyword", "text"):
+        return value if isinstance(value, str) else None
+    if ftype == "bool":
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool):
+        return None
+    if ftype == "int":
+        return int(value) if isinstance(value, int | float) and float(value).is_integer() \
+            else None
+    if ftype == "float":
+        return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+    if ftype == "date":
+        return parse_date(value)
+    return None
+
+
+def _mask(rowids: IntArray, length: int) -> BoolMask:
+    mask = np.zeros(length, dtype=bool)
+    inside = rowids[rowids < length]
+    mask[inside] = True
+    return mask
+
+
+def _fingerprint(request: SearchRequest, secret: bytes) -> str:
+    """Identifies a query and its ranking parameters across pages (cursor, §10)."""
+    fixed = replace(request, cursor=None, index_version=None, session_id=None)
+    body = json.dumps(asdict(fixed), sort_keys=True, default=repr)
+    return hmac.new(secret, body.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _hit_id(record: ChunkRecord, unit: str) -> str:
+    """``"doc#index"`` for a chunk hit, the document id for ``unit: document``."""
+    return record.doc_id if unit == "document" else f"{record.doc_id}#{record.index}"
+
+
+def _best_per_document(ranked: list[_Candidate]) -> list[_Candidate]:
+    """``unit: document`` (§7.7.2): one entry per document, its best-ranked chunk."""
+    best: dict[str, _Candidate] = {}
+    for candidate in ranked:
+        best.setdefault(candidate.record.doc_id, candidate)
+    return list(best.values())
+
+
+def _pack(hits: list[Hit], budget: int) -> tuple[list[Hit], int]:
+    """Keep top hits while their bodies fit in ``budget`` tokens (§7.7.2)."""
+    packed: list[Hit] = []
+    used = 0
+    for hit in hits:
+        cost = count_tokens(hit.text or "")
+        if used + cost > budget:
+            break
+        packed.append(hit)
+        used += cost
+    return packed, used

@@ -1,0 +1,29 @@
+"""The engine's system of record: the backend-neutral :class:`Store` and its SQLite backend."""
+
+from .base import (
+    ChunkRecord,
+    ChunkWrite,
+    DocumentWrite,
+    FeedbackRecord,
+    IndexDelta,
+    RowBatch,
+    Store,
+    StoreCounts,
+    WriteOutcome,
+    indexed_text,
+)
+from .sqlite import SqliteStore
+
+__all__ = [
+    "ChunkRecord",
+    "ChunkWrite",
+    "DocumentWrite",
+    "FeedbackRecord",
+    "IndexDelta",
+    "RowBatch",
+    "SqliteStore",
+    "Store",
+    "StoreCounts",
+    "WriteOutcome",
+    "indexed_text",
+]

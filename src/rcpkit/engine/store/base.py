@@ -1,0 +1,257 @@
+"""The system-of-record interface (§7.7.1, §7.10, §7.11, §15.4).
+
+A :class:`Store` owns everything durable: documents and their chunks, dense
+vectors, the write log, the filter field schema, idempotency keys, feedback and
+settings. The in-memory lexical/dense indexes are derived from it and can be
+rebuilt from :meth:`Store.iter_rows` at any time.
+
+Versions (MVCC): every write bumps a global sequence ``seq``. A chunk row carries
+``added_seq`` and ``deleted_seq`` (``None`` while live); the snapshot at version
+``v`` sees the rows with ``added_seq <= v < deleted_seq``. Versions below
+:meth:`Store.gc_floor` have been garbage-collected and can no longer be served.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rcpkit.protocol.filters import FilterNode
+
+__all__ = [
+    "ChunkRecord",
+    "ChunkWrite",
+    "DocumentWrite",
+    "FeedbackRecord",
+    "IndexDelta",
+    "RowBatch",
+    "Store",
+    "StoreCounts",
+    "WriteOutcome",
+    "indexed_text",
+]
+
+RowIds = npt.NDArray[np.int64]
+
+
+def indexed_text(context: str, text: str) -> str:
+    """What the lexical index and the embedder see for a chunk: its context first (§7.10)."""
+    return f"{context}\n\n{text}" if context else text
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkWrite:
+    """One chunk of a document to persist; ``vector`` is float32 of the configured dimension."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+    context: str
+    headings: tuple[str, ...]
+    vector: npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentWrite:
+    """A document upsert (§7.10). ``meta`` is shown to clients, ``filter_meta`` is what
+    filters compare (dates as epoch-ms). ``content_hash`` decides "unchanged"."""
+
+    doc_id: str
+    text: str
+    meta: Mapping[str, Any]
+    filter_meta: Mapping[str, Any]
+    content_hash: str
+    chunks: Sequence[ChunkWrite]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    """What a committed write did. ``seq`` is the version it produced (unchanged if none)."""
+
+    seq: int
+    added_rowids: list[int]
+    changed_ids: list[str]
+    deleted: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """A stored chunk with its document's metadata, as visible at some version."""
+
+    rowid: int
+    doc_id: str
+    index: int
+    start: int
+    end: int
+    text: str
+    context: str
+    headings: tuple[str, ...]
+    meta: Mapping[str, Any]
+    filter_meta: Mapping[str, Any]
+
+    @property
+    def indexed_text(self) -> str:
+        """The text the indexes were built from."""
+        return indexed_text(self.context, self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class RowBatch:
+    """Rows for (re)building the derived indexes."""
+
+    rowids: list[int]
+    texts: list[str]
+    vectors: npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexDelta:
+    """Net change to the physical row set since a write-log position."""
+
+    position: int
+    added: list[int] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackRecord:
+    """One §7.16 signal, stored verbatim as untrusted advisory input (§15.2)."""
+
+    hit_id: str
+    doc_id: str
+    session_id: str | None = None
+    query: str | None = None
+    used: bool | None = None
+    cited: bool | None = None
+    helpful: bool | None = None
+    reward: float | None = None
+    poison_suspected: bool | None = None
+    injection_suspected: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCounts:
+    """Live documents and chunks at the current version, plus physically stored rows."""
+
+    documents: int
+    chunks: int
+    stored_rows: int
+    bytes_on_disk: int
+
+
+class Store(abc.ABC):
+    """Backend-neutral system of record. Writes are serialised by the caller; reads may
+    run concurrently from any thread."""
+
+    @property
+    @abc.abstractmethod
+    def database_id(self) -> str:
+        """A random id minted with the database, so foreign version tokens are rejected."""
+
+    @property
+    @abc.abstractmethod
+    def secret(self) -> bytes:
+        """A per-database key for signing cursors (§10)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections; the data stays on disk."""
+
+    @abc.abstractmethod
+    def setting(self, key: str) -> str | None:
+        """A persisted engine setting (e.g. the embedder identity), if set."""
+
+    @abc.abstractmethod
+    def set_setting(self, key: str, value: str) -> None:
+        """Durably store an engine setting."""
+
+    # ── versions ──
+    @abc.abstractmethod
+    def current_seq(self) -> int:
+        """The latest committed version."""
+
+    @abc.abstractmethod
+    def gc_floor(self) -> int:
+        """The oldest version still servable (§7.7.1)."""
+
+    # ── writes (each one durable transaction) ──
+    @abc.abstractmethod
+    def live_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """Content hash of each live document among ``doc_ids``."""
+
+    @abc.abstractmethod
+    def write(self, upserts: Sequence[DocumentWrite], deletes: Sequence[str], *,
+              new_fields: Mapping[str, str] | None = None,
+              idempotency_key: str | None = None,
+              reply: Mapping[str, Any] | None = None) -> WriteOutcome:
+        """Apply upserts and deletes in one committed transaction at a new version.
+
+        A document whose live ``content_hash`` is unchanged is left alone; a write that
+        changes nothing does not create a version. ``reply`` is remembered under
+        ``idempotency_key`` together with the resulting version.
+        """
+
+    @abc.abstractmethod
+    def idempotent_reply(self, key: str) -> tuple[dict[str, Any], int] | None:
+        """The reply and version stored for an idempotency key, if any (§7.10)."""
+
+    @abc.abstractmethod
+    def collect_garbage(self, keep_versions: int, keep_seconds: float, now: float) -> list[int]:
+        """Advance the floor per the retention window, physically drop rows invisible at
+        every retained version and return their rowids (logged for the indexes)."""
+
+    # ── derived-index support ──
+    @abc.abstractmethod
+    def log_position(self) -> int:
+        """The write-log position the current row set corresponds to."""
+
+    @abc.abstractmethod
+    def delta_since(self, position: int) -> IndexDelta:
+        """Net rows added/removed after ``position`` (catch-up of persisted indexes)."""
+
+    @abc.abstractmethod
+    def iter_rows(self, rowids: Sequence[int] | None = None,
+                  batch_size: int = 512) -> Iterator[RowBatch]:
+        """All physically stored rows (or the given ones) with indexed text and vectors."""
+
+    # ── reads ──
+    @abc.abstractmethod
+    def visible_rowids(self, seq: int) -> RowIds:
+        """Rowids of the snapshot at ``seq``."""
+
+    @abc.abstractmethod
+    def filter_rowids(self, node: FilterNode, seq: int) -> RowIds:
+        """Rowids visible at ``seq`` whose document matches a validated §8 tree.
+
+        Compiled with bound parameters only; field names come from the stored schema."""
+
+    @abc.abstractmethod
+    def chunks(self, rowids: Sequence[int]) -> dict[int, ChunkRecord]:
+        """Chunk records by rowid (rows that no longer exist are absent)."""
+
+    @abc.abstractmethod
+    def field_types(self) -> dict[str, str]:
+        """The persisted filter schema: field name → §8 type."""
+
+    @abc.abstractmethod
+    def counts(self) -> StoreCounts:
+        """Sizes for ``stats``."""
+
+    # ── feedback (§7.16) ──
+    @abc.abstractmethod
+    def record_feedback(self, records: Sequence[FeedbackRecord]) -> int:
+        """Store signals durably; returns how many were recorded."""
+
+    @abc.abstractmethod
+    def feedback_position(self) -> int:
+        """A mark that grows with every recorded signal."""
+
+    @abc.abstractmethod
+    def poison_counts(self, up_to: int) -> dict[str, int]:
+        """Document id → ``poisonSuspected`` signals recorded up to the mark ``up_to``."""

@@ -1,0 +1,497 @@
+"""Embedded system of record on stdlib ``sqlite3`` (WAL, ``synchronous=FULL``, one writer).
+
+A write commits before it is acknowledged, so after a crash every acknowledged
+document is present and no half-written one is (§7.10, §13.1). Filters are
+compiled to SQL with bound parameters only (§15.4).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
+
+from .base import (
+    ChunkRecord,
+    DocumentWrite,
+    FeedbackRecord,
+    IndexDelta,
+    RowBatch,
+    RowIds,
+    Store,
+    StoreCounts,
+    WriteOutcome,
+    indexed_text,
+)
+
+__all__ = ["SqliteStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    row INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    filter_meta TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    added_seq INTEGER NOT NULL,
+    deleted_seq INTEGER
+);
+CREATE UNIQUE INDEX IF NOT EXISTS documents_live ON documents(doc_id) WHERE deleted_seq IS NULL;
+CREATE INDEX IF NOT EXISTS documents_deleted ON documents(deleted_seq);
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc_row INTEGER NOT NULL REFERENCES documents(row),
+    doc_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    context TEXT NOT NULL,
+    headings TEXT NOT NULL,
+    added_seq INTEGER NOT NULL,
+    deleted_seq INTEGER
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_row);
+CREATE INDEX IF NOT EXISTS chunks_added ON chunks(added_seq);
+CREATE INDEX IF NOT EXISTS chunks_deleted ON chunks(deleted_seq);
+CREATE TABLE IF NOT EXISTS vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(chunk_id),
+    vector BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS write_log (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    at REAL NOT NULL,
+    doc_ids TEXT NOT NULL,
+    added TEXT NOT NULL,
+    removed TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS write_log_at ON write_log(kind, at);
+CREATE TABLE IF NOT EXISTS field_schema (name TEXT PRIMARY KEY, type TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS idempotency (
+    key TEXT PRIMARY KEY, reply TEXT NOT NULL, seq INTEGER NOT NULL, at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS feedback (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    session_id TEXT,
+    query TEXT,
+    hit_id TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    used INTEGER,
+    cited INTEGER,
+    helpful INTEGER,
+    reward REAL,
+    poison_suspected INTEGER,
+    injection_suspected INTEGER
+);
+CREATE INDEX IF NOT EXISTS feedback_poison ON feedback(doc_id) WHERE poison_suspected = 1;
+"""
+
+_VISIBLE = "c.added_seq <= ? AND (c.deleted_seq IS NULL OR c.deleted_seq > ?)"
+_CHUNK_COLUMNS = ("c.chunk_id, c.doc_id, c.idx, c.start, c.end, c.text, c.context, c.headings, "
+                  "d.meta, d.filter_meta")
+
+
+def _json_path(name: str) -> str:
+    # Bound as a parameter; names reach here only from the validated schema.
+    return f'$."{name}"'
+
+
+def _rowid_array(rows: Sequence[tuple[int, ...]] | list[Any]) -> RowIds:
+    return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+
+
+class SqliteStore(Store):
+    """:class:`Store` in one SQLite file (``<data_dir>/store.sqlite3``)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = self._connect()
+        self._writer_lock = threading.Lock()
+        self._writer.executescript(_SCHEMA)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        settings = dict(self._writer.execute("SELECT key, value FROM settings").fetchall())
+        if "database_id" not in settings:
+            settings = {"database_id": secrets.token_hex(8), "secret": secrets.token_hex(32),
+                        "seq": "0", "gc_floor": "0"}
+            with self._transaction() as db:
+                db.executemany("INSERT INTO settings(key, value) VALUES (?, ?)",
+                               settings.items())
+        self._database_id = settings["database_id"]
+        self._secret = bytes.fromhex(settings["secret"])
+
+    @classmethod
+    def open(cls, data_dir: str | Path) -> SqliteStore:
+        """Open (creating if needed) the store under ``data_dir``."""
+        return cls(Path(data_dir) / "store.sqlite3")
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
+                             timeout=30.0)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA foreign_keys=ON")
+        return db
+
+    def _reader(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._connect()
+            db.execute("PRAGMA query_only=ON")
+            self._local.db = db
+            with self._readers_lock:
+                self._readers.append(db)
+        return db
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._writer, self._writer_lock)
+
+    @property
+    def database_id(self) -> str:
+        return self._database_id
+
+    @property
+    def secret(self) -> bytes:
+        return self._secret
+
+    def close(self) -> None:
+        with self._readers_lock:
+            for db in self._readers:
+                db.close()
+            self._readers.clear()
+        self._writer.close()
+
+    def _setting(self, db: sqlite3.Connection, key: str) -> str:
+        row = db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return str(row[0])
+
+    def setting(self, key: str) -> str | None:
+        row = self._reader().execute("SELECT value FROM settings WHERE key = ?",
+                                     (f"engine.{key}",)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_setting(self, key: str, value: str) -> None:
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO settings(key, value) VALUES (?, ?)",
+                       (f"engine.{key}", value))
+
+    def current_seq(self) -> int:
+        return int(self._setting(self._reader(), "seq"))
+
+    def gc_floor(self) -> int:
+        return int(self._setting(self._reader(), "gc_floor"))
+
+    # ── writes ──────────────────────────────────────────────────────────────
+
+    def live_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        db = self._reader()
+        found: dict[str, str] = {}
+        for start in range(0, len(doc_ids), 500):
+            part = list(doc_ids[start:start + 500])
+            marks = ",".join("?" * len(part))
+            found.update(db.execute(
+                f"SELECT doc_id, content_hash FROM documents "
+                f"WHERE deleted_seq IS NULL AND doc_id IN ({marks})", part).fetchall())
+        return found
+
+    def write(self, upserts: Sequence[DocumentWrite], deletes: Sequence[str], *,
+              new_fields: Mapping[str, str] | None = None,
+              idempotency_key: str | None = None,
+              reply: Mapping[str, Any] | None = None) -> WriteOutcome:
+        with self._transaction() as db:
+            seq = int(self._setting(db, "seq")) + 1
+            added: list[int] = []
+            changed: list[str] = []
+            deleted = 0
+            for doc in upserts:
+                live = db.execute("SELECT content_hash FROM documents "
+                                  "WHERE doc_id = ? AND deleted_seq IS NULL",
+                                  (doc.doc_id,)).fetchone()
+                if live is not None and live[0] == doc.content_hash:
+                    continue
+                self._retire(db, doc.doc_id, seq)
+                added.extend(self._insert(db, doc, seq))
+                changed.append(doc.doc_id)
+            for doc_id in deletes:
+                if self._retire(db, doc_id, seq):
+                    deleted += 1
+                    changed.append(doc_id)
+            if new_fields:
+                db.executemany("INSERT OR IGNORE INTO field_schema(name, type) VALUES (?, ?)",
+                               new_fields.items())
+            if changed:
+                db.execute("UPDATE settings SET value = ? WHERE key = 'seq'", (str(seq),))
+                db.execute("INSERT INTO write_log(seq, kind, at, doc_ids, added, removed) "
+                           "VALUES (?, 'write', ?, ?, ?, '[]')",
+                           (seq, time.time(), json.dumps(changed), json.dumps(added)))
+            else:
+                seq -= 1
+            if idempotency_key is not None and reply is not None:
+                db.execute("INSERT OR REPLACE INTO idempotency(key, reply, seq, at) "
+                           "VALUES (?, ?, ?, ?)",
+                           (idempotency_key, json.dumps(dict(reply)), seq, time.time()))
+        return WriteOutcome(seq=seq, added_rowids=added, changed_ids=changed, deleted=deleted)
+
+    @staticmethod
+    def _retire(db: sqlite3.Connection, doc_id: str, seq: int) -> bool:
+        row = db.execute("SELECT row FROM documents WHERE doc_id = ? AND deleted_seq IS NULL",
+                         (doc_id,)).fetchone()
+        if row is None:
+            return False
+        db.execute("UPDATE documents SET deleted_seq = ? WHERE row = ?", (seq, row[0]))
+        db.execute("UPDATE chunks SET deleted_seq = ? WHERE doc_row = ?", (seq, row[0]))
+        return True
+
+    @staticmethod
+    def _insert(db: sqlite3.Connection, doc: DocumentWrite, seq: int) -> list[int]:
+        cursor = db.execute(
+            "INSERT INTO documents(doc_id, text, meta, filter_meta, content_hash, added_seq) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (doc.doc_id, doc.text, json.dumps(dict(doc.meta)), json.dumps(dict(doc.filter_meta)),
+             doc.content_hash, seq))
+        doc_row = cursor.lastrowid
+        rowids: list[int] = []
+        for chunk in doc.chunks:
+            cursor = db.execute(
+                "INSERT INTO chunks(doc_row, doc_id, idx, start, end, text, context, headings, "
+                "added_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (doc_row, doc.doc_id, chunk.index, chunk.start, chunk.end, chunk.text,
+                 chunk.context, json.dumps(list(chunk.headings)), seq))
+            rowid = int(cursor.lastrowid or 0)
+            db.execute("INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)",
+                       (rowid, np.ascontiguousarray(chunk.vector, dtype=np.float32).tobytes()))
+            rowids.append(rowid)
+        return rowids
+
+    def idempotent_reply(self, key: str) -> tuple[dict[str, Any], int] | None:
+        row = self._reader().execute("SELECT reply, seq FROM idempotency WHERE key = ?",
+                                     (key,)).fetchone()
+        return None if row is None else (json.loads(row[0]), int(row[1]))
+
+    def collect_garbage(self, keep_versions: int, keep_seconds: float, now: float) -> list[int]:
+        with self._transaction() as db:
+            seq = int(self._setting(db, "seq"))
+            floor = int(self._setting(db, "gc_floor"))
+            # Version v is superseded by write v+1; keep it while that write is recent.
+            recent = db.execute("SELECT MIN(seq) FROM write_log WHERE kind = 'write' AND at >= ?",
+                                (now - keep_seconds,)).fetchone()[0]
+            by_time = seq if recent is None else int(recent) - 1
+            new_floor = max(floor, min(seq - keep_versions, by_time), 0)
+            if new_floor == floor:
+                return []
+            doomed = [int(r[0]) for r in db.execute(
+                "SELECT chunk_id FROM chunks WHERE deleted_seq <= ?", (new_floor,))]
+            db.execute("DELETE FROM vectors WHERE chunk_id IN "
+                       "(SELECT chunk_id FROM chunks WHERE deleted_seq <= ?)", (new_floor,))
+            db.execute("DELETE FROM chunks WHERE deleted_seq <= ?", (new_floor,))
+            db.execute("DELETE FROM documents WHERE deleted_seq <= ?", (new_floor,))
+            db.execute("UPDATE settings SET value = ? WHERE key = 'gc_floor'", (str(new_floor),))
+            if doomed:
+                db.execute("INSERT INTO write_log(seq, kind, at, doc_ids, added, removed) "
+                           "VALUES (?, 'gc', ?, '[]', '[]', ?)",
+                           (seq, now, json.dumps(doomed)))
+        return doomed
+
+    # ── derived-index support ──────────────────────────────────────────────
+
+    def log_position(self) -> int:
+        row = self._reader().execute("SELECT MAX(pos) FROM write_log").fetchone()
+        return int(row[0] or 0)
+
+    def delta_since(self, position: int) -> IndexDelta:
+        added: set[int] = set()
+        removed: set[int] = set()
+        last = position
+        for pos, added_json, removed_json in self._reader().execute(
+                "SELECT pos, added, removed FROM write_log WHERE pos > ? ORDER BY pos",
+                (position,)):
+            added.update(json.loads(added_json))
+            removed.update(json.loads(removed_json))
+            last = int(pos)
+        return IndexDelta(position=last, added=sorted(added - removed),
+                          removed=sorted(removed - added))
+
+    def iter_rows(self, rowids: Sequence[int] | None = None,
+                  batch_size: int = 512) -> Iterator[RowBatch]:
+        db = self._reader()
+        select = ("SELECT c.chunk_id, c.context, c.text, v.vector FROM chunks c "
+                  "JOIN vectors v ON v.chunk_id = c.chunk_id")
+        if rowids is None:
+            cursor = db.execute(f"{select} ORDER BY c.chunk_id")
+            while rows := cursor.fetchmany(batch_size):
+                yield _row_batch(rows)
+            return
+        ids = [int(r) for r in rowids]
+        for start in range(0, len(ids), batch_size):
+            part = ids[start:start + batch_size]
+            rows = db.execute(f"{select} WHERE c.chunk_id IN ({','.join('?' * len(part))}) "
+                              "ORDER BY c.chunk_id", part).fetchall()
+            if rows:
+                yield _row_batch(rows)
+
+    # ── reads ──────────────────────────────────────────────────────────────
+
+    def visible_rowids(self, seq: int) -> RowIds:
+        rows = self._reader().execute(
+            f"SELECT c.chunk_id FROM chunks c WHERE {_VISIBLE} ORDER BY c.chunk_id",
+            (seq, seq)).fetchall()
+        return _rowid_array(rows)
+
+    def filter_rowids(self, node: FilterNode, seq: int) -> RowIds:
+        known = self.field_types()
+        params: list[Any] = [seq, seq]
+        clause = _compile(node, known, params)
+        rows = self._reader().execute(
+            f"SELECT c.chunk_id FROM chunks c JOIN documents d ON d.row = c.doc_row "
+            f"WHERE {_VISIBLE} AND ({clause}) ORDER BY c.chunk_id", params).fetchall()
+        return _rowid_array(rows)
+
+    def chunks(self, rowids: Sequence[int]) -> dict[int, ChunkRecord]:
+        db = self._reader()
+        records: dict[int, ChunkRecord] = {}
+        ids = [int(r) for r in rowids]
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for row in db.execute(
+                    f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d "
+                    f"ON d.row = c.doc_row WHERE c.chunk_id IN ({','.join('?' * len(part))})",
+                    part):
+                records[int(row[0])] = ChunkRecord(
+                    rowid=int(row[0]), doc_id=row[1], index=int(row[2]), start=int(row[3]),
+                    end=int(row[4]), text=row[5], context=row[6],
+                    headings=tuple(orjson.loads(row[7])), meta=orjson.loads(row[8]),
+                    filter_meta=orjson.loads(row[9]))
+        return records
+
+    def field_types(self) -> dict[str, str]:
+        return dict(self._reader().execute("SELECT name, type FROM field_schema").fetchall())
+
+    def counts(self) -> StoreCounts:
+        db = self._reader()
+        seq = int(self._setting(db, "seq"))
+        documents = db.execute("SELECT COUNT(*) FROM documents WHERE deleted_seq IS NULL"
+                               ).fetchone()[0]
+        chunks = db.execute("SELECT COUNT(*) FROM chunks c WHERE " + _VISIBLE,
+                            (seq, seq)).fetchone()[0]
+        stored = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        size = sum(os.path.getsize(p) for p in (self._path, Path(f"{self._path}-wal"))
+                   if p.exists())
+        return StoreCounts(documents=int(documents), chunks=int(chunks),
+                           stored_rows=int(stored), bytes_on_disk=size)
+
+    # ── feedback ───────────────────────────────────────────────────────────
+
+    def record_feedback(self, records: Sequence[FeedbackRecord]) -> int:
+        now = time.time()
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT INTO feedback(at, session_id, query, hit_id, doc_id, used, cited, "
+                "helpful, reward, poison_suspected, injection_suspected) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(now, r.session_id, r.query, r.hit_id, r.doc_id, r.used, r.cited, r.helpful,
+                  r.reward, r.poison_suspected, r.injection_suspected) for r in records])
+        return len(records)
+
+    def feedback_position(self) -> int:
+        return int(self._reader().execute("SELECT COALESCE(MAX(id), 0) FROM feedback"
+                                          ).fetchone()[0])
+
+    def poison_counts(self, up_to: int) -> dict[str, int]:
+        return {doc_id: int(n) for doc_id, n in self._reader().execute(
+            "SELECT doc_id, COUNT(*) FROM feedback WHERE poison_suspected = 1 AND id <= ? "
+            "GROUP BY doc_id", (up_to,))}
+
+
+def _row_batch(rows: list[Any]) -> RowBatch:
+    return RowBatch(rowids=[int(r[0]) for r in rows],
+                    texts=[indexed_text(r[1], r[2]) for r in rows],
+                    vectors=np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows]))
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (or ``ROLLBACK`` on error) on the one writer
+    connection, which threads take turns to use."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
+        self._db = db
+        self._lock = lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._lock.acquire()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._lock.release()
+            raise
+        return self._db
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        finally:
+            self._lock.release()
+
+
+# ── §8 filter compilation (bound parameters only, §15.4) ───────────────────
+
+def _compile(node: FilterNode, known: Mapping[str, str], params: list[Any]) -> str:
+    if isinstance(node, All):
+        return " AND ".join(f"({_compile(c, known, params)})" for c in node.children)
+    if isinstance(node, AnyOf):
+        return " OR ".join(f"({_compile(c, known, params)})" for c in node.children)
+    if isinstance(node, Not):
+        return f"NOT ({_compile(node.child, known, params)})"
+    return _condition(node, known, params)
+
+
+def _condition(cond: Condition, known: Mapping[str, str], params: list[Any]) -> str:
+    if cond.field not in known:
+        # The validator only admits advertised fields; an unknown one matches nothing.
+        return "0"
+    path = _json_path(cond.field)
+    op, value = cond.op, cond.value
+    if op == "exists":
+        params.append(path)
+        return "json_type(d.filter_meta, ?) IS NOT NULL" if value else \
+            "json_type(d.filter_meta, ?) IS NULL"
+    if op in ("eq", "ne"):
+        params.extend((path, value))
+        member = "EXISTS (SELECT 1 FROM json_each(d.filter_meta, ?) j WHERE j.value = ?)"
+        # ne is the negation of eq, so a document without the field matches ne.
+        return member if op == "eq" else f"NOT {member}"
+    if op in ("in", "nin"):
+        if not value:
+            return "0" if op == "in" else "1"
+        params.append(path)
+        params.extend(value)
+        member = (f"EXISTS (SELECT 1 FROM json_each(d.filter_meta, ?) j "
+                  f"WHERE j.value IN ({','.join('?' * len(value))}))")
+        return member if op == "in" else f"NOT {member}"
+    if op == "contains":
+        # Element membership for array values, case-sensitive substring for strings (§8).
+        params.extend((path, path, value, path, value))
+        return ("CASE json_type(d.filter_meta, ?) WHEN 'array' THEN "
+                "EXISTS (SELECT 1 FROM json_each(d.filter_meta, ?) j WHERE j.value = ?) "
+                "ELSE instr(json_extract(d.filter_meta, ?), ?) > 0 END")
+    comparison = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[op]
+    params.extend((path, path, value))
+    return (f"json_type(d.filter_meta, ?) IN ('integer', 'real') "
+            f"AND json_extract(d.filter_meta, ?) {comparison} ?")

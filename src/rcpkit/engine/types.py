@@ -1,0 +1,251 @@
+"""Engine-level values (snake_case, protocol-independent) exchanged with the Engine.
+
+The protocol layer maps §7.7/§7.10/§7.16 params onto these and back; only
+:meth:`Hit.to_wire` speaks the wire shape directly, since every binding needs it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "TRUST_LEVELS",
+    "AddResult",
+    "Citation",
+    "DeleteResult",
+    "DocumentIn",
+    "EngineDescription",
+    "FeedbackSignal",
+    "Hit",
+    "Recency",
+    "RerankOptions",
+    "SearchRequest",
+    "SearchResult",
+    "Usage",
+]
+
+TRUST_LEVELS = ("trusted", "community", "untrusted")
+"""§7.7 ``trust.level`` values; a document without one is ``untrusted`` (§15.2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentIn:
+    """One ``index/add`` document (§7.10); ``id`` absent ⇒ minted, present ⇒ upsert."""
+
+    text: str
+    id: str | None = None
+    meta: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """``ids`` are positional with the input (§7.10); ``chunks`` counts their chunks."""
+
+    ids: list[str]
+    chunks: int
+    index_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    """``deleted`` counts only documents this call removed (§7.11)."""
+
+    deleted: int
+    index_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class RerankOptions:
+    """§7.7 ``rerank``: a method the engine advertises and the funnel's ``topN``."""
+
+    method: str
+    top_n: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Recency:
+    """§7.7 ``recency``: multiplicative half-life decay on a ``date`` field."""
+
+    field: str
+    half_life_days: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """§7.7 ``retrieve`` params. ``filter`` is a wire §8 tree or an already validated one.
+
+    Paging (§10) walks the ranking of the first page's snapshot, so at most ``candidate_k``
+    hits are reachable; session dedup (§7.7.3) filters first pages only, since a cursor
+    already guarantees each hit once. ``token_budget`` stops before the first hit that would
+    exceed it (§7.7.2).
+    """
+
+    query: str
+    k: int = 10
+    mode: str = "hybrid"
+    candidate_k: int | None = None
+    fusion: str = "rrf"
+    rrf_k: int = 60
+    weights: Mapping[str, float] | None = None
+    alpha: float | None = None
+    rerank: RerankOptions | None = None
+    mmr_lambda: float | None = None
+    filter: Any = None
+    min_score: float | None = None
+    recency: Recency | None = None
+    unit: str = "chunk"
+    token_budget: int | None = None
+    session_id: str | None = None
+    include_text: bool = True
+    include_vectors: bool = False
+    seed: int | None = None
+    index_version: str | None = None
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """§7.7 ``citation``: where a hit comes from; offsets are character offsets in the document."""
+
+    source: str
+    uri: str | None = None
+    title: str | None = None
+    start: int | None = None
+    end: int | None = None
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked result. ``id`` is ``"doc#index"`` for chunks and ``"doc"`` for documents.
+
+    ``confidence`` (§7.7.2) is the cosine of the query and chunk embeddings clipped to
+    [0, 1]: independent of mode, fusion and rerank, so it is comparable across calls.
+    """
+
+    id: str
+    score: float
+    unit: str
+    doc_id: str
+    chunk_index: int
+    confidence: float | None = None
+    text: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    vector: Sequence[float] | None = None
+    scores: Mapping[str, float] = field(default_factory=dict)
+    citation: Citation | None = None
+    trust_level: str = "untrusted"
+    context: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        """The §7.7 Hit object: camelCase, absent fields omitted, finite floats only (§4.6)."""
+        wire: dict[str, Any] = {"id": self.id, "score": _finite(self.score) or 0.0,
+                                "unit": self.unit}
+        if self.confidence is not None:
+            wire["confidence"] = min(1.0, max(0.0, _finite(self.confidence) or 0.0))
+        if self.text is not None:
+            wire["text"] = self.text
+        if self.meta:
+            wire["meta"] = dict(self.meta)
+        if self.vector is not None:
+            wire["vector"] = [float(x) for x in self.vector]
+        stage_scores = {name: float(v) for name, v in self.scores.items() if math.isfinite(v)}
+        if stage_scores:
+            wire["scores"] = stage_scores
+        if self.citation is not None:
+            citation = {name: getattr(self.citation, name)
+                        for name in ("source", "uri", "title", "start", "end")}
+            wire["citation"] = {k: v for k, v in citation.items() if v is not None}
+        wire["trust"] = {"level": self.trust_level}
+        chunk: dict[str, Any] = {"docId": self.doc_id, "index": self.chunk_index}
+        if self.context:
+            chunk["context"] = self.context
+        wire["chunk"] = chunk
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """§7.7 ``usage``: effective funnel sizes, packed tokens and notes."""
+
+    candidates: int
+    reranked: int
+    k: int
+    latency_ms: float
+    tokens: int | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"candidates": self.candidates, "reranked": self.reranked,
+                                "latencyMs": round(self.latency_ms, 3)}
+        if self.tokens is not None:
+            wire["tokens"] = self.tokens
+        if self.notes:
+            wire["notes"] = list(self.notes)
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """§7.7 result: hits, the snapshot served, an optional next-page cursor (§10)."""
+
+    hits: list[Hit]
+    index_version: str
+    usage: Usage
+    next_cursor: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"hits": [hit.to_wire() for hit in self.hits],
+                                "indexVersion": self.index_version,
+                                "usage": self.usage.to_wire()}
+        if self.next_cursor:
+            wire["nextCursor"] = self.next_cursor
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackSignal:
+    """One §7.16 signal; every field is untrusted advice (§15.2)."""
+
+    hit_id: str
+    used: bool | None = None
+    cited: bool | None = None
+    helpful: bool | None = None
+    reward: float | None = None
+    poison_suspected: bool | None = None
+    injection_suspected: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineDescription:
+    """What this engine can honestly advertise (§6.1, §8, §7.3)."""
+
+    modes: tuple[str, ...]
+    default_mode: str
+    fusion_methods: tuple[str, ...]
+    rerank_methods: tuple[str, ...]
+    units: tuple[str, ...]
+    filter_fields: Mapping[str, str]
+    filter_operators: tuple[str, ...]
+    max_k: int
+    default_candidate_k: int
+    max_batch_inputs: int
+    max_documents_per_add: int
+    max_text_bytes: int
+    embed_identity: str
+    embed_dimension: int
+    session_ttl_seconds: int
+    mmr: bool = True
+    token_budget: bool = True
+    confidence: bool = True
+    snapshots: bool = True
+    deterministic: bool = True
+    pagination: bool = True
+    chunking: bool = True
+    contextual: bool = True
