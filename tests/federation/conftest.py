@@ -1,0 +1,92 @@
+"""Helpers for the federation tests: engine argv, registry files, gateway processes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SERVERS = Path(__file__).parent / "servers"
+RCPKIT = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
+
+
+def engine(name: str, *flags: str) -> list[str]:
+    """argv of the flag-configured test engine (servers/engine.py) over stdio."""
+    return [sys.executable, str(SERVERS / "engine.py"), name, *flags]
+
+
+def ref_engine() -> list[str]:
+    """argv of the reference-SDK engine over stdio."""
+    return [sys.executable, str(SERVERS / "ref_engine.py")]
+
+
+def stdio_entry(engine_id: str, argv: list[str], **settings: Any) -> dict[str, Any]:
+    return {"id": engine_id, "transport": "stdio", "command": argv, **settings}
+
+
+def http_entry(engine_id: str, port: int, **settings: Any) -> dict[str, Any]:
+    return {"id": engine_id, "transport": "http", "url": f"http://127.0.0.1:{port}/rcp",
+            **settings}
+
+
+def write_registry(path: Path, entries: Sequence[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"engines": list(entries)}))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_listening(port: int, process: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+class Processes:
+    """Background processes stopped at the end of a test (SIGTERM, then SIGKILL)."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def http(self, argv: list[str], port: int) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.started.append(process)
+        wait_listening(port, process)
+        return process
+
+    def stop(self) -> None:
+        for process in self.started:
+            process.terminate()
+        for process in self.started:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def processes() -> Iterator[Processes]:
+    running = Processes()
+    try:
+        yield running
+    finally:
+        running.stop()
