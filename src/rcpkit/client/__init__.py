@@ -1,1 +1,31 @@
-"""rcpkit.client"""
+"""The RCP/1 client SDK: async and blocking clients over stdio or HTTP (§5, §7, §14.4).
+
+::
+
+    from rcpkit.client import connect_stdio, filters as f
+
+    async with await connect_stdio(["rcpkit", "serve", "--stdio"]) as client:
+        result = await client.retrieve("eiffel tower", k=5,
+                                       filter=f.eq("lang", "en") & f.gte("year", 2020))
+        for hit in result.hits:
+            print(hit.id, hit.score, hit.citation)
+
+The blocking twin is :class:`Client` (``Client.connect_stdio([...])``).
+"""
+
+from ..protocol import errors, filters
+from .client import AsyncClient, ProgressEvent, Stream, connect_http, connect_stdio
+from .retry import RetryPolicy
+from .sync import Client
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "ProgressEvent",
+    "RetryPolicy",
+    "Stream",
+    "connect_http",
+    "connect_stdio",
+    "errors",
+    "filters",
+]

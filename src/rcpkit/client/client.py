@@ -1,0 +1,581 @@
+"""``AsyncClient``: a typed, capability-gated handle on one RCP engine (§7, §14.4).
+
+Connecting runs ``initialize`` and caches the capabilities (§7.1, §13.2). Each
+typed method checks locally, before any I/O, that the method and its options
+were advertised (the same :mod:`rcpkit.protocol.gating` rules the server
+applies) and raises :class:`UsageError` otherwise, unless the client was opened
+with ``strict=False``. Results are decoded into the shared
+:mod:`rcpkit.protocol.params` types; vectors become float32 numpy arrays
+whatever their wire encoding (§7.3.1), and the client asks for ``f32-base64``
+whenever the server advertises it.
+
+Keyword options are sent as wire params: a top-level ``snake_case`` name is
+camel-cased (``candidate_k`` → ``candidateK``, ``meta`` → ``_meta``); nested
+objects use wire names (``mmr={"lambda": 0.5}``); a §8 filter may be a builder
+expression (``eq("lang", "en") & gte("year", 2020)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shlex
+import ssl
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import msgspec
+import numpy as np
+
+from .. import __version__
+from ..protocol import filters
+from ..protocol.capabilities import Capabilities
+from ..protocol.errors import (
+    CapabilityMissing,
+    InvalidParams,
+    NotInitialized,
+    OptionUnsupported,
+    ProtocolViolation,
+    RcpError,
+    UsageError,
+    VersionMismatch,
+)
+from ..protocol.gating import check_options
+from ..protocol.lifecycle import PROTOCOL_VERSION
+from ..protocol.methods import ALWAYS_ALLOWED, capability_for
+from ..protocol.params import (
+    PARAMS,
+    CatalogListResult,
+    EmbedResult,
+    FeedbackResult,
+    GraphResult,
+    Hit,
+    IndexAddResult,
+    IndexDeleteResult,
+    InitializeResult,
+    MemoryBuildResult,
+    MemoryRecallResult,
+    MultiEmbedResult,
+    PeerInfo,
+    PingResult,
+    ProgressParams,
+    RerankResult,
+    RetrieveParams,
+    RetrieveResult,
+    ShutdownResult,
+    SparseEmbedResult,
+    TransformResult,
+    check_funnel,
+    convert,
+    decode_result,
+    to_builtins,
+)
+from ..protocol.vectors import decode_vectors
+from .retry import NO_RETRY, RetryPolicy, is_retry_safe
+from .session import LogHandler, RpcSession, Transport
+from .transports import HttpTransport, StdioTransport
+
+__all__ = ["AsyncClient", "ProgressEvent", "Stream", "connect_http", "connect_stdio"]
+
+_log = logging.getLogger("rcpkit.client")
+_F32 = "f32-base64"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEvent:
+    """One ``notifications/progress`` frame (§9); ``hits`` are the typed ``partial.hits``."""
+
+    progress: float | None
+    stage: str | None = None
+    message: str | None = None
+    hits: list[Hit] | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_wire(cls, params: dict[str, Any]) -> ProgressEvent:
+        """Tolerant: a malformed frame still yields an event (progress is advisory, §14.4)."""
+        try:
+            typed = convert(params, ProgressParams)
+        except InvalidParams:
+            return cls(progress=None, raw=params)
+        partial = typed.partial or {}
+        hits = None
+        if isinstance(partial.get("hits"), list):
+            with contextlib.suppress(ProtocolViolation):
+                hits = decode_result("retrieve", {"hits": partial["hits"]}).hits
+        return cls(typed.progress, typed.stage, typed.message, hits, params)
+
+
+OnProgress = Callable[[ProgressEvent], None]
+
+
+class Stream(Generic[T]):
+    """``async for event in stream`` yields :class:`ProgressEvent`; then ``stream.result``.
+
+    The request starts at the first iteration; cancelling the iterating task
+    cancels the request (§7.14).
+    """
+
+    def __init__(self, start: Callable[[OnProgress], Awaitable[T]]) -> None:
+        self._start = start
+        self._events: asyncio.Queue[ProgressEvent] = asyncio.Queue()
+        self._task: asyncio.Future[T] | None = None
+        self._done = False
+
+    @property
+    def result(self) -> T:
+        """The final, authoritative result (§9); raises the call's error if it failed."""
+        if self._task is None or not self._task.done():
+            raise UsageError("iterate the stream to its end before reading its result")
+        return self._task.result()
+
+    def __aiter__(self) -> Stream[T]:
+        return self
+
+    async def __anext__(self) -> ProgressEvent:
+        if self._done:
+            raise StopAsyncIteration
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._start(self._events.put_nowait))
+        if self._events.empty() and not self._task.done():
+            waiter = asyncio.ensure_future(self._events.get())
+            racers: set[asyncio.Future[Any]] = {waiter, self._task}
+            try:
+                await asyncio.wait(racers, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                self._task.cancel()
+                raise
+            finally:
+                waiter.cancel()
+            if waiter.done() and not waiter.cancelled():
+                return waiter.result()
+        if not self._events.empty():
+            return self._events.get_nowait()
+        self._done = True
+        self._task.result()  # the call's error, if any, ends the iteration
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Abandon the request (sends ``notifications/cancel`` when it is in flight)."""
+        self._done = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RcpError):
+                await self._task
+
+
+class AsyncClient:
+    """A connection to one RCP server. Open it with :func:`connect_stdio` / :func:`connect_http`."""
+
+    def __init__(self, session: RpcSession, *, strict: bool = True,
+                 retry: RetryPolicy = RetryPolicy()) -> None:
+        self.session = session
+        self.strict = strict
+        self.retry = retry
+        self.init_result: InitializeResult | None = None
+        self.capabilities = Capabilities()
+        self._init_params: dict[str, Any] = {}
+        self._min_version = 1
+        self._init_timeout = 30.0
+
+    @classmethod
+    async def open(cls, transport: Transport, *, min_version: int = 1, strict: bool = True,
+                   log_handler: LogHandler | None = None, log_level: str | None = "info",
+                   timeout: float = 30.0, retry: RetryPolicy = RetryPolicy(),
+                   client_info: Mapping[str, str] | None = None) -> AsyncClient:
+        """Start ``transport`` and run ``initialize`` on it (§7.1)."""
+        session = RpcSession(transport, log_handler=log_handler)
+        await session.start()
+        client = cls(session, strict=strict, retry=retry)
+        client._init_params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "client": dict(client_info or {"name": "rcpkit", "version": __version__}),
+            "capabilities": {"streaming": {}, **({"log": {}} if log_level else {})},
+            **({"_meta": {"logLevel": log_level}} if log_level else {}),
+        }
+        client._min_version, client._init_timeout = min_version, timeout
+        try:
+            await client._initialize()
+        except BaseException:
+            await session.close()
+            raise
+        return client
+
+    async def _initialize(self) -> None:
+        raw = await self.session.request("initialize", self._init_params,
+                                         deadline_ms=round(self._init_timeout * 1000))
+        min_version = self._min_version
+        result: InitializeResult = decode_result("initialize", raw)
+        if result.protocol_version < min_version:
+            raise VersionMismatch(f"the server negotiated RCP/{result.protocol_version}, below "
+                                  f"this client's minimum RCP/{min_version} (§7.1)")
+        self.init_result = result
+        self.capabilities = Capabilities.from_wire(result.capabilities)
+        token = (result.meta or {}).get("session")
+        if isinstance(token, str) and isinstance(self.session.transport, HttpTransport):
+            self.session.transport.session_token = token
+
+    # ── identity ─────────────────────────────────────────────────────────────
+
+    @property
+    def server(self) -> PeerInfo:
+        assert self.init_result is not None
+        return self.init_result.server
+
+    @property
+    def protocol_version(self) -> int:
+        assert self.init_result is not None
+        return self.init_result.protocol_version
+
+    @property
+    def is_closed(self) -> bool:
+        """True once the transport died or the client was closed (§13.1)."""
+        return self.session.is_closed
+
+    @property
+    def conformance(self) -> str | None:
+        """The level the server claims in ``_meta.conformance`` (§14), if any."""
+        level = ((self.init_result.meta if self.init_result else None) or {}).get("conformance")
+        return level if isinstance(level, str) else None
+
+    # ── raw access ───────────────────────────────────────────────────────────
+
+    async def call(self, method: str, params: Mapping[str, Any] | None = None, *,
+                   deadline_ms: int | None = None,
+                   on_progress: OnProgress | None = None) -> dict[str, Any]:
+        """Any method with raw params and a raw result; only the method itself is gated."""
+        self._require(method)
+        result: dict[str, Any] = await self._send(method, dict(params or {}), deadline_ms,
+                                                  on_progress)
+        return result
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send a notification (§4.5)."""
+        await self.session.notify(method, params)
+
+    # ── §7 methods ───────────────────────────────────────────────────────────
+
+    async def info(self, *, deadline_ms: int | None = None) -> InitializeResult:
+        """§7.2."""
+        result: InitializeResult = await self._typed("info", {}, deadline_ms)
+        return result
+
+    async def ping(self, nonce: str | int | None = None, *,
+                   deadline_ms: int | None = None) -> PingResult:
+        """§7.15."""
+        result: PingResult = await self._typed("ping", {"nonce": nonce}, deadline_ms)
+        return result
+
+    async def shutdown(self, *, deadline_ms: int | None = None) -> ShutdownResult:
+        """§7.12 (closing the client is enough over stdio: EOF is a shutdown)."""
+        result: ShutdownResult = await self._typed("shutdown", {}, deadline_ms)
+        return result
+
+    async def embed(self, inputs: Sequence[Any], *, kind: str | None = None,
+                    deadline_ms: int | None = None, on_progress: OnProgress | None = None,
+                    **options: Any) -> EmbedResult:
+        """§7.3; ``result.vectors`` is a float32 ``(n, d)`` array.
+
+        More inputs than the advertised ``embed.batchLimit`` are sent as several
+        requests, one after the other (§4.7: advertised bounds are authoritative).
+        """
+        embed = self.capabilities.embed
+        encoding = _F32 if embed and _F32 in (embed.encodings or ()) else None
+        items = list(inputs)
+        limit = (embed.batch_limit if embed else None) or max(len(items), 1)
+        parts: list[EmbedResult] = [
+            await self._typed("embed", {"encoding": encoding, **options,
+                                        "inputs": items[start:start + limit], "kind": kind},
+                              deadline_ms, on_progress)
+            for start in range(0, max(len(items), 1), limit)]
+        if len(parts) == 1:
+            return parts[0]
+        return msgspec.structs.replace(parts[0], vectors=np.vstack([part.vectors
+                                                                    for part in parts]))
+
+    async def embed_sparse(self, texts: Sequence[Any], *, kind: str | None = None,
+                           deadline_ms: int | None = None,
+                           on_progress: OnProgress | None = None,
+                           **options: Any) -> SparseEmbedResult:
+        """§7.4."""
+        wire = {**options, "texts": list(texts), "kind": kind}
+        result: SparseEmbedResult = await self._typed("embed/sparse", wire, deadline_ms,
+                                                      on_progress)
+        return result
+
+    async def embed_multi(self, inputs: Sequence[Any], *, kind: str | None = None,
+                          deadline_ms: int | None = None, on_progress: OnProgress | None = None,
+                          **options: Any) -> MultiEmbedResult:
+        """§7.5; ``result.matrices`` is a list of float32 ``(tokens, d)`` arrays."""
+        multi = self.capabilities.multi_vector
+        encoding = _F32 if multi and _F32 in (multi.encodings or ()) else None
+        wire = {"encoding": encoding, **options, "inputs": list(inputs), "kind": kind}
+        result: MultiEmbedResult = await self._typed("embed/multi", wire, deadline_ms,
+                                                     on_progress)
+        return result
+
+    async def rerank(self, query: Any, passages: Sequence[Any], *, method: str | None = None,
+                     top_n: int | None = None, deadline_ms: int | None = None,
+                     on_progress: OnProgress | None = None, **options: Any) -> RerankResult:
+        """§7.6."""
+        wire = {**options, "query": query, "passages": list(passages), "method": method,
+                "topN": top_n}
+        result: RerankResult = await self._typed("rerank", wire, deadline_ms, on_progress)
+        return result
+
+    async def retrieve(self, query: Any, k: int = 10, *, deadline_ms: int | None = None,
+                       on_progress: OnProgress | None = None, **options: Any) -> RetrieveResult:
+        """§7.7. Options: ``mode``, ``candidate_k``, ``fusion``, ``rerank``, ``mmr``, ``filter``…
+
+        ``k`` is pre-clamped to the advertised ``retrieve.maxK`` (§4.7).
+        """
+        advertised = self.capabilities.retrieve
+        if advertised is not None and advertised.max_k:
+            k = min(k, advertised.max_k)
+        wire: dict[str, Any] = {**options, "query": query, "k": k}
+        if options.get("include_vectors", options.get("includeVectors")) is True:
+            embed = self.capabilities.embed
+            if embed and _F32 in (embed.encodings or ()):
+                wire.setdefault("encoding", _F32)
+        result: RetrieveResult = await self._typed("retrieve", wire, deadline_ms, on_progress)
+        return result
+
+    def retrieve_stream(self, query: Any, k: int = 10, *, deadline_ms: int | None = None,
+                        **options: Any) -> Stream[RetrieveResult]:
+        """§9: ``async for event in client.retrieve_stream(q)`` then ``stream.result``."""
+        return Stream(lambda on_progress: self.retrieve(
+            query, k, deadline_ms=deadline_ms, on_progress=on_progress, **options))
+
+    async def transform(self, query: str, method: str, *, n: int | None = None,
+                        deadline_ms: int | None = None, **options: Any) -> TransformResult:
+        """§7.8 ``query/transform``."""
+        wire = {**options, "query": query, "method": method, "n": n}
+        result: TransformResult = await self._typed("query/transform", wire, deadline_ms)
+        return result
+
+    async def graph(self, op: str, *, query: str | None = None, k: int | None = None,
+                    deadline_ms: int | None = None, on_progress: OnProgress | None = None,
+                    **options: Any) -> GraphResult:
+        """§7.9; options: ``seed_ids``, ``hops``, ``level``, ``session_id``, ``cursor``."""
+        wire = {**options, "op": op, "query": query, "k": k}
+        result: GraphResult = await self._typed("graph", wire, deadline_ms, on_progress)
+        return result
+
+    async def index_add(self, documents: Sequence[Any], *, chunk: bool | None = None,
+                        contextual: bool | None = None, deadline_ms: int | None = None,
+                        on_progress: OnProgress | None = None,
+                        **options: Any) -> IndexAddResult:
+        """§7.10; retried after a failure only when every document has an ``id``."""
+        wire = {**options, "documents": list(documents), "chunk": chunk,
+                "contextual": contextual}
+        result: IndexAddResult = await self._typed("index/add", wire, deadline_ms, on_progress)
+        return result
+
+    async def index_delete(self, ids: Sequence[str], *, deadline_ms: int | None = None,
+                           **options: Any) -> IndexDeleteResult:
+        """§7.11 (idempotent, hence retried)."""
+        result: IndexDeleteResult = await self._typed(
+            "index/delete", {**options, "ids": list(ids)}, deadline_ms)
+        return result
+
+    async def catalog_list(self, *, deadline_ms: int | None = None) -> CatalogListResult:
+        """§7.13."""
+        result: CatalogListResult = await self._typed("catalog/list", {}, deadline_ms)
+        return result
+
+    async def feedback(self, signals: Sequence[Any], *, session_id: str | None = None,
+                       query: str | None = None, deadline_ms: int | None = None,
+                       **options: Any) -> FeedbackResult:
+        """§7.16."""
+        wire = {**options, "signals": list(signals), "sessionId": session_id, "query": query}
+        result: FeedbackResult = await self._typed("feedback", wire, deadline_ms)
+        return result
+
+    async def memory_build(self, documents: Sequence[Any] | None = None, *,
+                           memory_id: str | None = None, scope: str | None = None,
+                           deadline_ms: int | None = None, on_progress: OnProgress | None = None,
+                           **options: Any) -> MemoryBuildResult:
+        """§7.17 ``memory/build``."""
+        wire = {**options, "documents": None if documents is None else list(documents),
+                "memoryId": memory_id, "scope": scope}
+        result: MemoryBuildResult = await self._typed("memory/build", wire, deadline_ms,
+                                                      on_progress)
+        return result
+
+    async def memory_recall(self, query: str, *, memory_id: str | None = None,
+                            session_id: str | None = None, n: int | None = None,
+                            deadline_ms: int | None = None,
+                            **options: Any) -> MemoryRecallResult:
+        """§7.17 ``memory/recall``."""
+        wire = {**options, "query": query, "memoryId": memory_id, "sessionId": session_id,
+                "n": n}
+        result: MemoryRecallResult = await self._typed("memory/recall", wire, deadline_ms)
+        return result
+
+    # ── lifecycle ────────────────────────────────────────────────────────────
+
+    async def close(self) -> None:
+        """Close the connection (a stdio child is stopped: EOF, wait, terminate, kill)."""
+        transport = self.session.transport
+        if isinstance(transport, HttpTransport) and transport.session_token and \
+                not self.session.is_closed:
+            with contextlib.suppress(RcpError):  # release the server-side session
+                await self.session.request("shutdown", {}, deadline_ms=2000)
+        await self.session.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # ── internals ────────────────────────────────────────────────────────────
+
+    def _require(self, method: str) -> None:
+        """§6, §14.4: never call an unadvertised method (unless ``strict=False``)."""
+        if not self.strict or method in ALWAYS_ALLOWED:
+            return
+        capability = capability_for(method)
+        if capability is None:
+            raise UsageError(f"{method!r} is not an RCP/1 method; extensions are named "
+                             "x-<vendor>/<name> (§6.2)")
+        if not self.capabilities.has(capability):
+            raise UsageError(f"{self.server.name} does not advertise the {capability!r} "
+                             f"capability, so {method!r} is unavailable (§6); connect with "
+                             "strict=False to send it anyway")
+
+    async def _typed(self, method: str, options: Mapping[str, Any], deadline_ms: int | None,
+                     on_progress: OnProgress | None = None) -> Any:
+        """Pre-flight (shape, funnel, gating), send with retries, decode the result."""
+        self._require(method)
+        wire = _wire_params(options)
+        try:
+            typed: Any = convert(wire, PARAMS[method])
+            if isinstance(typed, RetrieveParams):
+                check_funnel(typed)
+            if self.strict:
+                check_options(method, typed, self.capabilities)
+        except (InvalidParams, OptionUnsupported, CapabilityMissing) as exc:
+            detail = ", ".join(f"{key} {value!r}" for key, value in (exc.data or {}).items())
+            raise UsageError(f"{method}: {exc.message}" + (f" ({detail})" if detail else "")
+                             ) from exc
+        raw = await self._send(method, wire, deadline_ms, on_progress)
+        return _numpy_vectors(decode_result(method, raw))
+
+    async def _send(self, method: str, wire: dict[str, Any], deadline_ms: int | None,
+                    on_progress: OnProgress | None) -> Any:
+        """One logical call: retries per §12.2 within the overall deadline."""
+        policy = self.retry if is_retry_safe(method, wire) else NO_RETRY
+        callback = None if on_progress is None else (
+            lambda params: on_progress(ProgressEvent.from_wire(params)))
+        loop = asyncio.get_running_loop()
+        deadline = None if deadline_ms is None else loop.time() + deadline_ms / 1000
+        attempt, reinitialized = 0, False
+        while True:
+            attempt += 1
+            remaining = None if deadline is None else max(1, round((deadline - loop.time())
+                                                                   * 1000))
+            try:
+                return await self.session.request(method, wire, deadline_ms=remaining,
+                                                  on_progress=callback)
+            except NotInitialized:
+                # §12.2: an HTTP server lost our session (e.g. it expired): initialize, retry.
+                if reinitialized or method in ALWAYS_ALLOWED or \
+                        not isinstance(self.session.transport, HttpTransport):
+                    raise
+                reinitialized = True
+                await self._initialize()
+            except RcpError as exc:
+                delay = None if self.session.is_closed else policy.delay_before_retry(exc,
+                                                                                      attempt)
+                if delay is None or (deadline is not None and loop.time() + delay >= deadline):
+                    raise
+                _log.info("%s failed (%s); retry %d in %.2fs", method, exc, attempt, delay)
+                await asyncio.sleep(delay)
+
+
+def _camel(name: str) -> str:
+    if name == "meta":
+        return "_meta"
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _wire_params(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword options → wire params (camelCase keys, builder filters, no ``None`` values)."""
+    wire: dict[str, Any] = {}
+    for name, value in options.items():
+        if value is None:
+            continue
+        if isinstance(value, filters.Condition | filters.All | filters.AnyOf | filters.Not):
+            value = filters.to_wire(value)
+        wire[_camel(name)] = value
+    built: dict[str, Any] = to_builtins(wire)
+    return built
+
+
+def _numpy_vectors(result: Any) -> Any:
+    """Wire vectors (json or f32-base64, §7.3.1) → float32 numpy arrays."""
+    try:
+        if isinstance(result, EmbedResult):
+            return msgspec.structs.replace(result, vectors=decode_vectors(
+                result.vectors, result.encoding or "json", result.dimension))
+        if isinstance(result, MultiEmbedResult):
+            matrices = [decode_vectors(matrix, result.encoding or "json", result.dimension,
+                                       field=f"matrices[{index}]")
+                        for index, matrix in enumerate(result.matrices)]
+            return msgspec.structs.replace(result, matrices=matrices)
+        hits = getattr(result, "hits", None)
+        if hits and any(hit.vector is not None for hit in hits):
+            return msgspec.structs.replace(result, hits=[_hit_vector(hit) for hit in hits])
+    except InvalidParams as exc:
+        raise ProtocolViolation(f"malformed vectors in the result: {exc.message}",
+                                data=exc.data) from None
+    return result
+
+
+def _hit_vector(hit: Hit) -> Hit:
+    if hit.vector is None:
+        return hit
+    if isinstance(hit.vector, str):
+        vector = decode_vectors([hit.vector], _F32, None, field="hits.vector")[0]
+    else:
+        vector = np.asarray(hit.vector, dtype=np.float32)
+    return msgspec.structs.replace(hit, vector=vector)
+
+
+async def connect_stdio(argv: Sequence[str] | str, env: Mapping[str, str] | None = None,
+                        cwd: str | None = None, *, min_version: int = 1, strict: bool = True,
+                        log_handler: LogHandler | None = None, log_level: str | None = "info",
+                        timeout: float = 30.0, retry: RetryPolicy = RetryPolicy(),
+                        client_info: Mapping[str, str] | None = None) -> AsyncClient:
+    """Launch ``argv`` (a list, or a shell-style string) and initialize (§5.1, §7.1).
+
+    ``env`` adds to the inherited environment. ``timeout`` bounds ``initialize``.
+    """
+    command = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    return await AsyncClient.open(StdioTransport(command, env=env, cwd=cwd),
+                                  min_version=min_version, strict=strict,
+                                  log_handler=log_handler, log_level=log_level, timeout=timeout,
+                                  retry=retry, client_info=client_info)
+
+
+async def connect_http(url: str, headers: Mapping[str, str] | None = None,
+                       auth: str | tuple[str, str] | None = None, *,
+                       min_version: int = 1, strict: bool = True,
+                       log_handler: LogHandler | None = None, log_level: str | None = "info",
+                       timeout: float = 30.0, retry: RetryPolicy = RetryPolicy(),
+                       client_info: Mapping[str, str] | None = None,
+                       ssl_context: ssl.SSLContext | None = None) -> AsyncClient:
+    """Connect to ``url`` (the base, e.g. ``http://host:8080/rcp``) and initialize (§5.2).
+
+    ``auth`` is a bearer token or a ``(user, password)`` pair; ``headers`` are sent
+    on every request (e.g. an API key).
+    """
+    http = HttpTransport(url, headers=headers, auth=auth, ssl_context=ssl_context)
+    return await AsyncClient.open(http, min_version=min_version, strict=strict,
+                                  log_handler=log_handler, log_level=log_level, timeout=timeout,
+                                  retry=retry, client_info=client_info)
