@@ -35,6 +35,7 @@ from ..protocol.capabilities import Capabilities
 from ..protocol.errors import (
     CapabilityMissing,
     InvalidParams,
+    InvalidRequest,
     NotInitialized,
     OptionUnsupported,
     ProtocolViolation,
@@ -205,8 +206,17 @@ class AsyncClient:
         return client
 
     async def _initialize(self) -> None:
-        raw = await self.session.request("initialize", self._init_params,
-                                         deadline_ms=round(self._init_timeout * 1000))
+        deadline_ms = round(self._init_timeout * 1000)
+        try:
+            raw = await self.session.request("initialize", self._init_params,
+                                             deadline_ms=deadline_ms)
+        except InvalidRequest:
+            # A single-session HTTP server (§5.2, e.g. the reference SDK's) that another
+            # client already initialised refuses a second initialize (§13); its
+            # session is live, so the capabilities come from ``info`` (§7.2).
+            if not isinstance(self.session.transport, HttpTransport):
+                raise
+            raw = await self.session.request("info", {}, deadline_ms=deadline_ms)
         min_version = self._min_version
         result: InitializeResult = decode_result("initialize", raw)
         if result.protocol_version < min_version:

@@ -23,32 +23,24 @@ configuration's params override these. Latency is client-side wall time of each
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import json
 import shlex
 import time
-from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx
-
+from rcpkit import __version__
+from rcpkit.client import AsyncClient, connect_http, connect_stdio
 from rcpkit.eval.datasets import CorpusDocument, Dataset
 from rcpkit.eval.metrics import document_id, document_ranking, evaluate, latency_percentiles
 from rcpkit.eval.report import ConfigResult, EvalReport
 from rcpkit.protocol.errors import (
     BackendUnavailable,
-    InvalidRequest,
     PayloadTooLarge,
-    ProtocolViolation,
-    RateLimited,
     RcpError,
-    TransportClosed,
     UsageError,
-    error_from_wire,
 )
 
 __all__ = [
@@ -257,114 +249,15 @@ async def _prepare_corpus(target: RetrievalTarget, dataset: Dataset, index: bool
     return f"added {len(dataset.corpus)} documents"
 
 
-# --- Minimal raw JSON-RPC adapters, isolated so the client SDK can replace them. ---
+class _ClientTarget:
+    """Adapts the client SDK to :class:`RetrievalTarget` (raw params, raw results)."""
 
-_CLIENT_INFO = {"name": "rcpkit-eval", "version": "0.1.0"}
-_STDIO_LINE_LIMIT = 64 * 1024 * 1024
-_SHUTDOWN_GRACE_S = 5.0
-
-
-class _RawTarget(ABC):
-    """Sequential JSON-RPC 2.0 over one exchange function; subclasses move the bytes."""
-
-    def __init__(self) -> None:
-        self.capabilities: dict[str, Any] = {}
-        self._ids = itertools.count(1)
-        self._lock = asyncio.Lock()
-
-    @abstractmethod
-    async def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Send one request object and return the matching reply object."""
-
-    @abstractmethod
-    async def close(self) -> None:
-        """Release the connection."""
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+        self.capabilities: dict[str, Any] = client.capabilities.to_wire()
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        request = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
-        async with self._lock:
-            reply = await self._exchange(request)
-        if "error" in reply:
-            raise error_from_wire(reply["error"])
-        result = reply.get("result")
-        if not isinstance(result, dict):
-            raise ProtocolViolation(f"{method}: result is not an object")
-        return result
-
-    async def handshake(self) -> None:
-        """``initialize`` (§7.1); a single-session server already initialised answers ``info``."""
-        try:
-            result = await self.call("initialize", {"protocolVersion": 1, "client": _CLIENT_INFO,
-                                                    "capabilities": {}})
-        except InvalidRequest:
-            result = await self.call("info", {})
-        capabilities = result.get("capabilities")
-        self.capabilities = capabilities if isinstance(capabilities, dict) else {}
-
-
-class _StdioTarget(_RawTarget):
-    """NDJSON over a child process (§5.1); notifications from the server are skipped."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        super().__init__()
-        self._process = process
-
-    async def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
-        stdin, stdout = self._process.stdin, self._process.stdout
-        assert stdin is not None and stdout is not None
-        try:
-            stdin.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
-            await stdin.drain()
-            while True:
-                line = await stdout.readline()
-                if not line:
-                    raise TransportClosed("the engine process closed its output")
-                if not line.strip():
-                    continue
-                reply = json.loads(line)
-                if isinstance(reply, dict) and reply.get("id") == request["id"]:
-                    return reply
-        except (BrokenPipeError, ConnectionResetError):
-            raise TransportClosed("the engine process closed its input") from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ProtocolViolation("the engine wrote a non-JSON line to stdout") from None
-
-    async def close(self) -> None:
-        """Close stdin (EOF = shutdown, §5.1), wait, then terminate."""
-        if self._process.stdin is not None:
-            self._process.stdin.close()
-        try:
-            await asyncio.wait_for(self._process.wait(), _SHUTDOWN_GRACE_S)
-        except TimeoutError:
-            self._process.terminate()
-            await self._process.wait()
-
-
-class _HttpTarget(_RawTarget):
-    """``POST <base>/<method>`` (§5.2); non-200 statuses are transport faults."""
-
-    def __init__(self, base_url: str) -> None:
-        super().__init__()
-        self._base = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(timeout=120.0)
-
-    async def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
-        try:
-            response = await self._http.post(f"{self._base}/{request['method']}", json=request)
-        except httpx.HTTPError as exc:
-            raise BackendUnavailable(f"HTTP request failed: {type(exc).__name__}") from None
-        if response.status_code == 429:
-            raise RateLimited("HTTP 429")
-        try:
-            reply = response.json()
-        except ValueError:
-            raise BackendUnavailable(f"HTTP {response.status_code} without a JSON body") from None
-        if not isinstance(reply, dict):
-            raise ProtocolViolation("the engine answered with a non-object body")
-        return reply
-
-    async def close(self) -> None:
-        await self._http.aclose()
+        return await self.client.call(method, params)
 
 
 @asynccontextmanager
@@ -372,20 +265,16 @@ async def open_target(stdio: str | None, http: str | None) -> AsyncIterator[Retr
     """An initialised connection to the engine: a command line to spawn, or a base URL."""
     if (stdio is None) == (http is None):
         raise UsageError("give exactly one of --stdio CMD or --http URL")
-    target: _RawTarget
-    if stdio is not None:
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *shlex.split(stdio), stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, limit=_STDIO_LINE_LIMIT)
-        except OSError as exc:
-            raise BackendUnavailable(f"cannot start {stdio!r}: {exc.strerror}") from None
-        target = _StdioTarget(process)
-    else:
-        assert http is not None
-        target = _HttpTarget(http)
+    info = {"name": "rcpkit-eval", "version": __version__}
     try:
-        await target.handshake()
-        yield target
+        if stdio is not None:
+            client = await connect_stdio(shlex.split(stdio), client_info=info, log_level=None)
+        else:
+            assert http is not None
+            client = await connect_http(http, client_info=info, log_level=None)
+    except OSError as exc:
+        raise BackendUnavailable(f"cannot reach the engine: {exc}") from None
+    try:
+        yield _ClientTarget(client)
     finally:
-        await target.close()
+        await client.close()

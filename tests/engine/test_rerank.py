@@ -1,0 +1,109 @@
+"""Rerankers (§7.6): MaxSim late interaction (§7.5) and the ONNX cross-encoder plumbing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rcpkit.engine.embedding import HashingEmbedder, minilm, minilm_files
+from rcpkit.engine.rerank import (
+    CrossEncoderReranker,
+    LateInteractionReranker,
+    Reranker,
+    maxsim,
+)
+from rcpkit.protocol.errors import BackendUnavailable
+
+
+def test_maxsim_sums_best_matches() -> None:
+    query = np.array([[1.0, 0.0], [0.0, 1.0]])
+    doc = np.array([[1.0, 0.0], [0.6, 0.8], [-1.0, 0.0]])
+    assert maxsim(query, doc) == pytest.approx(1.0 + 0.8)
+    assert maxsim(query, np.zeros((0, 2))) == 0.0
+    assert maxsim(np.zeros((0, 2)), doc) == 0.0
+
+
+def test_late_interaction_with_hashing_embedder() -> None:
+    reranker: Reranker = LateInteractionReranker(HashingEmbedder(dimension=256))
+    passages = ["bananas are yellow fruit", "green apples and red apples", "apples"]
+    scores = reranker.score("green apples", passages)
+    assert scores.dtype == np.float64 and scores.shape == (3,)
+    assert scores[1] == pytest.approx(1.0)  # same tokens with the same left neighbours
+    assert scores[1] > scores[2] > scores[0]
+    assert reranker.method == "colbert"
+    assert reranker.identity == "maxsim-mean:rcpkit/hashing-256@1"
+    assert reranker.score("anything", []).shape == (0,)
+
+
+def test_sum_variant_scales_by_query_length() -> None:
+    embedder = HashingEmbedder()
+    mean = LateInteractionReranker(embedder).score("green apples", ["green apples"])
+    total = LateInteractionReranker(embedder, normalise=False).score("green apples",
+                                                                    ["green apples"])
+    assert total[0] == pytest.approx(2 * mean[0])
+
+
+def test_late_interaction_with_minilm_ranks_the_answer_first() -> None:
+    reranker = LateInteractionReranker(minilm())
+    passages = [
+        "The stock market closed higher on Friday.",
+        "Concrete reaches most of its strength after curing for 28 days.",
+        "Penguins live in the southern hemisphere.",
+    ]
+    scores = reranker.score("how long does concrete take to cure?", passages)
+    assert int(np.argmax(scores)) == 1
+    assert np.all(scores <= 1.0 + 1e-6)
+
+
+def tiny_cross_encoder(path: Path) -> None:
+    """An ONNX graph scoring a pair by how many times token id ``cat`` appears (ReduceSum)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    tokenizer = minilm_files()[1]
+    import tokenizers
+
+    cat = tokenizers.Tokenizer.from_file(str(tokenizer)).token_to_id("cat")
+    assert cat is not None
+    graph = helper.make_graph(
+        [
+            helper.make_node("Equal", ["input_ids", "cat_id"], ["is_cat"]),
+            helper.make_node("Cast", ["is_cat"], ["is_cat_f"], to=TensorProto.FLOAT),
+            helper.make_node("Cast", ["token_type_ids"], ["segment_f"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["is_cat_f", "segment_f"], ["passage_cat"]),
+            helper.make_node("ReduceSum", ["passage_cat", "axes"], ["logits"], keepdims=1),
+        ],
+        "tiny_cross_encoder",
+        [
+            helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+            for name in ("input_ids", "attention_mask", "token_type_ids")
+        ],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1])],
+        [
+            helper.make_tensor("cat_id", TensorProto.INT64, [], [cat]),
+            helper.make_tensor("axes", TensorProto.INT64, [1], [1]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def test_cross_encoder_scores_pairs_in_input_order(tmp_path: Path) -> None:
+    model_path = tmp_path / "cross.onnx"
+    tiny_cross_encoder(model_path)
+    reranker = CrossEncoderReranker(model_path, minilm_files()[1], identity="tiny", batch_size=2)
+    passages = ["a dog", "cat cat cat and a much longer passage than the others", "cat", "none"]
+    scores = reranker.score("cat", passages)  # the query's own "cat" is segment 0: not counted
+    assert scores.dtype == np.float64
+    assert scores.tolist() == [0.0, 3.0, 1.0, 0.0]
+    assert reranker.method == "cross-encoder" and reranker.identity == "tiny"
+    assert reranker.score("cat", []).shape == (0,)
+
+
+def test_cross_encoder_missing_files(tmp_path: Path) -> None:
+    reranker = CrossEncoderReranker(tmp_path / "m.onnx", tmp_path / "t.json", identity="x")
+    with pytest.raises(BackendUnavailable):
+        reranker.score("q", ["p"])
