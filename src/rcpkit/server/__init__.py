@@ -1,1 +1,7 @@
-"""rcpkit.server"""
+"""The RCP server framework: declare capabilities, register handlers, serve (DESIGN §1)."""
+
+from .context import Context, ServerSession
+from .dispatcher import Dispatcher
+from .framework import Handler, Server
+
+__all__ = ["Context", "Dispatcher", "Handler", "Server", "ServerSession"]

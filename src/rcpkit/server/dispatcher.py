@@ -1,0 +1,425 @@
+"""The dispatcher: one per connection (or HTTP session); the only place errors become wire errors.
+
+Per request, in this order (§12 precedence, §13):
+
+1. admission by :meth:`Session.admit` — ``-32001``, repeated ``initialize``
+   ``-32600``, ``-32004``, ``-32003``;
+2. built-ins (``initialize``, ``info``, ``ping``, ``shutdown``) are answered
+   inline, without a task, since they are cheap;
+3. params decoding (``-32602`` with ``data.field``), then the funnel check and
+   option gating (``-32005`` with ``data.option``);
+4. the handler runs in its own task, bounded by a semaphore, under the
+   request's deadline (``_meta.deadlineMs`` or the server default → ``-32014``)
+   and cancellable by ``notifications/cancel`` (→ ``-32006``, §7.14).
+
+Exactly one response per request; notifications are never answered (§4.5).
+An :class:`RcpError` from a handler goes on the wire as is; any other
+exception becomes ``-32603`` with a generic message and its traceback goes to
+the ``rcpkit.server`` logger (stderr), never to the client.
+
+Two ways to drive it:
+
+- :meth:`Dispatcher.handle` — one complete frame in, the encoded reply out
+  (``None`` when nothing is to be answered); used by the HTTP transport.
+- :meth:`Dispatcher.start` + :meth:`Dispatcher.feed` + :meth:`Dispatcher.drain`
+  — a stream: replies are emitted as each request completes (stdio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..protocol import gating, messages
+from ..protocol import params as wire_params
+from ..protocol.capabilities import Capabilities
+from ..protocol.errors import (
+    Cancelled,
+    InternalError,
+    InvalidRequest,
+    PayloadTooLarge,
+    RcpError,
+    Timeout,
+)
+from ..protocol.filters import FilterNode
+from ..protocol.lifecycle import PROTOCOL_VERSION, Event, negotiate
+from ..protocol.messages import Invalid, Message, Notification, Request
+from ..protocol.methods import CANCEL
+from .context import Context, Notify, ServerSession
+from .framework import Handler, Server
+
+__all__ = ["Dispatcher"]
+
+logger = logging.getLogger("rcpkit.server")
+
+Reply = dict[str, Any]
+Emit = Callable[[bytes], None]
+
+
+def _id_key(id_: Any) -> tuple[type, Any]:
+    """Ids compare by JSON type and value: ``1`` and ``"1"`` are different requests (§4.7)."""
+    return (str, id_) if isinstance(id_, str) else (float, id_)
+
+
+@dataclass(slots=True)
+class _Call:
+    """An in-flight request, findable by id for ``notifications/cancel``."""
+
+    ctx: Context
+    task: asyncio.Task[Reply] | None = None
+    started: bool = False
+    """Whether the task began running: a task cancelled before its first step would end
+    without running any of its code, hence without a reply."""
+
+
+class Dispatcher:
+    """Turns frames into replies for one session. See the module docstring.
+
+    ``stateless=True`` is the HTTP stateless policy (DESIGN §4): the session is
+    implicitly initialized at the advertised capabilities, and ``initialize`` /
+    ``info`` are answered idempotently without changing state.
+    Without a connection, ids are not unique across stateless clients, so
+    ``notifications/cancel`` is a no-op there (one client must not cancel
+    another's request); HTTP clients abort by closing the connection instead.
+    ``max_batch`` caps the members of one batch: a larger batch is refused as a
+    whole with ``-32013`` PayloadTooLarge — the §12 code for "batch size", whose
+    §12.2 retry advice (split it) is exactly what the client must do; ``-32602``
+    would wrongly suggest the params themselves are malformed.
+    """
+
+    def __init__(self, server: Server, *, session: ServerSession | None = None,
+                 stateless: bool = False, max_concurrency: int = 64,
+                 request_timeout_ms: float | None = None, max_batch: int = 1024) -> None:
+        self.server = server
+        self.session = session or ServerSession()
+        self.stateless = stateless
+        self.request_timeout_ms = request_timeout_ms
+        self.max_batch = max_batch
+        self.closed = False
+        """True once ``shutdown`` was answered (stream mode): the transport stops reading, and
+        frames fed after it are ignored (§13.1); requests already in flight still finish."""
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self._calls: dict[tuple[type, Any], _Call] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._emit: Emit | None = None
+        self._caps_model: Capabilities | None = None
+        if stateless:
+            self.session.protocol.version = PROTOCOL_VERSION
+            self.session.protocol.capabilities = server.capabilities
+            self.session.protocol.fire(Event.INITIALIZED)
+
+    # ── frame-at-a-time API (HTTP) ──────────────────────────────────────────
+    async def handle(self, data: bytes, *, notify: Notify | None = None,
+                     path_method: str | None = None) -> bytes | None:
+        """Process one complete frame; return the encoded reply, or None if none is due.
+
+        ``notify`` receives progress/log frames (HTTP SSE). ``path_method`` is the
+        method named by the URL path; a body naming another method is ``-32600``
+        (§5.2). Batches are only accepted without a path method.
+        """
+        return await self.handle_message(messages.parse(data), notify=notify,
+                                         path_method=path_method)
+
+    async def handle_message(self, parsed: Message | list[Message], *,
+                             notify: Notify | None = None,
+                             path_method: str | None = None) -> bytes | None:
+        """:meth:`handle` for a frame already parsed by ``messages.parse``."""
+        if isinstance(parsed, list):
+            if path_method is not None:
+                return self._encode(messages.error_response(
+                    None, InvalidRequest("a batch must be posted to the base path")))
+            started = self._begin_batch(parsed, notify)
+            if isinstance(started, dict):
+                return self._encode(started)
+            replies = await self._collect(started)
+            return self._encode(replies) if replies else None
+        if path_method is not None and not isinstance(parsed, Invalid) and \
+                getattr(parsed, "method", path_method) != path_method:
+            rid = parsed.id if isinstance(parsed, Request) else None
+            return self._encode(messages.error_response(
+                rid, InvalidRequest("the method in the body does not match the URL path")))
+        outcome = self._begin(parsed, notify)
+        if outcome is None:
+            return None
+        reply = await outcome if isinstance(outcome, asyncio.Task) else outcome
+        return self._encode(reply)
+
+    # ── stream API (stdio) ──────────────────────────────────────────────────
+    def start(self, emit: Emit) -> None:
+        """Set the sink for every outgoing frame (replies and notifications) in stream mode."""
+        self._emit = emit
+
+    def feed(self, frame: bytes) -> None:
+        """Schedule one received frame; replies go to the ``emit`` sink as they complete.
+
+        Frames after a ``shutdown`` request are ignored (§13.1).
+        """
+        if self.closed:
+            return
+        emit = self._emit
+        assert emit is not None, "call start(emit) before feed()"
+        parsed = messages.parse(frame)
+        if isinstance(parsed, list):
+            started = self._begin_batch(parsed, emit)
+            if isinstance(started, dict):
+                self._emit_reply(started)
+            else:
+                self._spawn(self._emit_batch(started))
+            return
+        outcome = self._begin(parsed, emit)
+        if outcome is None:
+            return
+        if isinstance(outcome, asyncio.Task):
+            outcome.add_done_callback(self._emit_task_reply)
+        else:
+            self._emit_reply(outcome)
+
+    async def drain(self) -> None:
+        """Wait until every in-flight request has been answered (EOF, §5.1)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ── core ────────────────────────────────────────────────────────────────
+    def _begin(self, msg: Message, notify: Notify | None) -> Reply | asyncio.Task[Reply] | None:
+        """Admit one message now; return its reply, a task computing it, or None."""
+        if isinstance(msg, Request):
+            return self._begin_request(msg, notify)
+        if isinstance(msg, Invalid):
+            return messages.error_response(msg.id, msg.error)
+        if isinstance(msg, Notification) and msg.method == CANCEL:
+            self._cancel(msg.params)
+        # Other notifications (unknown `notifications/*` included) and stray responses
+        # are ignored: they are never answered (§4.5).
+        return None
+
+    def _begin_request(self, req: Request, notify: Notify | None) -> Reply | asyncio.Task[Reply]:
+        method = req.method
+        if method == CANCEL:
+            return messages.error_response(req.id, InvalidRequest(
+                "notifications/cancel is a notification and must not carry an id (§7.14)"))
+        if not (self.stateless and method == "initialize"):
+            refusal = self.session.protocol.admit(
+                method, self.session.protocol.capabilities or {}, self.server.handlers)
+            if refusal is not None:
+                return messages.error_response(req.id, refusal)
+        params = req.params if req.params is not None else {}
+        try:
+            if method in _BUILTINS:
+                return messages.success_response(req.id, _BUILTINS[method](self, params))
+            handler = self.server.handlers[method]
+            typed, notes, tree = self._decode(handler, params)
+        except RcpError as exc:
+            return messages.error_response(req.id, exc)
+        meta = params.get("_meta")
+        ctx = Context(request_id=req.id, method=method,
+                      meta=meta if isinstance(meta, Mapping) else {}, session=self.session,
+                      notify=notify, deadline=self._deadline(meta), notes=notes, filter=tree,
+                      streaming="streaming" in (self.session.protocol.capabilities or {}))
+        call = _Call(ctx)
+        call.task = task = asyncio.ensure_future(self._run(req, handler, typed, call))
+        self._track(task)
+        if req.id is not None and not self.stateless:
+            self._calls[_id_key(req.id)] = call
+        return task
+
+    def _decode(self, handler: Handler,
+                params: dict[str, Any]) -> tuple[Any, list[str], FilterNode | None]:
+        """§12 order after admission: params and funnel (-32602), then options (-32005).
+
+        Returns the typed params, the degrade notes of a ``strict: false`` request and
+        the validated §8 filter tree.
+        """
+        if handler.params_type is not None:
+            return wire_params.convert(params, handler.params_type), [], None
+        if handler.method not in wire_params.PARAMS:
+            return params, [], None
+        typed = wire_params.decode_params(handler.method, params)  # includes the §3.3 funnel
+        caps = self._capabilities()
+        notes = gating.check_options(handler.method, typed, caps)
+        tree = gating.validate_filter(typed, caps) if isinstance(
+            typed, wire_params.RetrieveParams) else None
+        return typed, notes, tree
+
+    def _capabilities(self) -> Capabilities:
+        if self._caps_model is None:
+            self._caps_model = Capabilities.from_wire(self.session.protocol.capabilities or {})
+        return self._caps_model
+
+    async def _run(self, req: Request, handler: Handler, typed: Any, call: _Call) -> Reply:
+        call.started = True
+        ctx = call.ctx
+        try:
+            async with self._semaphore:
+                ctx.check_cancelled()
+                async with asyncio.timeout(_seconds_left(ctx.deadline)):
+                    result = await self._invoke(handler, typed, ctx)
+            return messages.success_response(req.id, _result_object(result))
+        except asyncio.CancelledError:
+            if not ctx.cancelled:
+                raise
+            return messages.error_response(req.id, Cancelled())
+        except TimeoutError:
+            return messages.error_response(req.id, Timeout())
+        except RcpError as exc:
+            return messages.error_response(req.id, exc)
+        except Exception:
+            logger.exception("handler for %r failed (request id %r)", req.method, req.id)
+            return messages.error_response(req.id, InternalError())
+        finally:
+            if req.id is not None:
+                key = _id_key(req.id)
+                if self._calls.get(key) is call:
+                    del self._calls[key]
+
+    @staticmethod
+    async def _invoke(handler: Handler, typed: Any, ctx: Context) -> Any:
+        if handler.is_async:
+            return await handler.fn(typed, ctx)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(handler.fn, typed, ctx))
+
+    def _deadline(self, meta: Any) -> float | None:
+        """The earliest of ``_meta.deadlineMs`` (time remaining, §16.2) and the server default."""
+        budgets = [self.request_timeout_ms] if self.request_timeout_ms is not None else []
+        requested = meta.get("deadlineMs") if isinstance(meta, Mapping) else None
+        if isinstance(requested, int | float) and not isinstance(requested, bool) \
+                and math.isfinite(requested):
+            budgets.append(float(requested))
+        if not budgets:
+            return None
+        return time.monotonic() + max(0.0, min(budgets)) / 1000.0
+
+    def _cancel(self, params: Any) -> None:
+        """§7.14: flag the call and interrupt its task; an unknown id is a no-op."""
+        if not isinstance(params, Mapping) or not messages.is_valid_id(params.get("id")):
+            return
+        call = self._calls.get(_id_key(params["id"]))
+        if call is None or call.ctx.cancelled:
+            return
+        call.ctx.cancel()
+        # Not started yet: the flag alone makes it answer -32006 as soon as it runs.
+        if call.started and call.task is not None:
+            call.task.cancel()
+
+    # ── batches (§11) ───────────────────────────────────────────────────────
+    def _begin_batch(self, members: list[Message],
+                     notify: Notify | None) -> list[Reply | asyncio.Task[Reply] | None] | Reply:
+        """Admit every member now, in order (so an ``initialize`` or ``shutdown`` early in a
+        batch governs the members after it); or refuse an oversized batch as a whole."""
+        if len(members) > self.max_batch:
+            return messages.error_response(None, PayloadTooLarge(
+                f"a batch may hold at most {self.max_batch} messages",
+                data={"limit": self.max_batch}))
+        # §11: a malformed member is answered with id null, whatever id it may carry.
+        return [messages.error_response(None, member.error) if isinstance(member, Invalid)
+                else self._begin(member, notify) for member in members]
+
+    @staticmethod
+    async def _collect(outcomes: list[Reply | asyncio.Task[Reply] | None]) -> list[Reply]:
+        """The batch reply: one entry per request; empty when it held only notifications."""
+        replies: list[Reply] = []
+        for outcome in outcomes:
+            if isinstance(outcome, asyncio.Task):
+                replies.append(await outcome)
+            elif outcome is not None:
+                replies.append(outcome)
+        return replies
+
+    async def _emit_batch(self, outcomes: list[Reply | asyncio.Task[Reply] | None]) -> None:
+        replies = await self._collect(outcomes)
+        if replies:
+            self._emit_reply(replies)
+
+    # ── plumbing ────────────────────────────────────────────────────────────
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _spawn(self, coro: Any) -> None:
+        self._track(asyncio.ensure_future(coro))
+
+    def _emit_task_reply(self, task: asyncio.Task[Reply]) -> None:
+        if not task.cancelled():
+            self._emit_reply(task.result())
+
+    def _emit_reply(self, reply: Reply | list[Reply]) -> None:
+        assert self._emit is not None
+        self._emit(self._encode(reply))
+
+    @staticmethod
+    def _encode(reply: Reply | list[Reply]) -> bytes:
+        """Encode a reply; a result that cannot be serialised becomes -32603 for its id."""
+        try:
+            return messages.encode(reply)
+        except TypeError:
+            members = reply if isinstance(reply, list) else [reply]
+            safe = [_encodable(member) for member in members]
+            return messages.encode(safe if isinstance(reply, list) else safe[0])
+
+
+# ── built-in methods (§7.1, §7.2, §7.12, §7.15) ────────────────────────────
+
+def _initialize(dispatcher: Dispatcher, params: dict[str, Any]) -> Reply:
+    session = dispatcher.session.protocol
+    server = dispatcher.server
+    if dispatcher.stateless:
+        return server.info_result(session.capabilities, negotiate(params))
+    # The session keeps its own copy: later changes to the server do not reach it (§13.2).
+    version = session.initialize(params, copy.deepcopy(server.capabilities))
+    dispatcher._caps_model = None
+    return server.info_result(session.capabilities, version, dispatcher.session.token)
+
+
+def _info(dispatcher: Dispatcher, params: dict[str, Any]) -> Reply:
+    session = dispatcher.session.protocol
+    if session.ready:
+        return dispatcher.server.info_result(session.capabilities, session.version or 1)
+    return dispatcher.server.info_result()
+
+
+def _ping(dispatcher: Dispatcher, params: dict[str, Any]) -> Reply:
+    return {"nonce": params["nonce"]} if "nonce" in params else {}
+
+
+def _shutdown(dispatcher: Dispatcher, params: dict[str, Any]) -> Reply:
+    if not dispatcher.stateless:
+        dispatcher.session.protocol.fire(Event.SHUTDOWN)
+        dispatcher.closed = True
+    return {}
+
+
+_BUILTINS: dict[str, Callable[[Dispatcher, dict[str, Any]], Reply]] = {
+    "initialize": _initialize, "info": _info, "ping": _ping, "shutdown": _shutdown}
+
+
+def _encodable(reply: Reply) -> Reply:
+    try:
+        messages.encode(reply)
+    except TypeError:
+        logger.exception("the result for request id %r cannot be serialised", reply.get("id"))
+        return messages.error_response(reply.get("id"), InternalError())
+    return reply
+
+
+def _seconds_left(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - time.monotonic()
+
+
+def _result_object(result: Any) -> dict[str, Any]:
+    """A handler returns a dict, a Struct or None (→ ``{}``); a result is always an object."""
+    if result is None:
+        return {}
+    if isinstance(result, msgspec.Struct):
+        result = msgspec.to_builtins(result)
+    if not isinstance(result, dict):
+        raise TypeError(f"a handler must return an object, not {type(result).__name__}")
+    return result

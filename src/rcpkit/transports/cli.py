@@ -1,0 +1,140 @@
+"""``rcpkit serve``: serve a Server over stdio (§5.1) or HTTP (§5.2).
+
+``--app module:attr`` names a :class:`Server` (or a zero-argument callable
+returning one). Without it the built-in engine is served through
+``rcpkit.engine.service.build_server(data_dir, **options)``. Any flag or
+configuration error is one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from ..protocol.errors import RcpError, UsageError
+from ..server.framework import Server
+
+__all__ = ["AUTH_TOKENS_ENV", "ConfigError", "load_app", "register"]
+
+AUTH_TOKENS_ENV = "RCPKIT_AUTH_TOKENS"
+"""Comma-separated bearer tokens, added to any ``--auth-token``."""
+
+_SESSION_POLICIES = ("stateless", "token", "single")
+
+
+class ConfigError(Exception):
+    """A flag or configuration problem; reported as one line, exit 2."""
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"rcpkit serve: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def load_app(spec: str) -> Server:
+    """Resolve ``module:attr`` to a :class:`Server` (calling ``attr`` if it is a factory)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"--app must look like module:attr, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
+    try:
+        target: Any = getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"{module_name!r} has no attribute {attr!r}") from None
+    if callable(target) and not isinstance(target, Server):
+        target = target()
+    if not isinstance(target, Server):
+        raise ConfigError(f"{spec} is not an rcpkit.server.Server")
+    return target
+
+
+def _engine_server(data_dir: Path | None, options: dict[str, Any]) -> Server:
+    """The built-in engine's server; ``options`` are engine config overrides."""
+    try:
+        service = importlib.import_module("rcpkit.engine.service")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("rcpkit.engine.service", "rcpkit.engine"):
+            raise
+        raise ConfigError("the built-in engine is not available; pass --app module:attr") from None
+    try:
+        built: Server = service.build_server(data_dir, **options)
+    except (RcpError, UsageError, ValueError, OSError) as exc:
+        message = exc.message if isinstance(exc, RcpError) else str(exc)
+        raise ConfigError(f"cannot open the engine: {message}") from None
+    return built
+
+
+def _parse_host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"--http expects HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def serve(
+    stdio: Annotated[bool, typer.Option("--stdio", help="Serve NDJSON on stdin/stdout.")] = False,
+    http: Annotated[str | None, typer.Option("--http", metavar="HOST:PORT",
+                                             help="Serve HTTP on HOST:PORT.")] = None,
+    sessions: Annotated[str, typer.Option(
+        help="HTTP session policy: stateless, token or single.")] = "stateless",
+    auth_token: Annotated[list[str] | None, typer.Option(
+        "--auth-token", help=f"Accepted bearer token (repeatable; also ${AUTH_TOKENS_ENV}).",
+    )] = None,
+    api_key_header: Annotated[str | None, typer.Option(
+        help="Also accept the token in this header (e.g. X-API-Key).")] = None,
+    base: Annotated[str, typer.Option(help="HTTP base path.")] = "/rcp",
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        "--cors-origin", help="Allowed browser origin (repeatable).")] = None,
+    app: Annotated[str | None, typer.Option(
+        "--app", metavar="MODULE:ATTR", help="Serve this Server instead of the engine.")] = None,
+    data: Annotated[Path | None, typer.Option(
+        "--data", metavar="DIR", help="Engine data directory (without --app).")] = None,
+    embedder: Annotated[str | None, typer.Option(
+        help="Engine embedder, e.g. minilm or hashing (without --app).")] = None,
+    timeout_ms: Annotated[float | None, typer.Option(
+        help="Default per-request deadline in milliseconds (§13.1).")] = None,
+) -> None:
+    """Serve an RCP server over stdio or HTTP."""
+    try:
+        if stdio == (http is not None):
+            raise ConfigError("choose exactly one of --stdio or --http HOST:PORT")
+        if sessions not in _SESSION_POLICIES:
+            raise ConfigError(f"--sessions must be one of {', '.join(_SESSION_POLICIES)}")
+        if timeout_ms is not None and timeout_ms <= 0:
+            raise ConfigError("--timeout-ms must be positive")
+        tokens = list(auth_token or [])
+        tokens += [t.strip() for t in os.environ.get(AUTH_TOKENS_ENV, "").split(",") if t.strip()]
+        if stdio and (tokens or cors_origin or api_key_header):
+            raise ConfigError("--auth-token, --api-key-header and --cors-origin apply to --http")
+        address = _parse_host_port(http) if http is not None else None
+        engine_options = {"embedder": embedder} if embedder is not None else {}
+        if app is not None and (data is not None or engine_options):
+            raise ConfigError("--data and --embedder configure the engine; not with --app")
+        server = load_app(app) if app is not None else _engine_server(data, engine_options)
+    except ConfigError as exc:
+        _fail(str(exc))
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if address is None:
+        from .stdio import serve_stdio
+
+        raise typer.Exit(serve_stdio(server, request_timeout_ms=timeout_ms))
+    from .http import serve_http
+
+    serve_http(server, *address, base=base, sessions=sessions,
+               auth_tokens=tokens, api_key_header=api_key_header,
+               cors_origins=cors_origin or (), request_timeout_ms=timeout_ms)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to the ``rcpkit`` command line."""
+    app.command("serve")(serve)

@@ -1,0 +1,384 @@
+"""The HTTP transport, server side (§5.2): a Starlette ASGI app served by uvicorn.
+
+Routes: ``POST <base>/<method>`` for one message (the body's method must match
+the path, else ``-32600``) and ``POST <base>`` for a batch or any single
+message (DESIGN §4). Status mapping (§5.2):
+
+=====  ==================================================================
+200    every JSON-RPC response, errors included (JSON, or SSE on request)
+204    a notification or a notification-only batch (no body)
+400    a body that is not JSON (with a ``-32700`` body)
+401    missing/wrong credentials (with a ``-32012`` body), before dispatch
+404    a path outside ``<base>``; 405 a verb other than POST (OPTIONS with CORS)
+413    a body over ``max_body_bytes`` (with a ``-32013`` body)
+429    over ``max_pending`` requests in flight, or a newcomer while ``max_sessions``
+       token sessions are live (``Retry-After``, ``-32011`` body)
+500    a failure of the transport itself (``-32603`` body)
+=====  ==================================================================
+
+Back-end failures travel as JSON-RPC errors (``-32010``) with status 200,
+because a JSON-RPC response was produced (§5.2), so 503 is never needed.
+
+Session policies (DESIGN §4):
+
+- ``stateless`` — every request is implicitly initialized at the advertised
+  capabilities; ``initialize``/``info`` are idempotent; ``-32003`` still applies.
+- ``token`` — ``initialize`` mints ``result._meta.session``; later requests
+  carry it in the ``RCP-Session`` header. A missing, unknown or expired token is
+  treated as an uninitialized session: gated methods get ``-32001`` (with
+  ``data.detail``), whose §12.2 remedy — initialize again — is exactly the fix.
+  Sessions idle for ``session_ttl_s`` expire; ``shutdown`` ends one at once.
+- ``single`` — one process-wide session, as the reference server behaves;
+  ``shutdown`` ends it and the next ``initialize`` starts afresh.
+
+Auth (§5.2, §15.6): with ``auth_tokens`` set, every POST needs
+``Authorization: Bearer <token>`` (or the ``api_key_header``), checked before
+anything is parsed, so nothing — not even ``info`` — is revealed without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import secrets
+import time
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from ..protocol import messages
+from ..protocol.errors import (
+    InternalError,
+    NotInitialized,
+    ParseError,
+    PayloadTooLarge,
+    RateLimited,
+    RcpError,
+    Unauthorized,
+    UsageError,
+)
+from ..protocol.framing import sse_event
+from ..protocol.lifecycle import State
+from ..protocol.messages import Invalid
+from ..protocol.messages import Request as RpcRequest
+from ..server.context import ServerSession
+from ..server.dispatcher import Dispatcher
+from ..server.framework import Server
+
+__all__ = ["SESSION_HEADER", "SessionPolicy", "create_app", "serve_http"]
+
+logger = logging.getLogger("rcpkit.server")
+
+SessionPolicy = Literal["stateless", "token", "single"]
+SESSION_HEADER = "RCP-Session"
+
+
+class _Sessions:
+    """Finds the dispatcher for a request under the configured policy."""
+
+    def __init__(self, server: Server, policy: SessionPolicy, ttl_s: float, max_sessions: int,
+                 dispatcher_options: dict[str, Any]) -> None:
+        if policy not in ("stateless", "token", "single"):
+            raise UsageError(f"unknown session policy {policy!r}")
+        self.server = server
+        self.policy = policy
+        self.ttl_s = ttl_s
+        self.max_sessions = max_sessions
+        self._options = dispatcher_options
+        self._by_token: dict[str, Dispatcher] = {}
+        self._shared: Dispatcher | None = None
+        self._next_sweep = 0.0
+
+    def _new(self, *, stateless: bool = False, token: str | None = None) -> Dispatcher:
+        return Dispatcher(self.server, session=ServerSession(token=token), stateless=stateless,
+                          **self._options)
+
+    def dispatcher_for(self, token: str | None) -> Dispatcher:
+        """The dispatcher to use; in token mode a fresh, uninitialized one for a new or
+        unknown token (see :meth:`after`)."""
+        if self.policy == "stateless":
+            if self._shared is None:
+                self._shared = self._new(stateless=True)
+            return self._shared
+        if self.policy == "single":
+            if self._shared is None or self._shared.session.protocol.state is State.CLOSED:
+                self._shared = self._new()
+            return self._shared
+        now = time.monotonic()
+        self._sweep(now)
+        known = self._by_token.get(token) if token is not None else None
+        if known is not None and now - known.session.last_used <= self.ttl_s:
+            known.session.last_used = now
+            return known
+        return self._new(token=secrets.token_urlsafe(24))
+
+    def after(self, dispatcher: Dispatcher) -> None:
+        """Token mode: keep a session that just initialized; forget one that shut down."""
+        if self.policy != "token":
+            return
+        token = dispatcher.session.token
+        assert token is not None
+        state = dispatcher.session.protocol.state
+        if state is State.READY and token not in self._by_token:
+            self._by_token[token] = dispatcher
+        elif state is State.CLOSED:
+            self._by_token.pop(token, None)
+
+    def refuses(self, dispatcher: Dispatcher) -> bool:
+        """Token mode at ``max_sessions``: requests outside a live session are shed (429),
+        while live sessions keep working."""
+        return self.policy == "token" and len(self._by_token) >= self.max_sessions \
+            and dispatcher.session.token not in self._by_token
+
+    def _sweep(self, now: float) -> None:
+        """Forget idle sessions (at most every 30 s; lookups also check the age)."""
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + min(self.ttl_s, 30.0)
+        expired = [token for token, d in self._by_token.items()
+                   if now - d.session.last_used > self.ttl_s]
+        for token in expired:
+            del self._by_token[token]
+
+
+def _error_body(error: RcpError) -> bytes:
+    return messages.encode(messages.error_response(None, error))
+
+
+Headers = dict[bytes, bytes]
+
+
+class _Endpoint:
+    """The POST handler shared by ``<base>`` and ``<base>/<method>``.
+
+    A plain ASGI app (no Request/Response objects on the hot path): Starlette routes
+    to it, answers 404/405 and applies CORS around it.
+    """
+
+    def __init__(self, server: Server, sessions: _Sessions, auth_tokens: Iterable[str],
+                 api_key_header: str | None, max_body_bytes: int, max_pending: int) -> None:
+        self.server = server
+        self.sessions = sessions
+        self.auth_tokens = tuple(token.encode() for token in auth_tokens)
+        self.api_key_header = api_key_header.lower().encode() if api_key_header else None
+        self.max_body_bytes = max_body_bytes
+        self.max_pending = max_pending
+        self.pending = 0
+
+    def authorized(self, headers: Headers) -> bool:
+        if not self.auth_tokens:
+            return True
+        presented: list[bytes] = []
+        authorization = headers.get(b"authorization", b"")
+        if authorization[:7].lower() == b"bearer ":
+            presented.append(authorization[7:].strip())
+        if self.api_key_header is not None and self.api_key_header in headers:
+            presented.append(headers[self.api_key_header])
+        return any(hmac.compare_digest(offered, known)
+                   for offered in presented for known in self.auth_tokens)
+
+    async def read_body(self, headers: Headers, receive: Receive) -> bytes | None:
+        """The body, or None when it exceeds the limit (declared or actual)."""
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            return None
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+            body += message.get("body", b"")
+            if len(body) > self.max_body_bytes:
+                return None
+            if not message.get("more_body", False):
+                return body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers: Headers = dict(scope["headers"])
+        if not self.authorized(headers):
+            await _respond(send, 401, _error_body(Unauthorized("missing or invalid credentials")),
+                           [(b"www-authenticate", b"Bearer")])
+            return
+        if self.pending >= self.max_pending:
+            await _shed(send)
+            return
+        self.pending += 1
+        try:
+            await self.dispatch(scope, headers, receive, send)
+        except ClientDisconnect:
+            pass
+        except Exception:
+            logger.exception("HTTP transport failure")
+            await _respond(send, 500, _error_body(InternalError()))
+        finally:
+            self.pending -= 1
+
+    async def dispatch(self, scope: Scope, headers: Headers, receive: Receive,
+                       send: Send) -> None:
+        body = await self.read_body(headers, receive)
+        if body is None:
+            await _respond(send, 413, _error_body(PayloadTooLarge(
+                f"the body exceeds {self.max_body_bytes} bytes",
+                data={"limit": self.max_body_bytes})))
+            return
+        parsed = messages.parse(body)
+        if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
+            await _respond(send, 400, _error_body(parsed.error))
+            return
+        path_method: str | None = scope.get("path_params", {}).get("method")
+        token = headers.get(_SESSION_KEY)
+        presented = token.decode("latin-1") if token is not None else None
+        dispatcher = self.sessions.dispatcher_for(presented)
+        if self.sessions.refuses(dispatcher):
+            await _shed(send)
+            return
+        if self.sessions.policy == "token" and presented is not None \
+                and dispatcher.session.token != presented:
+            parsed = _refuse_unknown_session(parsed)
+        if isinstance(parsed, RpcRequest) and self.wants_sse(headers, dispatcher):
+            await self.stream(send, dispatcher, parsed, path_method)
+            return
+        reply = await dispatcher.handle_message(parsed, path_method=path_method)
+        self.sessions.after(dispatcher)
+        if reply is None:
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+        else:
+            await _respond(send, 200, reply)
+
+    def wants_sse(self, headers: Headers, dispatcher: Dispatcher) -> bool:
+        advertised = dispatcher.session.protocol.capabilities or self.server.capabilities
+        return "streaming" in advertised and b"text/event-stream" in headers.get(b"accept", b"")
+
+    async def stream(self, send: Send, dispatcher: Dispatcher, parsed: RpcRequest,
+                     path_method: str | None) -> None:
+        """Progress/log frames as they come, then exactly one final frame (§5.2)."""
+        frames: asyncio.Queue[bytes] = asyncio.Queue()
+        call = asyncio.ensure_future(dispatcher.handle_message(
+            parsed, notify=frames.put_nowait, path_method=path_method))
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        try:
+            while not call.done():
+                getter = asyncio.ensure_future(frames.get())
+                await asyncio.wait({getter, call}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    await _send_chunk(send, sse_event(getter.result()))
+                else:
+                    getter.cancel()
+            while not frames.empty():
+                await _send_chunk(send, sse_event(frames.get_nowait()))
+            reply = call.result()
+            self.sessions.after(dispatcher)
+            await send({"type": "http.response.body",
+                        "body": sse_event(reply) if reply is not None else b""})
+        finally:
+            call.cancel()
+
+
+_SESSION_KEY = SESSION_HEADER.lower().encode()
+
+
+async def _respond(send: Send, status: int, body: bytes,
+                   extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _shed(send: Send) -> None:
+    await _respond(send, 429, _error_body(RateLimited("server busy", retryAfterMs=1000)),
+                   [(b"retry-after", b"1")])
+
+
+async def _send_chunk(send: Send, chunk: bytes) -> None:
+    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+
+def _refuse_unknown_session(parsed: Any) -> Any:
+    """Token mode: a request naming an unknown/expired session is answered as uninitialized,
+    except the methods callable at any time, which a fresh session handles normally."""
+    if isinstance(parsed, RpcRequest) and parsed.method not in ("info", "ping", "shutdown",
+                                                                "initialize"):
+        return Invalid(parsed.id, NotInitialized(
+            "unknown or expired session: send initialize for a new one",
+            data={"detail": f"{SESSION_HEADER} not recognised"}))
+    return parsed
+
+
+class _RcpApp(Starlette):
+    """Starlette, plus a direct route for the hot path: a POST under ``base`` goes straight
+    to the endpoint, skipping the generic middleware and router (measured: a third of
+    the per-request cost). Everything else, and every request when CORS is on, takes the
+    full Starlette stack (404, 405, OPTIONS preflight, CORS headers)."""
+
+    def __init__(self, base: str, endpoint: _Endpoint, *, fast_path: bool,
+                 **options: Any) -> None:
+        super().__init__(**options)
+        self._base = base
+        self._prefix = base + "/"
+        self._endpoint = endpoint
+        self._fast_path = fast_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._fast_path and scope["type"] == "http" and scope["method"] == "POST":
+            path: str = scope["path"]
+            root = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root):]
+            if path == self._base:
+                await self._endpoint({**scope, "path_params": {}}, receive, send)
+                return
+            if path.startswith(self._prefix) and len(path) > len(self._prefix):
+                params = {"method": path[len(self._prefix):]}
+                await self._endpoint({**scope, "path_params": params}, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = "stateless",
+               auth_tokens: Iterable[str] = (), api_key_header: str | None = None,
+               cors_origins: Iterable[str] = (), max_body_bytes: int = 8 * 1024 * 1024,
+               session_ttl_s: float = 900.0, max_sessions: int = 10_000,
+               max_pending: int = 1024, max_concurrency: int = 64,
+               request_timeout_ms: float | None = None) -> Starlette:
+    """The ASGI app serving ``server`` at ``base`` (see the module docstring)."""
+    base = "/" + base.strip("/")
+    tokens = [token for token in auth_tokens if token]
+    endpoint = _Endpoint(server, _Sessions(server, sessions, session_ttl_s, max_sessions, {
+        "max_concurrency": max_concurrency, "request_timeout_ms": request_timeout_ms}),
+        tokens, api_key_header, max_body_bytes, max_pending)
+    routes = [Route(base, endpoint, methods=["POST"]),
+              Route(base + "/{method:path}", endpoint, methods=["POST"])]
+    middleware = []
+    origins = list(cors_origins)
+    if origins:
+        allowed_headers = ["Authorization", "Content-Type", SESSION_HEADER]
+        if api_key_header:
+            allowed_headers.append(api_key_header)
+        middleware.append(Middleware(CORSMiddleware, allow_origins=origins,
+                                     allow_methods=["POST", "OPTIONS"],
+                                     allow_headers=allowed_headers))
+    return _RcpApp(base, endpoint, fast_path=not origins, routes=routes, middleware=middleware)
+
+
+def serve_http(server: Server, host: str = "127.0.0.1", port: int = 8080, *,
+               log_level: str = "warning", graceful_timeout_s: int = 10,
+               **app_options: Any) -> None:
+    """Serve ``server`` with uvicorn (uvloop and httptools when installed, keep-alive on,
+    no access log) until SIGINT/SIGTERM; in-flight requests then get ``graceful_timeout_s``
+    to finish. ``app_options`` go to :func:`create_app`."""
+    import uvicorn
+
+    config = uvicorn.Config(create_app(server, **app_options), host=host, port=port,
+                            log_level=log_level, access_log=False, timeout_keep_alive=30,
+                            timeout_graceful_shutdown=graceful_timeout_s)
+    uvicorn.Server(config).run()

@@ -1,0 +1,1 @@
+"""Shared test configuration: tests/ is on sys.path, so ``support`` is importable."""

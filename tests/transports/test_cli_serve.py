@@ -1,0 +1,92 @@
+"""``rcpkit serve``: flag errors are one line and exit 2; --app over stdio and HTTP."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from rcpkit.cli import app
+from support.stdio import python_argv
+
+RCPKIT = python_argv("-c", "from rcpkit.cli import main; main()")
+APP = "rcpkit.server.example:server"
+
+
+def run(*args: str, **kw: object) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*RCPKIT, "serve", *args], capture_output=True, timeout=60, **kw)
+
+
+@pytest.mark.parametrize("args", [
+    ["--stdio", "--http", "127.0.0.1:1", "--app", APP],
+    [],
+    ["--http", "nowhere", "--app", APP],
+    ["--stdio", "--app", "no_such_module:x"],
+    ["--stdio", "--app", "rcpkit.server.example:nope"],
+    ["--stdio", "--app", "rcpkit.server.example"],
+    ["--stdio", "--app", "rcpkit.server.example:SAMPLE_DOCUMENTS"],
+    ["--http", "127.0.0.1:0", "--sessions", "sticky", "--app", APP],
+    ["--stdio", "--auth-token", "t", "--app", APP],
+])
+def test_flag_errors_are_one_line_exit_2(args: list[str]) -> None:
+    result = CliRunner().invoke(app, ["serve", *args])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rcpkit serve: "), result.stderr
+    assert result.stdout == ""
+
+
+def test_serve_stdio_app() -> None:
+    request = b'{"jsonrpc":"2.0","id":1,"method":"info"}\n'
+    proc = run("--stdio", "--app", APP, input=request)
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["result"]["server"]["name"] == "rcpkit-keyword-example"
+
+
+def test_serve_http_app_with_auth_from_env() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    child = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", "--app", APP,
+                              "--sessions", "token"], env={"RCPKIT_AUTH_TOKENS": "a,b",
+                                                           **_base_env()},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}/rcp/info"
+        frame = {"jsonrpc": "2.0", "id": 1, "method": "info"}
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                refused = httpx.post(url, json=frame)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and child.poll() is None
+                time.sleep(0.1)
+        assert refused.status_code == 401
+        allowed = httpx.post(url, json=frame, headers={"Authorization": "Bearer b"})
+        assert allowed.json()["result"]["_meta"]["conformance"] == "L0"
+    finally:
+        child.send_signal(signal.SIGTERM)
+        # uvicorn finishes in-flight work, then re-raises the signal it caught
+        assert child.wait(30) in (0, -signal.SIGTERM)
+
+
+def _base_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "RCPKIT_AUTH_TOKENS"}
+
+
+def test_serve_defaults_to_the_engine(tmp_path: Path) -> None:
+    request = b'{"jsonrpc":"2.0","id":1,"method":"info"}\n'
+    proc = run("--stdio", "--data", str(tmp_path / "data"), "--embedder", "hashing",
+               input=request)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["result"]["server"]["name"] == "rcpkit-engine"
