@@ -62,11 +62,11 @@ def test_positional_params_rejected() -> None:
     assert isinstance(msg, m.Invalid) and msg.id == 1
 
 
-def test_compact_envelope_is_a_request() -> None:
-    msg = m.parse(b'{"method":"info","params":{}}')
-    assert isinstance(msg, m.Request) and msg.compact and msg.id is None
+def test_compact_envelope_is_accepted() -> None:
     assert m.parse(b'{"method":"info","id":"a"}') == m.Request("a", "info", None, True)
-    assert isinstance(m.parse(b'{"method":"info"}', allow_compact=False), m.Invalid)
+    # Without an id it is a notification like any other frame (§4.5): never answered.
+    assert m.parse(b'{"method":"info","params":{}}') == m.Notification("info", {})
+    assert isinstance(m.parse(b'{"method":"info","id":1}', allow_compact=False), m.Invalid)
 
 
 def test_responses_are_classified() -> None:

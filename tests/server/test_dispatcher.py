@@ -120,11 +120,12 @@ async def test_malformed_requests() -> None:
 
 
 async def test_compact_envelope_is_accepted() -> None:
-    """§5.3: the envelope has no id, so the reply carries ``id: null`` — which the schema
-    only allows on errors; only non-conforming callers send this envelope."""
-    d = Dispatcher(build_test_server())
-    reply = await call(d, b'{"method":"ping","params":{"nonce":1}}', validate=False)
-    assert reply == {"jsonrpc": "2.0", "id": None, "result": {"nonce": 1}}
+    """§5.3: ``{method, params}`` without ``jsonrpc`` is a call when it has an id and,
+    like any id-less frame, an unanswered notification otherwise (§4.5)."""
+    d = await ready()
+    reply = await call(d, b'{"id":5,"method":"ping","params":{"nonce":1}}')
+    assert reply == {"jsonrpc": "2.0", "id": 5, "result": {"nonce": 1}}
+    assert await call(d, b'{"method":"ping","params":{"nonce":1}}') is None
 
 
 async def test_notifications_are_never_answered() -> None:

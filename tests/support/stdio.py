@@ -19,12 +19,7 @@ from typing import Any
 
 from .schema import assert_frame
 
-__all__ = ["StdioPeer", "is_compact_reply", "python_argv"]
-
-
-def is_compact_reply(frame: Any) -> bool:
-    """A success reply with ``id: null``: the answer to an id-less §5.3 envelope."""
-    return isinstance(frame, dict) and frame.get("id") is None and "result" in frame
+__all__ = ["StdioPeer", "python_argv"]
 
 
 def python_argv(*args: str) -> list[str]:
@@ -35,12 +30,7 @@ def python_argv(*args: str) -> list[str]:
 class StdioPeer:
     """A server subprocess: send frames (or raw bytes), receive parsed frames."""
 
-    def __init__(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
-                 compact_replies_ok: bool = False) -> None:
-        """``compact_replies_ok``: tolerate ``{"id": null, "result": …}``, the reply to a
-        §5.3 envelope without id, which the schema does not model (only errors may have a
-        null id there)."""
-        self.compact_replies_ok = compact_replies_ok
+    def __init__(self, argv: Sequence[str], *, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=env)
         self.frames: queue.Queue[Any] = queue.Queue()
@@ -62,20 +52,12 @@ class StdioPeer:
             try:
                 frame = json.loads(raw)
                 assert raw.endswith(b"\n") and raw.count(b"\n") == 1
-                self._check(frame)
+                assert_frame(frame)
             except Exception as exc:
                 self.problems.append(f"bad stdout line {raw[:200]!r}: {exc}")
                 continue
             self.received.append(frame)
             self.frames.put(frame)
-
-    def _check(self, frame: Any) -> None:
-        if not self.compact_replies_ok:
-            assert_frame(frame)
-            return
-        for item in frame if isinstance(frame, list) and frame else [frame]:
-            if not is_compact_reply(item):
-                assert_frame(item)
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None

@@ -22,7 +22,7 @@ from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
 from support.http import LoopbackServer
 from support.schema import assert_frame
-from support.stdio import StdioPeer, is_compact_reply, python_argv
+from support.stdio import StdioPeer, python_argv
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "support" / "example_server.py")
 METHODS = ["ping", "info", "initialize", "retrieve", "embed", "rerank", "index/add", "bogus",
@@ -104,7 +104,7 @@ def answered_ids(frame: Any) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def stdio_peer() -> Iterator[StdioPeer]:
-    with StdioPeer(python_argv(EXAMPLE), compact_replies_ok=True) as peer:
+    with StdioPeer(python_argv(EXAMPLE)) as peer:
         yield peer
         assert peer.close() == 0
         peer.assert_clean()
@@ -155,8 +155,7 @@ def test_http_survives_anything(http_client: httpx.Client, item: tuple[str, Any]
     if response.status_code == 200:
         frame = response.json()
         for member in frame if isinstance(frame, list) else [frame]:
-            if not is_compact_reply(member):
-                assert_frame(member)
+            assert_frame(member)
         assert sorted(map(repr, answered_ids(frame))) == sorted(map(repr, expected))
     elif response.status_code == 204:
         assert response.content == b"" and expected == []

@@ -44,11 +44,12 @@ Id = str | int
 class Request:
     """A call that must be answered exactly once (§4.1)."""
 
-    id: Id | None
+    id: Id
     method: str
     params: Any = None
     compact: bool = False
-    """True for the §5.3 ``{method, params}`` envelope; its ``id`` may be None."""
+    """True for the §5.3 envelope without ``jsonrpc``; like any frame without an
+    ``id`` it is a notification otherwise (§4.5), so it is never answered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +137,6 @@ def classify(obj: Any, *, allow_compact: bool = True) -> Message:
     if params is not None and not isinstance(params, dict):
         # §4.1: params MUST be an object; positional params are not used by RCP.
         return Invalid(echo_id, InvalidRequest("'params' must be an object"))
-    if compact and not has_id and not method.startswith("notifications/"):
-        # §5.3: the compact envelope is a call; it has no id to echo, so it is
-        # answered with ``id: null`` (only non-conforming callers send it).
-        return Request(None, method, params, compact=True)
     if not has_id:
         return Notification(method, params)
     if not is_valid_id(raw_id):
