@@ -18,6 +18,7 @@ app = typer.Typer(
 _AREAS = (
     "rcpkit.transports.cli",
     "rcpkit.engine.cli",
+    "rcpkit.engine.dbcli",
     "rcpkit.client.cli",
     "rcpkit.federation.cli",
     "rcpkit.conformance.cli",

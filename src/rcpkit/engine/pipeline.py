@@ -205,7 +205,8 @@ class Engine:
         chosen = embedder or _make_embedder(config)
         store = store or SqliteStore.open(config.data_dir)
         rerankers: dict[str, Reranker] = {}
-        colbert = LateInteractionReranker(chosen)
+        colbert = LateInteractionReranker(chosen, passage_tokens=config.rerank_passage_tokens,
+                                          cache_bytes=config.rerank_cache_bytes)
         rerankers[colbert.method] = colbert
         if config.cross_encoder_model_path and config.cross_encoder_tokenizer_path:
             # Advertised only when a real model is configured (no registry ships one).
@@ -216,8 +217,9 @@ class Engine:
         return cls(config, store, chosen, rerankers)
 
     def close(self) -> None:
-        """Persist the derived indexes and close the store."""
+        """Stop background index work, persist the derived indexes and close the store."""
         with self._write_lock:
+            self._dense.close()
             self._save_indexes()
             self._store.close()
 
@@ -552,8 +554,11 @@ class Engine:
             dense_hits: dict[int, float] = {}
             sparse_hits: dict[int, float] = {}
             if request.mode in ("dense", "hybrid"):
+                # §7.7.1: a seeded or pinned request must not depend on which HNSW graph a
+                # background build has published, so it takes the exact path.
+                exact = request.seed is not None or plan.pinned is not None
                 rowids, scores = self._dense.search(query_vector, plan.candidate_k, allow=allow,
-                                                    seed=request.seed)
+                                                    exact=exact)
                 dense_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
             if request.mode in ("sparse", "hybrid"):
                 rowids, scores = self._lexical.search(request.query, plan.candidate_k,
@@ -739,14 +744,14 @@ class Engine:
     def embed(self, texts: Sequence[str], kind: str = "document") -> npt.NDArray[np.float32]:
         """§7.3 dense vectors from the engine's own embedder."""
         check_kind(kind)
-        self._check_batch(texts, "texts")
+        self._check_batch(texts, "inputs")
         return np.asarray(self._embedder.embed(list(texts), kind), dtype=np.float32)
 
     def token_embeddings(self, texts: Sequence[str],
                          kind: str = "document") -> list[npt.NDArray[np.float32]]:
         """§7.5 per-token vectors."""
         check_kind(kind)
-        self._check_batch(texts, "texts")
+        self._check_batch(texts, "inputs")
         return self._embedder.token_embeddings(list(texts), kind)
 
     def rerank(self, query: str, passages: Sequence[str], method: str) -> npt.NDArray[np.float32]:

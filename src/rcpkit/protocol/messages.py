@@ -118,7 +118,7 @@ def classify(obj: Any, *, allow_compact: bool = True) -> Message:
         return Invalid(None, InvalidRequest("a message must be a JSON object"))
     raw_id = obj.get("id")
     has_id = "id" in obj
-    echo_id = raw_id if has_id and is_valid_id(raw_id) else None
+    echo_id: Id | None = raw_id if has_id and is_valid_id(raw_id) else None
     version = obj.get("jsonrpc")
     method = obj.get("method")
 
@@ -139,9 +139,9 @@ def classify(obj: Any, *, allow_compact: bool = True) -> Message:
         return Invalid(echo_id, InvalidRequest("'params' must be an object"))
     if not has_id:
         return Notification(method, params)
-    if not is_valid_id(raw_id):
+    if echo_id is None:
         return Invalid(None, InvalidRequest("'id' must be a string or an integer"))
-    return Request(raw_id, method, params, compact)
+    return Request(echo_id, method, params, compact)
 
 
 def parse(data: bytes | str, *, allow_compact: bool = True) -> Message | list[Message]:

@@ -112,6 +112,7 @@ class Dispatcher:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._emit: Emit | None = None
         self._caps_model: Capabilities | None = None
+        self._caps_revision = 0
         if stateless:
             self.session.protocol.version = PROTOCOL_VERSION
             self.session.protocol.capabilities = server.capabilities
@@ -250,8 +251,11 @@ class Dispatcher:
         return typed, notes, tree
 
     def _capabilities(self) -> Capabilities:
-        if self._caps_model is None:
+        # A stateless session is the server's live set; a stateful one froze its copy (§13.2).
+        revision = self.server.revision if self.stateless else 0
+        if self._caps_model is None or revision != self._caps_revision:
             self._caps_model = Capabilities.from_wire(self.session.protocol.capabilities or {})
+            self._caps_revision = revision
         return self._caps_model
 
     async def _run(self, req: Request, handler: Handler, typed: Any, call: _Call) -> Reply:

@@ -60,6 +60,8 @@ class Server:
         self.conformance = conformance
         self.capabilities: dict[str, Any] = {}
         """Advertised capabilities in wire form: key → metadata object (§6)."""
+        self.revision = 0
+        """Bumped by every :meth:`capability` call, so caches of the set know it changed."""
         self.handlers: dict[str, Handler] = {}
 
     # ── capabilities (§6) ───────────────────────────────────────────────────
@@ -67,6 +69,7 @@ class Server:
         """Advertise capability ``key`` with its metadata (a dict or a typed Struct)."""
         wire = msgspec.to_builtins(meta) if isinstance(meta, msgspec.Struct) else dict(meta or {})
         self.capabilities[key] = wire
+        self.revision += 1
 
     # ── handlers ────────────────────────────────────────────────────────────
     def add_method(self, method: str, fn: Callable[..., Any], *,

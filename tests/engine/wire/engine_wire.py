@@ -1,0 +1,119 @@
+"""Helpers for the engine's wire tests: the real ``rcpkit serve`` in a subprocess, over stdio
+(``support.stdio.StdioPeer``, which schema-checks every frame) and over HTTP on loopback.
+
+Data directories carry an ``rcpkit.toml`` selecting the deterministic hashing embedder, so these
+tests need no model; one smoke test uses the real MiniLM.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from support.stdio import StdioPeer
+
+RCPKIT = (sys.executable, "-c", "from rcpkit.cli import main; main()")
+
+HASHING_CONFIG = """\
+embedder = "hashing"
+hashing_dimension = 64
+index_save_every = 5
+
+[field_types]
+summary = "text"
+"""
+
+
+def rcpkit_argv(*args: str) -> list[str]:
+    """``rcpkit ARGS`` run by the test interpreter."""
+    return [*RCPKIT, *args]
+
+
+def make_data_dir(path: Path, config: str = HASHING_CONFIG) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "rcpkit.toml").write_text(config)
+    return path
+
+
+class Engine:
+    """A served engine over stdio: ``ok`` returns a result, ``error`` the error object."""
+
+    def __init__(self, data: Path, **initialize: Any) -> None:
+        self.peer = StdioPeer(rcpkit_argv("serve", "--stdio", "--data", str(data)))
+        self.info = self.peer.initialize(**initialize)
+
+    def ok(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        reply = self.peer.call(method, params)
+        assert "result" in reply, reply
+        result: dict[str, Any] = reply["result"]
+        return result
+
+    def error(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        reply = self.peer.call(method, params)
+        assert "error" in reply, reply
+        error: dict[str, Any] = reply["error"]
+        return error
+
+    def add(self, documents: Sequence[dict[str, Any]], **options: Any) -> dict[str, Any]:
+        return self.ok("index/add", {"documents": list(documents), **options})
+
+    def retrieve(self, query: str, k: int = 10, **options: Any) -> dict[str, Any]:
+        return self.ok("retrieve", {"query": query, "k": k, **options})
+
+    def ids(self, query: str, k: int = 50, **options: Any) -> list[str]:
+        return [hit["id"] for hit in self.retrieve(query, k, **options)["hits"]]
+
+    def close(self) -> None:
+        code = self.peer.close()
+        self.peer.assert_clean()
+        assert code == 0, "".join(self.peer.stderr_lines[-20:])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class HttpEngine:
+    """``rcpkit serve --http`` on a loopback port; ``post`` sends one JSON-RPC request."""
+
+    def __init__(self, data: Path) -> None:
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}/rcp"
+        self.proc = subprocess.Popen(
+            rcpkit_argv("serve", "--http", f"127.0.0.1:{self.port}", "--data", str(data)),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.client = httpx.Client(timeout=30)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.post("info", {})
+                return
+            except httpx.TransportError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("rcpkit serve --http did not start") from None
+                time.sleep(0.1)
+
+    def post(self, method: str, params: dict[str, Any], **headers: str) -> httpx.Response:
+        frame = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        return self.client.post(f"{self.base}/{method}", json=frame, headers=headers)
+
+    def ok(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        body = self.post(method, params).json()
+        assert "result" in body, body
+        result: dict[str, Any] = body["result"]
+        return result
+
+    def close(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(30)
