@@ -86,11 +86,12 @@ def _free_port() -> int:
 class HttpEngine:
     """``rcpkit serve --http`` on a loopback port; ``post`` sends one JSON-RPC request."""
 
-    def __init__(self, data: Path) -> None:
+    def __init__(self, data: Path, *serve_options: str) -> None:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}/rcp"
         self.proc = subprocess.Popen(
-            rcpkit_argv("serve", "--http", f"127.0.0.1:{self.port}", "--data", str(data)),
+            rcpkit_argv("serve", "--http", f"127.0.0.1:{self.port}", "--data", str(data),
+                        *serve_options),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.client = httpx.Client(timeout=30)
         deadline = time.monotonic() + 60
