@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
-from support.http import LoopbackServer
 from support.schema import assert_frame
 from support.stdio import StdioPeer, python_argv
+from transports.conftest import LOOPBACKS
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "support" / "example_server.py")
 METHODS = ["ping", "info", "initialize", "retrieve", "embed", "rerank", "index/add", "bogus",
@@ -132,9 +132,11 @@ def test_stdio_survives_anything(stdio_peer: StdioPeer, inputs: list[tuple[str, 
 
 # ── HTTP ────────────────────────────────────────────────────────────────────
 
-@pytest.fixture(scope="module")
-def http_client() -> Iterator[httpx.Client]:
-    with LoopbackServer(create_app(build_test_server(), sessions="single")) as loopback, \
+@pytest.fixture(scope="module", params=sorted(LOOPBACKS))
+def http_client(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
+    """A client of the app under uvicorn, then under rcpkit's lean HTTP server."""
+    loopback_class = LOOPBACKS[request.param]
+    with loopback_class(create_app(build_test_server(), sessions="single")) as loopback, \
             httpx.Client(base_url=loopback.url, timeout=30) as client:
         yield client
 

@@ -1,4 +1,4 @@
-"""HTTP transport on a real loopback uvicorn (§5.2; DESIGN §4 sessions and auth)."""
+"""HTTP transport on real loopback servers, uvicorn and the lean one (§5.2; DESIGN §4)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 
 from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
-from support.http import LoopbackServer
 from support.schema import assert_frame
 
 
@@ -34,21 +33,21 @@ def body(response: httpx.Response) -> Any:
 
 
 @pytest.fixture
-def serve() -> Iterator[Any]:
+def serve(loopback: Any) -> Iterator[Any]:
     """``serve(**create_app_options)`` → an httpx client bound to a fresh loopback server."""
-    stack: list[tuple[LoopbackServer, httpx.Client]] = []
+    stack: list[tuple[Any, httpx.Client]] = []
 
     def start(server: Any = None, **options: Any) -> httpx.Client:
-        loopback = LoopbackServer(create_app(server or build_test_server(), **options))
-        loopback.__enter__()
-        client = httpx.Client(base_url=loopback.url, timeout=30)
-        stack.append((loopback, client))
+        running = loopback(create_app(server or build_test_server(), **options))
+        running.__enter__()
+        client = httpx.Client(base_url=running.url, timeout=30)
+        stack.append((running, client))
         return client
 
     yield start
-    for loopback, client in stack:
+    for running, client in stack:
         client.close()
-        loopback.__exit__(None, None, None)
+        running.__exit__(None, None, None)
 
 
 def post(client: httpx.Client, message: Any, path: str | None = None,
@@ -223,21 +222,21 @@ def test_cors_preflight(serve: Any) -> None:
     assert actual.headers["access-control-allow-origin"] == "https://app.example"
 
 
-def test_keep_alive_and_graceful_shutdown() -> None:
-    loopback = LoopbackServer(create_app(build_test_server()))
+def test_keep_alive_and_graceful_shutdown(loopback: Any) -> None:
+    running = loopback(create_app(build_test_server()))
     outcome: list[httpx.Response] = []
 
     def slow_call() -> None:
-        with httpx.Client(base_url=loopback.url, timeout=30) as own:
+        with httpx.Client(base_url=running.url, timeout=30) as own:
             outcome.append(post(own, rpc("x-test/sleep", {"seconds": 0.5})))
 
-    with loopback:
-        with httpx.Client(base_url=loopback.url) as client:
+    with running:
+        with httpx.Client(base_url=running.url) as client:
             for _ in range(3):
                 assert post(client, rpc("ping")).headers.get("connection") != "close"
         slow = threading.Thread(target=slow_call)
         slow.start()
         time.sleep(0.2)
-    # leaving the block asked uvicorn to stop while the slow request was in flight
+    # leaving the block asked the server to stop while the slow request was in flight
     slow.join()
     assert outcome and body(outcome[0])["result"] == {"slept": 0.5}

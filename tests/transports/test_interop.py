@@ -10,7 +10,6 @@ import pytest
 
 from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
-from support.http import LoopbackServer
 from support.stdio import python_argv
 
 rcp = pytest.importorskip("rcp")
@@ -41,6 +40,6 @@ def test_reference_client_over_stdio() -> None:
 
 
 @pytest.mark.parametrize("sessions", ["stateless", "single"])
-def test_reference_client_over_http(sessions: str) -> None:
-    with LoopbackServer(create_app(build_test_server(), sessions=sessions)) as loopback:
-        exercise(rcp.connect_http(loopback.url + "/rcp"))
+def test_reference_client_over_http(sessions: str, loopback: Any) -> None:
+    with loopback(create_app(build_test_server(), sessions=sessions)) as running:
+        exercise(rcp.connect_http(running.url + "/rcp"))

@@ -62,6 +62,10 @@ class Server:
         """Advertised capabilities in wire form: key → metadata object (§6)."""
         self.revision = 0
         """Bumped by every :meth:`capability` call, so caches of the set know it changed."""
+        self.multiprocess_safe = False
+        """True declares that no request changes in-memory state a later request reads (or
+        that such state is shared through a store), so HTTP may serve N copies in N
+        processes (``rcpkit serve --workers``, stateless sessions only)."""
         self.handlers: dict[str, Handler] = {}
 
     # ── capabilities (§6) ───────────────────────────────────────────────────

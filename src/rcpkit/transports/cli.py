@@ -2,8 +2,11 @@
 
 ``--app module:attr`` names a :class:`Server` (or a zero-argument callable
 returning one). Without it the built-in engine is served through
-``rcpkit.engine.service.build_server(data_dir, **options)``. Any flag or
-configuration error is one line on stderr and exit status 2.
+``rcpkit.engine.service.build_server(data_dir, **options)``. ``--workers N``
+serves HTTP from N processes, each building its own server after the fork; it
+needs ``--sessions stateless`` and a server declaring itself multi-process safe
+(see :func:`rcpkit.transports.http.serve_http`). Any flag or configuration error
+is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -102,6 +106,9 @@ def serve(
         help="Engine embedder, e.g. minilm or hashing (without --app).")] = None,
     timeout_ms: Annotated[float | None, typer.Option(
         help="Default per-request deadline in milliseconds (§13.1).")] = None,
+    workers: Annotated[int, typer.Option(
+        help="HTTP worker processes (stateless sessions, and a server that declares itself "
+             "multi-process safe).")] = 1,
 ) -> None:
     """Serve an RCP server over stdio or HTTP."""
     try:
@@ -116,10 +123,20 @@ def serve(
         if stdio and (tokens or cors_origin or api_key_header):
             raise ConfigError("--auth-token, --api-key-header and --cors-origin apply to --http")
         address = _parse_host_port(http) if http is not None else None
+        if workers < 1:
+            raise ConfigError("--workers must be at least 1")
+        if workers > 1 and (address is None or sessions != "stateless"):
+            raise ConfigError("--workers above 1 needs --http and --sessions stateless "
+                              "(token and single sessions live in one process)")
         engine_options = {"embedder": embedder} if embedder is not None else {}
         if app is not None and (data is not None or engine_options):
             raise ConfigError("--data and --embedder configure the engine; not with --app")
-        server = load_app(app) if app is not None else _engine_server(data, engine_options)
+
+        def build() -> Server:
+            return load_app(app) if app is not None else _engine_server(data, engine_options)
+
+        # With several workers each one builds its own server after the fork.
+        source: Server | Callable[[], Server] = build() if workers == 1 else _in_worker(build)
     except ConfigError as exc:
         _fail(str(exc))
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
@@ -127,12 +144,28 @@ def serve(
     if address is None:
         from .stdio import serve_stdio
 
-        raise typer.Exit(serve_stdio(server, request_timeout_ms=timeout_ms))
+        assert isinstance(source, Server)
+        raise typer.Exit(serve_stdio(source, request_timeout_ms=timeout_ms))
     from .http import serve_http
 
-    serve_http(server, *address, base=base, sessions=sessions,
-               auth_tokens=tokens, api_key_header=api_key_header,
-               cors_origins=cors_origin or (), request_timeout_ms=timeout_ms)
+    try:
+        status = serve_http(source, *address, workers=workers, base=base, sessions=sessions,
+                            auth_tokens=tokens, api_key_header=api_key_header,
+                            cors_origins=cors_origin or (), request_timeout_ms=timeout_ms)
+    except UsageError as exc:
+        _fail(str(exc))
+    raise typer.Exit(status)
+
+
+def _in_worker(build: Callable[[], Server]) -> Callable[[], Server]:
+    """``build`` for a worker process, where a configuration error is a :class:`UsageError`
+    (reported by the worker supervisor as one line, exit 2)."""
+    def build_in_worker() -> Server:
+        try:
+            return build()
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+    return build_in_worker
 
 
 def register(app: typer.Typer) -> None:

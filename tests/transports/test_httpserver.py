@@ -1,0 +1,160 @@
+"""The lean HTTP/1.1 server (rcpkit.transports.httpserver) at the byte level, and
+``rcpkit serve --workers`` (§5.2): framing, pipelining, back-pressure, multi-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from rcpkit.transports.http import create_app
+from support.example_server import build_test_server
+from support.stdio import python_argv
+from transports.conftest import LeanLoopback
+
+PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+RCPKIT = python_argv("-c", "from rcpkit.cli import main; main()")
+APPS = str(Path(__file__).resolve().parent / "apps")
+
+
+@pytest.fixture
+def lean() -> Iterator[LeanLoopback]:
+    with LeanLoopback(create_app(build_test_server(), max_body_bytes=4096)) as running:
+        yield running
+
+
+def exchange(port: int, data: bytes, *, until_close: bool = False) -> bytes:
+    """Send raw bytes, return what comes back (until close, or a short quiet spell)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(data)
+        received = b""
+        conn.settimeout(10 if until_close else 0.5)
+        while True:
+            try:
+                chunk = conn.recv(65536)
+            except TimeoutError:
+                return received
+            if not chunk:
+                return received
+            received += chunk
+
+
+def post(path: str, body: bytes, extra: bytes = b"") -> bytes:
+    return (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\n" + extra + b"\r\n" + body)
+
+
+def test_pipelined_requests_answered_in_order(lean: LeanLoopback) -> None:
+    requests = b"".join(post("/rcp/ping", b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % i)
+                        for i in range(20))
+    reply = exchange(lean.port, requests)
+    assert reply.count(b"HTTP/1.1 200 OK") == 20
+    ids = [json.loads(part.split(b"HTTP/1.1")[0])["id"]
+           for part in reply.split(b"\r\n\r\n")[1:]]
+    assert ids == list(range(20))
+
+
+def test_chunked_request_body_and_expect_continue(lean: LeanLoopback) -> None:
+    chunked = (b"POST /rcp/ping HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               + b"%x\r\n%s\r\n0\r\n\r\n" % (len(PING), PING))
+    assert b'"result":{}' in exchange(lean.port, chunked)
+    with socket.create_connection(("127.0.0.1", lean.port), timeout=10) as conn:
+        conn.sendall(post("/rcp/ping", PING, b"Expect: 100-continue\r\n")[:-len(PING)])
+        assert conn.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        conn.sendall(PING)
+        assert b'"result":{}' in conn.recv(4096)
+
+
+def test_malformed_http_is_400_and_closed(lean: LeanLoopback) -> None:
+    reply = exchange(lean.port, b"NONSENSE\x00\r\n\r\n", until_close=True)
+    assert reply.startswith(b"HTTP/1.1 400 ")
+
+
+def test_http10_and_oversized_bodies_close_the_connection(lean: LeanLoopback) -> None:
+    reply = exchange(lean.port, post("/rcp/ping", PING).replace(b"HTTP/1.1", b"HTTP/1.0"),
+                     until_close=True)
+    assert reply.startswith(b"HTTP/1.1 200 ") and b"connection: close" in reply
+    # 413 from the declared length while the body is still arriving: what follows cannot
+    # be told apart from a next request, so the connection closes after the answer
+    partial = post("/rcp/ping", b"x" * 10_000)[:-9_000]
+    reply = exchange(lean.port, partial, until_close=True)
+    assert reply.startswith(b"HTTP/1.1 413 ") and reply.count(b"HTTP/1.1") == 1
+    # a complete oversized body was consumed, so the connection stays usable
+    reply = exchange(lean.port, post("/rcp/ping", b"x" * 10_000) + post("/rcp/ping", PING))
+    assert reply.startswith(b"HTTP/1.1 413 ") and reply.count(b"HTTP/1.1 200 ") == 1
+
+
+def test_head_and_no_body_statuses(lean: LeanLoopback) -> None:
+    note = b'{"jsonrpc":"2.0","method":"notifications/x"}'
+    reply = exchange(lean.port, post("/rcp/notifications/x", note))
+    head, _, rest = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 204 ") and b"content-length" not in head.lower()
+    assert rest == b""
+    reply = exchange(lean.port, b"HEAD /rcp HTTP/1.1\r\nHost: x\r\n\r\n")
+    head, _, rest = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 405 ") and rest == b""
+
+
+def _serve(*args: str) -> tuple[subprocess.Popen[bytes], int]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([APPS, os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", *args],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return child, port
+
+
+def _call(port: int, method: str, params: dict[str, object] | None = None) -> dict[str, Any]:
+    """One call, retried while the server is still starting."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            reply = httpx.post(f"http://127.0.0.1:{port}/rcp/{method}", timeout=10, json={
+                "jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}})
+            result: dict[str, Any] = reply.json()["result"]
+            return result
+        except httpx.TransportError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def test_workers_serve_a_declared_safe_app_and_stop_gracefully() -> None:
+    child, port = _serve("--app", "readonly:build", "--workers", "2")
+    try:
+        hits = _call(port, "retrieve", {"query": "json line", "k": 2})["hits"]
+        assert [hit["id"] for hit in hits] == ["stdio", "rcp"]
+        assert _call(port, "x-test/pid")["pid"] != child.pid  # the supervisor serves nothing
+    finally:
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(30) == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2)
+
+
+def test_a_worker_dying_ends_the_service_with_an_error() -> None:
+    child, port = _serve("--app", "readonly:build", "--workers", "2")
+    try:
+        os.kill(_call(port, "x-test/pid")["pid"], signal.SIGKILL)
+        assert child.wait(30) == 1  # the other worker was stopped; a supervisor restarts all
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+
+def test_workers_refused_for_a_server_not_declared_safe() -> None:
+    # the example keeps a writable in-memory index: workers would silently disagree
+    child, _ = _serve("--app", "rcpkit.server.example:server", "--workers", "2")
+    _, stderr = child.communicate(timeout=60)
+    assert child.returncode == 2
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "multi-process safe" in lines[0], stderr
