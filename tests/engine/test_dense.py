@@ -1,9 +1,12 @@
-"""DenseIndex: exact and HNSW top-k, filters by row-id mask, persistence (§7.7, §8)."""
+"""DenseIndex: exact and HNSW top-k, filters by row-id mask, background graph builds,
+determinism (§7.7.1), persistence (§7.7, §8)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -168,15 +171,17 @@ def test_empty_index_and_k_larger_than_count() -> None:
 
 
 @pytest.fixture
-def graph_index() -> tuple[DenseIndex, np.ndarray]:
+def graph_index() -> Iterator[tuple[DenseIndex, np.ndarray]]:
     """3000 rows above a 1000-row threshold: searches go through the HNSW graph."""
     vectors = unit_vectors(3000, seed=1)
     index = DenseIndex(DIM, exact_threshold=1000)
     index.add(np.arange(1000), vectors[:1000])
     assert not index.uses_graph
     index.add(np.arange(1000, 3000), vectors[1000:])
-    assert index.uses_graph
-    return index, vectors
+    assert index.wait_for_graph(60)
+    assert index.uses_graph and index.graph_tail == 0
+    yield index, vectors
+    index.close()
 
 
 def recall(found: list[int], truth: list[int]) -> float:
@@ -250,10 +255,12 @@ def test_graph_search_is_repeatable(graph_index: tuple[DenseIndex, np.ndarray]) 
     index, vectors = graph_index
     rebuilt = DenseIndex(DIM, exact_threshold=1000)
     rebuilt.add(np.arange(3000), vectors)
+    assert rebuilt.wait_for_graph(60)
     for query in unit_vectors(10, seed=12):
-        first = index.search(query, 10, seed=1)[0].tolist()
-        assert index.search(query, 10, seed=2)[0].tolist() == first
+        first = index.search(query, 10)[0].tolist()
+        assert index.search(query, 10)[0].tolist() == first
         assert rebuilt.search(query, 10)[0].tolist() == first
+    rebuilt.close()
 
 
 def test_every_row_is_reachable_in_the_graph(graph_index: tuple[DenseIndex, np.ndarray]) -> None:
@@ -270,10 +277,11 @@ def test_save_and_load_round_trip(
     index.save(tmp_path)
     index.save(tmp_path)  # a second save replaces the first generation of files
     meta = json.loads((tmp_path / "dense.json").read_text())
-    assert set(meta["files"]) == {"vectors", "rowids", "graph"}
-    assert len(list(tmp_path.iterdir())) == 4
+    assert set(meta["files"]) == {"vectors", "rowids", "graph", "graph_rowids"}
+    assert len(list(tmp_path.iterdir())) == 5
     loaded = DenseIndex.load(tmp_path)
-    assert loaded.count == index.count and loaded.uses_graph
+    # The saved graph serves at once: nothing is rebuilt on load.
+    assert loaded.count == index.count and loaded.uses_graph and loaded.graph_tail == 0
     for query in unit_vectors(5, seed=13):
         assert loaded.search(query, 10)[0].tolist() == index.search(query, 10)[0].tolist()
     loaded.add(np.array([5000]), unit_vectors(1, seed=99))
@@ -326,3 +334,129 @@ def test_broad_filter_with_k_above_allowed_count() -> None:
     rowids, scores = index.search(unit_vectors(1, seed=1)[0], 50, allow=allow)
     assert sorted(rowids.tolist()) == [0, 2, 3, 5, 7, 9]
     assert np.isfinite(scores).all()
+
+
+# -- background graph builds ------------------------------------------------------------
+
+
+@pytest.fixture
+def held_builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Graph builds wait for the returned event before they start."""
+    release = threading.Event()
+    build = DenseIndex._graph_for
+
+    def held(self: DenseIndex, view: object) -> object:
+        assert release.wait(60)
+        return build(self, view)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DenseIndex, "_graph_for", held)
+    yield release
+    release.set()
+
+
+def test_crossing_the_threshold_does_not_wait_for_the_graph(
+    held_builds: threading.Event,
+) -> None:
+    vectors = unit_vectors(1500, seed=3)
+    index = DenseIndex(DIM, exact_threshold=1000)
+    index.add(np.arange(1500), vectors)  # returns although the build cannot start yet
+    assert not index.uses_graph
+    query = unit_vectors(1, seed=4)[0]
+    assert index.search(query, 10)[0].tolist() == brute_force(np.arange(1500), vectors, query, 10)
+    held_builds.set()
+    assert index.wait_for_graph(60) and index.uses_graph
+    index.close()
+
+
+def test_exact_results_do_not_change_when_a_build_finishes(held_builds: threading.Event) -> None:
+    """§7.7.1: ``exact=True`` (seeded or pinned requests) ignores which graph is published."""
+    vectors = unit_vectors(2000, seed=6)
+    index = DenseIndex(DIM, exact_threshold=1000)
+    index.add(np.arange(2000), vectors)
+    queries = unit_vectors(10, seed=7)
+    before = [index.search(q, 10, exact=True)[0].tolist() for q in queries]
+    held_builds.set()
+    assert index.wait_for_graph(60) and index.uses_graph
+    after = [index.search(q, 10, exact=True)[0].tolist() for q in queries]
+    assert after == before
+    assert before == [brute_force(np.arange(2000), vectors, q, 10) for q in queries]
+    index.close()
+
+
+def test_rows_added_after_the_build_are_searched_in_the_tail(
+    graph_index: tuple[DenseIndex, np.ndarray],
+) -> None:
+    index, _ = graph_index
+    fresh = unit_vectors(50, seed=20)
+    index.add(np.arange(5000, 5050), fresh)
+    assert index.graph_tail == 50 and index.uses_graph
+    for offset, vector in enumerate(fresh):
+        rowids, scores = index.search(vector, 3)
+        assert rowids[0] == 5000 + offset
+        assert scores[0] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_long_tail_is_folded_into_the_graph(
+    graph_index: tuple[DenseIndex, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index, vectors = graph_index
+    monkeypatch.setattr(dense, "TAIL_MIN_ROWS", 40)
+    index.remove(np.arange(0, 20))
+    fresh = unit_vectors(60, seed=21)
+    index.add(np.arange(5000, 5060), fresh)
+    assert index.wait_for_graph(60)
+    assert index.graph_tail == 0 and index.uses_graph
+    assert index.search(fresh[7], 1)[0].tolist() == [5007]
+    assert index.search(vectors[3], 5)[0].tolist()[0] != 3  # removed rows stay gone
+
+
+def test_graph_with_many_removed_rows_is_rebuilt(
+    graph_index: tuple[DenseIndex, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index, vectors = graph_index
+    monkeypatch.setattr(dense, "TAIL_MIN_ROWS", 100)
+    index.remove(np.arange(0, 1500))
+    assert index.wait_for_graph(60)
+    query = unit_vectors(1, seed=22)[0]
+    survivors = np.arange(1500, 3000)
+    truth = brute_force(survivors, vectors[survivors], query, 10)
+    assert recall(index.search(query, 10)[0].tolist(), truth) >= 0.9
+
+
+def test_save_keeps_the_tail_and_load_catches_up_in_the_background(
+    tmp_path: Path, graph_index: tuple[DenseIndex, np.ndarray]
+) -> None:
+    index, _ = graph_index
+    fresh = unit_vectors(30, seed=23)
+    index.add(np.arange(4000, 4030), fresh)
+    index.save(tmp_path)
+    loaded = DenseIndex.load(tmp_path)
+    assert loaded.uses_graph and loaded.graph_tail == 30
+    assert loaded.search(fresh[4], 1)[0].tolist() == [4004]
+    loaded.close()
+
+
+def test_close_stops_a_running_build(held_builds: threading.Event) -> None:
+    index = DenseIndex(DIM, exact_threshold=100)
+    index.add(np.arange(500), unit_vectors(500, seed=24))
+    closer = threading.Thread(target=index.close)
+    closer.start()  # close() waits for the builder, which is held until released
+    held_builds.set()
+    closer.join(60)
+    assert not closer.is_alive() and index.wait_for_graph(60)
+    assert not index.uses_graph
+    index.add(np.arange(500, 600), unit_vectors(100, seed=25))
+    assert index.wait_for_graph(60) and not index.uses_graph  # closed: no new builds
+
+
+def test_usearch_is_imported_only_through_the_guarded_loader() -> None:
+    """Importing usearch before onnxruntime crashes the process; only dense.py may import it."""
+    source_root = Path(dense.__file__).parents[1]
+    importers = []
+    for path in source_root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name.split(".")[0] == "usearch" for name in names):
+                importers.append(path.relative_to(source_root).as_posix())
+    assert sorted(set(importers)) == ["engine/dense.py"]

@@ -432,3 +432,30 @@ def test_cursor_of_a_collected_snapshot_is_not_found(tmp_path: Path) -> None:
         eng.delete(["one"])
         with pytest.raises(NotFound):
             eng.search(replace(request, cursor=page.next_cursor))
+
+
+def test_seeded_and_pinned_dense_recall_is_exact_while_the_graph_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§7.7.1: the HNSW graph is published by a background build at any moment, so a request
+    with a ``seed`` or a pinned snapshot takes the exact path and repeats exactly."""
+    with Engine.open(make_config(tmp_path, dense_exact_threshold=2)) as opened:
+        opened.add(CORPUS)
+        dense = opened._dense
+        calls: list[bool] = []
+        search = dense.search
+
+        def spy(*args: Any, exact: bool = False, **kwargs: Any) -> Any:
+            calls.append(exact)
+            return search(*args, exact=exact, **kwargs)
+
+        monkeypatch.setattr(dense, "search", spy)
+        query = SearchRequest("bees flowers honey", k=3, mode="dense", seed=7)
+        seeded = ids(opened.search(query))
+        version = opened.index_version
+        opened.search(SearchRequest("bees flowers honey", k=3, mode="dense",
+                                    index_version=version))
+        opened.search(SearchRequest("bees flowers honey", k=3, mode="dense"))
+        assert calls == [True, True, False]
+        assert dense.wait_for_graph(60) and dense.uses_graph
+        assert ids(opened.search(query)) == seeded

@@ -1,7 +1,9 @@
-"""Rerankers (§7.6): MaxSim late interaction (§7.5) and the ONNX cross-encoder plumbing."""
+"""Rerankers (§7.6): MaxSim late interaction (§7.5) with its passage cache and token window,
+and the ONNX cross-encoder plumbing."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ from rcpkit.engine.rerank import (
     LateInteractionReranker,
     Reranker,
     maxsim,
+    maxsim_many,
 )
 from rcpkit.protocol.errors import BackendUnavailable
 
@@ -34,6 +37,8 @@ def test_late_interaction_with_hashing_embedder() -> None:
     assert scores[1] > scores[2] > scores[0]
     assert reranker.method == "colbert"
     assert reranker.identity == "maxsim-mean:rcpkit/hashing-256@1"
+    assert LateInteractionReranker(HashingEmbedder(dimension=256), passage_tokens=128).identity \
+        == "maxsim-mean-128tok:rcpkit/hashing-256@1"
     assert reranker.score("anything", []).shape == (0,)
 
 
@@ -107,3 +112,69 @@ def test_cross_encoder_missing_files(tmp_path: Path) -> None:
     reranker = CrossEncoderReranker(tmp_path / "m.onnx", tmp_path / "t.json", identity="x")
     with pytest.raises(BackendUnavailable):
         reranker.score("q", ["p"])
+
+
+class CountingEmbedder(HashingEmbedder):
+    """Records every text whose token vectors were computed."""
+
+    def __init__(self) -> None:
+        super().__init__(dimension=128)
+        self.encoded: list[str] = []
+
+    def token_embeddings(self, texts: Sequence[str], kind: str = "document") -> list[np.ndarray]:
+        self.encoded.extend(texts)
+        return super().token_embeddings(texts, kind)
+
+
+def test_maxsim_many_matches_pairwise_maxsim_including_empty_passages() -> None:
+    rng = np.random.default_rng(0)
+    query = rng.standard_normal((5, 8)).astype(np.float32)
+    passages = [rng.standard_normal((n, 8)).astype(np.float32) for n in (3, 0, 1, 7)]
+    expected = [maxsim(query, passage) for passage in passages]
+    np.testing.assert_allclose(maxsim_many(query, passages), expected, rtol=1e-5)
+    assert maxsim_many(np.zeros((0, 8)), passages).tolist() == [0.0] * 4
+
+
+def test_passage_and_query_token_matrices_are_cached() -> None:
+    embedder = CountingEmbedder()
+    reranker = LateInteractionReranker(embedder)
+    passages = ["red apples", "green pears", "red apples", "blue plums"]
+    first = reranker.score("red fruit", passages)
+    assert sorted(embedder.encoded) == ["blue plums", "green pears", "red apples", "red fruit"]
+    assert first[0] == first[2]
+    embedder.encoded.clear()
+    second = reranker.score("red fruit", ["green pears", "yellow figs", *passages])
+    assert embedder.encoded == ["yellow figs"]  # query and known passages come from the cache
+    np.testing.assert_array_equal(second[2:], first)
+
+
+def test_passage_cache_is_bounded_by_bytes() -> None:
+    embedder = CountingEmbedder()
+    one_word = 128 * 4  # one token vector of float32
+    reranker = LateInteractionReranker(embedder, cache_bytes=2 * one_word)
+    reranker.score("q", ["alpha", "beta", "gamma"])  # only the last two fit
+    embedder.encoded.clear()
+    reranker.score("q", ["gamma", "beta", "alpha"])
+    assert embedder.encoded == ["alpha"]
+    uncached = LateInteractionReranker(embedder, cache_bytes=0)
+    embedder.encoded.clear()
+    uncached.score("q", ["alpha"])
+    uncached.score("q", ["alpha"])
+    assert embedder.encoded == ["q", "alpha", "alpha"]
+
+
+def test_passages_are_cut_to_the_token_window() -> None:
+    reranker = LateInteractionReranker(HashingEmbedder(), passage_tokens=2)
+    scores = reranker.score("zebra stripes", ["green apples zebra stripes", "green apples"])
+    assert scores[0] == pytest.approx(scores[1])
+    with pytest.raises(ValueError):
+        LateInteractionReranker(HashingEmbedder(), passage_tokens=0)
+
+
+def test_minilm_token_window_equals_encoding_the_prefix() -> None:
+    """An ONNX embedder runs passages with the window, so a long passage scores exactly as
+    its first ``passage_tokens`` tokens would alone (same model input)."""
+    reranker = LateInteractionReranker(minilm(), passage_tokens=8)
+    prefix = "the cat sat on the mat and then"
+    scores = reranker.score("where did the cat sit?", [prefix + " the dog ran far away", prefix])
+    assert scores[0] == pytest.approx(scores[1], rel=1e-5)

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["EmbedderChoice", "EngineConfig"]
+__all__ = ["BackendChoice", "EmbedderChoice", "EngineConfig"]
 
 EmbedderChoice = Literal["minilm", "hashing", "onnx"]
+BackendChoice = Literal["sqlite", "postgres"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,10 +30,16 @@ class EngineConfig:
     the last ``retain_versions`` versions *or* were superseded less than
     ``retain_seconds`` ago. ``poison_threshold`` is how many ``poisonSuspected``
     feedback signals (§7.16, §15.3) demote a document by ``poison_penalty``. Dense search is
-    exact up to ``dense_exact_threshold`` rows, HNSW beyond.
+    exact up to ``dense_exact_threshold`` rows, HNSW beyond. The ``colbert`` rerank (§7.6)
+    reads the first ``rerank_passage_tokens`` tokens of each passage (None: the model's limit)
+    and caches passage token matrices up to ``rerank_cache_bytes``. ``backend`` picks the system
+    of record: embedded SQLite in ``data_dir``, or PostgreSQL at ``dsn`` (issue 8; the derived
+    indexes still live in ``data_dir``).
     """
 
     data_dir: Path = Path("rcpkit-data")
+    backend: BackendChoice = "sqlite"
+    dsn: str | None = None
     embedder: EmbedderChoice = "minilm"
     hashing_dimension: int = 64
     onnx_model_path: Path | None = None
@@ -54,6 +61,8 @@ class EngineConfig:
     poison_threshold: int = 3
     poison_penalty: float = 0.5
     index_save_every: int = 200
+    rerank_passage_tokens: int | None = 128
+    rerank_cache_bytes: int = 128 * 2**20
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:

@@ -1,27 +1,45 @@
 """Dense vector index for dense recall (§3.1, §7.7): exact numpy search, HNSW beyond a size.
 
 Vectors are keyed by the store's integer row ids (non-negative int64, never reused). Up to
-``exact_threshold`` rows every search is an exact matrix-vector product over one contiguous
-float32 matrix. Beyond it a usearch HNSW graph (cosine, f16) proposes candidates that are then
-re-scored exactly from the float32 matrix, so reported scores are always exact cosines and ties
-always go to the smaller row id.
+``exact_threshold`` rows every search is one BLAS matrix-vector product over a contiguous
+float32 matrix plus ``argpartition``. Beyond it a usearch HNSW graph (cosine, f16) proposes
+candidates that are re-scored exactly from the float32 matrix, so reported scores are always
+exact cosines and ties always go to the smaller row id.
+
+**Graph builds never block.** A build takes minutes at 100k rows, so it runs on a background
+thread over an immutable snapshot; exact search serves until the graph is published. Rows
+added after a build (the *tail*) are searched exactly and merged with the graph's candidates;
+once the tail (plus removed rows the graph still holds) outgrows ``max(TAIL_MIN_ROWS,
+TAIL_FRACTION × rows)`` the thread extends a copy of the graph and publishes it. Published
+graphs are never mutated, so searches and :meth:`DenseIndex.save` need no lock on them, and a
+saved graph is reloaded on start instead of rebuilt.
+
+**Determinism (§7.7.1).** Graph results depend on which graph is published, and that changes
+whenever a background build finishes, so ``exact=True`` bypasses the graph: results are then a
+pure function of the query and the stored rows. The engine asks for it when a request carries a
+``seed`` or is pinned to a snapshot (``indexVersion`` or a §10 cursor), so identical
+``(query, params, seed, indexVersion)`` give identical results.
 
 Filters (§8) arrive as a boolean mask indexed by row id. A selective filter is searched exactly
 over the allowed rows; a broad one queries the graph with oversampling and falls back to exact
-search whenever the graph returns fewer than ``k`` allowed rows, so filtering never costs recall
-that exact search would have had.
+search whenever graph and tail yield fewer than ``k`` allowed rows, so filtering never costs
+recall that exact search would have had.
 
-Readers never lock: every mutation publishes a new immutable :class:`_Snapshot` (appends write
-only past the published end of the buffer), so a search running concurrently with ``add`` or
-``remove`` sees one consistent state. Writers serialise on a lock.
+Readers never lock: every mutation publishes a new immutable :class:`_View` (appends write only
+past the published end of the buffer). Writers serialise on a lock held only for O(batch) work.
+
+usearch must never be imported before onnxruntime (the process then segfaults when onnxruntime
+loads); :func:`_load_usearch` is the only place rcpkit imports it and enforces the order.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import math
 import os
+import sys
 import tempfile
 import threading
 import uuid
@@ -39,6 +57,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DenseIndex"]
 
+logger = logging.getLogger(__name__)
+
 METRICS = ("cosine", "dot")
 SELECTIVE_FRACTION = 0.05
 """A filter allowing less than this fraction of rows is searched exactly over the allowed rows."""
@@ -50,9 +70,18 @@ MAX_CANDIDATES = 10_000
 GATHER_BELOW = 4
 """Exact filtered search copies the allowed rows out when they are under 1/4 of all rows;
 otherwise it scores every row and masks the disallowed scores (cheaper than the copy)."""
-_FORMAT = 1
+TAIL_MIN_ROWS = 2_048
+TAIL_FRACTION = 0.02
+"""The graph is extended once the rows it lacks plus the removed rows it still holds exceed
+``max(TAIL_MIN_ROWS, TAIL_FRACTION × rows)``; an exact scan of that tail costs well under 1 ms."""
+REBUILD_STALE_FRACTION = 0.25
+"""A graph holding more removed rows than this fraction of its size is rebuilt, not extended."""
+BUILD_BATCH = 4_096
+"""Rows per usearch insertion call; the builder checks for :meth:`DenseIndex.close` between."""
+_FORMAT = 2
 _META = "dense.json"
 _QUERY_CHUNK = 256
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 def _load_usearch() -> type[Index]:
@@ -60,28 +89,66 @@ def _load_usearch() -> type[Index]:
 
     usearch's extension and onnxruntime's do not coexist if usearch is loaded first (the
     process segfaults when onnxruntime is imported afterwards; the reverse order is fine).
+    If something else already imported usearch alone, fail loudly instead of crashing later.
     """
     if importlib.util.find_spec("onnxruntime") is not None:
+        if "usearch.index" in sys.modules and "onnxruntime" not in sys.modules:
+            raise RuntimeError("usearch was imported before onnxruntime; importing onnxruntime "
+                               "now would crash the process (import rcpkit.engine.dense first)")
         import onnxruntime  # noqa: F401
     from usearch.index import Index
 
     return Index
 
 
+def _member(sorted_keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of ``values`` in ``sorted_keys`` (clipped) and a mask of which are present."""
+    positions = np.searchsorted(sorted_keys, values)
+    inside = positions < len(sorted_keys)
+    present = np.zeros(len(values), dtype=bool)
+    present[inside] = sorted_keys[positions[inside]] == values[inside]
+    return np.minimum(positions, max(len(sorted_keys) - 1, 0)), present
+
+
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
-    """An immutable published view: ``vectors[i]`` belongs to ``rowids[i]``; rowids sorted."""
+    """Stored rows: ``vectors[i]`` belongs to ``rowids[i]``; rowids sorted; never mutated."""
 
     vectors: np.ndarray
     rowids: np.ndarray
 
     def positions(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Positions of ``rowids`` here, and a mask of which of them are present."""
-        positions = np.searchsorted(self.rowids, rowids)
-        inside = positions < len(self.rowids)
-        present = np.zeros(len(rowids), dtype=bool)
-        present[inside] = self.rowids[positions[inside]] == rowids[inside]
-        return np.minimum(positions, max(len(self.rowids) - 1, 0)), present
+        return _member(self.rowids, rowids)
+
+
+@dataclass(frozen=True, slots=True)
+class _Graph:
+    """A published HNSW graph (never mutated once published) and its sorted row ids."""
+
+    index: Index
+    rowids: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """What a reader sees: the rows, the graph (if any), and how the two differ."""
+
+    snapshot: _Snapshot
+    graph: _Graph | None
+    tail: np.ndarray
+    """Positions in ``snapshot`` of rows the graph lacks (empty without a graph)."""
+    stale: int
+    """Rows the graph still holds that were removed since."""
+
+
+def _view_of(snapshot: _Snapshot, graph: _Graph | None) -> _View:
+    """Pair rows with a graph, working out the tail and the stale count (O(n log n))."""
+    if graph is None:
+        return _View(snapshot, None, _NO_ROWS, 0)
+    in_graph = _member(graph.rowids, snapshot.rowids)[1]
+    tail = np.flatnonzero(~in_graph)
+    return _View(snapshot, graph, tail, len(graph.rowids) - (len(snapshot.rowids) - len(tail)))
 
 
 def _allowed(rowids: np.ndarray, allow: np.ndarray) -> np.ndarray:
@@ -95,7 +162,7 @@ def _allowed(rowids: np.ndarray, allow: np.ndarray) -> np.ndarray:
 def _top_k(scores: np.ndarray, rowids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best ``(rowid, score)`` pairs, best first, equal scores by smaller row id."""
     if k < len(scores):
-        boundary = scores[np.argpartition(-scores, k - 1)[:k]].min()
+        boundary = scores[np.argpartition(scores, len(scores) - k)[len(scores) - k :]].min()
         keep = np.flatnonzero(scores >= boundary)
         scores, rowids = scores[keep], rowids[keep]
     order = np.lexsort((rowids, -scores))[:k]
@@ -108,11 +175,9 @@ class DenseIndex:
     ``connectivity``, ``expansion_add`` and ``expansion_search`` are the HNSW M, ef_construction
     and ef_search. ef_search 128 (usearch's default is 64) measured recall@10 of 0.71 vs 0.60 on
     random 384-d vectors at similar latency, and 1.0 on clustered ones (benchmarks/bench_dense.py).
-    ``build_threads=1`` (default) inserts into the graph sequentially: the graph is then a pure
-    function of the insertion sequence, so rebuilding from the store reproduces results
-    (§7.7.1). Parallel insertion (``0`` = all cores) is faster on idle machines but
-    nondeterministic, and usearch 2.26 then leaves a few nodes unreachable (measured: up to 9
-    of 3000 points not found by their own vector; none with one thread).
+    ``build_threads=1`` (default) inserts sequentially on the background thread: usearch 2.26
+    with parallel insertion left a few nodes unreachable (up to 9 of 3000 points not found by
+    their own vector; none with one thread), and one thread leaves the other core to serving.
     """
 
     def __init__(
@@ -139,19 +204,27 @@ class DenseIndex:
         self.build_threads = build_threads
         self._buffer = np.zeros((0, dimension), dtype=np.float32)
         self._buffer_rowids = np.zeros(0, dtype=np.int64)
-        self._snapshot = _Snapshot(self._buffer, self._buffer_rowids)
-        self._graph: Index | None = None
+        self._view = _view_of(_Snapshot(self._buffer, self._buffer_rowids), None)
         self._write_lock = threading.Lock()
+        self._save_lock = threading.Lock()
+        self._builder: threading.Thread | None = None
+        self._closing = threading.Event()
 
     @property
     def count(self) -> int:
         """Number of stored vectors."""
-        return len(self._snapshot.rowids)
+        return len(self._view.snapshot.rowids)
 
     @property
     def uses_graph(self) -> bool:
-        """Whether unfiltered searches currently go through the HNSW graph."""
-        return self._graph is not None and self.count > self.exact_threshold
+        """Whether unfiltered, non-exact searches currently consult the HNSW graph."""
+        view = self._view
+        return view.graph is not None and len(view.snapshot.rowids) > self.exact_threshold
+
+    @property
+    def graph_tail(self) -> int:
+        """Rows searched exactly next to the graph because it does not hold them yet."""
+        return len(self._view.tail)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -159,7 +232,7 @@ class DenseIndex:
         """Store ``vectors[i]`` under ``rowids[i]``; row ids must be new, non-negative, unique.
 
         Cosine indexes store unit-normalised copies. Appending ids above the current maximum
-        (the store's normal case) is amortised O(batch).
+        (the store's normal case) is amortised O(batch); graph work happens in the background.
         """
         ids = np.asarray(rowids, dtype=np.int64).reshape(-1)
         matrix = self._as_matrix(vectors)
@@ -172,40 +245,113 @@ class DenseIndex:
         if len(np.unique(ids)) != len(ids):
             raise ValueError("duplicate rowids in one add")
         with self._write_lock:
-            current = self._snapshot
+            view = self._view
+            current = view.snapshot
             if current.positions(ids)[1].any():
                 raise ValueError("rowid already present in the dense index")
             order = np.argsort(ids, kind="stable")
             ids, matrix = ids[order], matrix[order]
             if len(current.rowids) == 0 or ids[0] > current.rowids[-1]:
-                self._append(ids, matrix)
+                snapshot = self._append(current, ids, matrix)
+                tail = view.tail
+                if view.graph is not None:
+                    tail = np.concatenate(
+                        [tail, np.arange(len(current.rowids), len(snapshot.rowids))])
+                self._view = _View(snapshot, view.graph, tail, view.stale)
             else:
-                self._merge(ids, matrix)
-            if self._graph is not None:
-                self._graph.add(ids, matrix, threads=self.build_threads)
-            elif self.count > self.exact_threshold:
-                self._build_graph()
+                self._view = _view_of(self._merge(current, ids, matrix), view.graph)
+            self._schedule_build()
 
     def remove(self, rowids: np.ndarray) -> None:
         """Drop the given row ids; ids that are not stored are ignored (idempotent delete)."""
         ids = np.asarray(rowids, dtype=np.int64).reshape(-1)
         with self._write_lock:
-            current = self._snapshot
+            view = self._view
+            current = view.snapshot
             positions, present = current.positions(ids)
             if not present.any():
                 return
             keep = np.ones(len(current.rowids), dtype=bool)
             keep[positions[present]] = False
-            self._publish(current.vectors[keep], current.rowids[keep], spare=0)
-            if self._graph is not None:
-                self._graph.remove(ids[present])
+            snapshot = self._publish(current.vectors[keep], current.rowids[keep], spare=0)
+            self._view = _view_of(snapshot, view.graph)
+            self._schedule_build()
+
+    # -- background graph -----------------------------------------------------------------
+
+    def wait_for_graph(self, timeout: float | None = None) -> bool:
+        """Block until no graph build is running (or ``timeout`` s pass); True when idle."""
+        builder = self._builder
+        if builder is not None:
+            builder.join(timeout)
+        return self._builder is None or not self._builder.is_alive()
+
+    def close(self) -> None:
+        """Stop the background builder (its unfinished graph is dropped) and wait for it."""
+        self._closing.set()
+        builder = self._builder
+        if builder is not None:
+            builder.join()
+
+    def _needs_build(self, view: _View) -> bool:
+        rows = len(view.snapshot.rowids)
+        if rows <= self.exact_threshold:
+            return False
+        if view.graph is None:
+            return True
+        return len(view.tail) + view.stale >= max(TAIL_MIN_ROWS, TAIL_FRACTION * rows)
+
+    def _schedule_build(self) -> None:
+        """Start the builder thread if the graph is missing or behind (caller holds the lock)."""
+        running = self._builder is not None and self._builder.is_alive()
+        if running or self._closing.is_set() or not self._needs_build(self._view):
+            return
+        self._builder = threading.Thread(target=self._build_loop, name="rcpkit-dense-graph",
+                                         daemon=True)
+        self._builder.start()
+
+    def _build_loop(self) -> None:
+        """Build or extend graphs until one covers the rows closely enough, publishing each."""
+        try:
+            while True:
+                with self._write_lock:
+                    view = self._view
+                    if self._closing.is_set() or not self._needs_build(view):
+                        return
+                graph = self._graph_for(view)
+                if graph is None:
+                    return
+                with self._write_lock:
+                    self._view = _view_of(self._view.snapshot, graph)
+        except Exception:  # a failed build must not take the process down; exact still serves
+            logger.exception("dense graph build failed; exact search keeps serving")
+
+    def _graph_for(self, view: _View) -> _Graph | None:
+        """A new graph covering ``view.snapshot``: a fresh build, or a copy of the current
+        graph minus removed rows plus the tail. None if :meth:`close` interrupted it."""
+        snapshot, old = view.snapshot, view.graph
+        if old is None or view.stale > REBUILD_STALE_FRACTION * len(old.rowids):
+            graph, kept = self._new_graph(), _NO_ROWS
+            pending = np.arange(len(snapshot.rowids))
+        else:
+            graph = old.index.copy()
+            present = _member(snapshot.rowids, old.rowids)[1]
+            if not present.all():
+                graph.remove(old.rowids[~present])
+            kept, pending = old.rowids[present], view.tail
+        for start in range(0, len(pending), BUILD_BATCH):
+            if self._closing.is_set():
+                return None
+            batch = pending[start : start + BUILD_BATCH]
+            graph.add(snapshot.rowids[batch], snapshot.vectors[batch], threads=self.build_threads)
+        return _Graph(graph, np.union1d(kept, snapshot.rowids[pending]))
 
     # -- reads ----------------------------------------------------------------------------
 
     def get(self, rowids: np.ndarray) -> np.ndarray:
         """Stored vectors for ``rowids``, in the given order; :class:`NotFound` if one is absent."""
         ids = np.asarray(rowids, dtype=np.int64).reshape(-1)
-        snapshot = self._snapshot
+        snapshot = self._view.snapshot
         positions, present = snapshot.positions(ids)
         if not present.all():
             raise NotFound(f"no vector stored for row id {int(ids[~present][0])}")
@@ -217,19 +363,17 @@ class DenseIndex:
         k: int,
         *,
         allow: np.ndarray | None = None,
-        seed: int | None = None,
+        exact: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` ``(rowids int64, scores float32)`` for one ``(d,)`` query, best first.
 
-        ``allow`` is a boolean mask indexed by row id (None: every row). ``seed`` (§7.7.1) is
-        accepted for the protocol's sake but changes nothing: exact search is deterministic,
-        and so is HNSW search over a graph built with one thread (see the class docstring);
-        ties always go to the smaller row id.
+        ``allow`` is a boolean mask indexed by row id (None: every row). ``exact=True`` skips
+        the graph so the result depends only on the stored rows (§7.7.1, module docstring).
         """
         query = np.asarray(queries)
         if query.ndim != 1:
             raise InvalidParams(f"expected one query vector of shape ({self.dimension},)")
-        return self.search_batch(query[None, :], k, allow=allow, seed=seed)[0]
+        return self.search_batch(query[None, :], k, allow=allow, exact=exact)[0]
 
     def search_batch(
         self,
@@ -237,36 +381,32 @@ class DenseIndex:
         k: int,
         *,
         allow: np.ndarray | None = None,
-        seed: int | None = None,
+        exact: bool = False,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search` for each row of an ``(m, d)`` matrix of queries (same ``allow``)."""
-        del seed  # documented in search(): every path is deterministic already
         matrix = self._as_matrix(queries)
-        snapshot = self._snapshot
-        if k < 1 or len(snapshot.rowids) == 0:
+        view = self._view
+        snapshot = view.snapshot
+        rows = len(snapshot.rowids)
+        allowed = None if allow is None else _allowed(snapshot.rowids, np.asarray(allow, bool))
+        allowed_rows = rows if allowed is None else int(allowed.sum())
+        if k < 1 or allowed_rows == 0:
             return [self._empty() for _ in range(len(matrix))]
-        if allow is None:
-            candidates = snapshot.rowids
-            allowed = None
-        else:
-            allowed = _allowed(snapshot.rowids, np.asarray(allow, dtype=bool))
-            candidates = snapshot.rowids[allowed]
-            if len(candidates) == 0:
-                return [self._empty() for _ in range(len(matrix))]
-        graph = self._graph
-        if graph is None or len(snapshot.rowids) <= self.exact_threshold:
+        fraction = allowed_rows / rows
+        selective = allowed is not None and (
+            fraction < SELECTIVE_FRACTION or allowed_rows < SELECTIVE_ROWS
+        )
+        graph = view.graph
+        if exact or graph is None or rows <= self.exact_threshold or selective:
             return self._exact(snapshot, matrix, k, allowed)
-        fraction = len(candidates) / len(snapshot.rowids)
-        if allowed is not None and (
-            fraction < SELECTIVE_FRACTION or len(candidates) < SELECTIVE_ROWS
-        ):
-            return self._exact(snapshot, matrix, k, allowed)
-        wanted = min(k, len(candidates))
         oversampled = k if allowed is None else math.ceil(k / fraction * OVERSAMPLE)
-        oversampled = min(max(oversampled, k), MAX_CANDIDATES, len(snapshot.rowids))
+        oversampled = min(max(oversampled, k) + view.stale, MAX_CANDIDATES, len(graph.rowids))
+        tail_allowed = view.tail if allowed is None else view.tail[allowed[view.tail]]
+        wanted = min(k, allowed_rows)
         results = []
         for query in matrix:
-            found = self._from_graph(graph, snapshot, query, k, oversampled, allow)
+            found = self._from_graph(snapshot, graph, query, k, oversampled, allowed,
+                                     tail_allowed)
             if len(found[0]) < wanted:
                 found = self._exact(snapshot, query[None, :], k, allowed)[0]
             results.append(found)
@@ -278,20 +418,23 @@ class DenseIndex:
         """Write the index under ``directory`` atomically (``.npy`` arrays, usearch graph file).
 
         Data files carry a fresh generation tag and ``dense.json`` is replaced last to point
-        at them, so a crash mid-save leaves the previous save readable.
+        at them, so a crash mid-save leaves the previous save readable. Writers are not held
+        up: the published view is immutable.
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        with self._write_lock:
-            snapshot = self._snapshot
+        with self._save_lock:
+            view = self._view
             generation = uuid.uuid4().hex
             names = {"vectors": f"vectors.{generation}.npy", "rowids": f"rowids.{generation}.npy"}
-            _write_npy(directory / names["vectors"], snapshot.vectors)
-            _write_npy(directory / names["rowids"], snapshot.rowids)
-            if self._graph is not None:
+            _write_npy(directory / names["vectors"], view.snapshot.vectors)
+            _write_npy(directory / names["rowids"], view.snapshot.rowids)
+            if view.graph is not None:
                 names["graph"] = f"graph.{generation}.usearch"
-                self._graph.save(str(directory / names["graph"]))
+                names["graph_rowids"] = f"graph_rowids.{generation}.npy"
+                view.graph.index.save(str(directory / names["graph"]))
                 _fsync(directory / names["graph"])
+                _write_npy(directory / names["graph_rowids"], view.graph.rowids)
             meta = {
                 "format": _FORMAT,
                 "dimension": self.dimension,
@@ -308,7 +451,8 @@ class DenseIndex:
 
     @classmethod
     def load(cls, directory: Path) -> DenseIndex:
-        """Read an index written by :meth:`save` (no pickle)."""
+        """Read an index written by :meth:`save` (no pickle); a missing or lagging graph is
+        built or extended in the background."""
         directory = Path(directory)
         meta_path = directory / _META
         if not meta_path.is_file():
@@ -328,13 +472,16 @@ class DenseIndex:
         files = meta["files"]
         vectors = np.load(directory / files["vectors"], allow_pickle=False)
         rowids = np.load(directory / files["rowids"], allow_pickle=False)
-        index._publish(vectors.astype(np.float32), rowids.astype(np.int64), spare=0)
+        snapshot = index._publish(vectors.astype(np.float32), rowids.astype(np.int64), spare=0)
+        graph = None
         if "graph" in files:
-            graph = index._new_graph()
-            graph.load(str(directory / files["graph"]))
-            index._graph = graph
-        elif index.count > index.exact_threshold:
-            index._build_graph()
+            graph_index = index._new_graph()
+            graph_index.load(str(directory / files["graph"]))
+            graph_rowids = np.load(directory / files["graph_rowids"], allow_pickle=False)
+            graph = _Graph(graph_index, graph_rowids.astype(np.int64))
+        with index._write_lock:
+            index._view = _view_of(snapshot, graph)
+            index._schedule_build()
         return index
 
     # -- internals ------------------------------------------------------------------------
@@ -357,34 +504,32 @@ class DenseIndex:
     def _empty(self) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
 
-    def _publish(self, vectors: np.ndarray, rowids: np.ndarray, *, spare: int) -> None:
-        """Install fresh buffers holding ``vectors``/``rowids`` plus ``spare`` free rows."""
+    def _publish(self, vectors: np.ndarray, rowids: np.ndarray, *, spare: int) -> _Snapshot:
+        """Fresh buffers holding ``vectors``/``rowids`` plus ``spare`` free rows."""
         size = len(rowids)
         self._buffer = np.zeros((size + spare, self.dimension), dtype=np.float32)
         self._buffer_rowids = np.zeros(size + spare, dtype=np.int64)
         self._buffer[:size] = vectors
         self._buffer_rowids[:size] = rowids
-        self._snapshot = _Snapshot(self._buffer[:size], self._buffer_rowids[:size])
+        return _Snapshot(self._buffer[:size], self._buffer_rowids[:size])
 
-    def _append(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
-        """Write past the published end (invisible to readers), then publish; grow ×1.5."""
-        start = len(self._snapshot.rowids)
+    def _append(self, current: _Snapshot, rowids: np.ndarray, vectors: np.ndarray) -> _Snapshot:
+        """Write past the published end (invisible to readers); grow ×1.5 when full."""
+        start = len(current.rowids)
         end = start + len(rowids)
         if end > len(self._buffer_rowids):
-            current = self._snapshot
             growth = len(rowids) + max(end // 2, 1024)
-            self._publish(current.vectors, current.rowids, spare=growth)
+            current = self._publish(current.vectors, current.rowids, spare=growth)
         self._buffer[start:end] = vectors
         self._buffer_rowids[start:end] = rowids
-        self._snapshot = _Snapshot(self._buffer[:end], self._buffer_rowids[:end])
+        return _Snapshot(self._buffer[:end], self._buffer_rowids[:end])
 
-    def _merge(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
+    def _merge(self, current: _Snapshot, rowids: np.ndarray, vectors: np.ndarray) -> _Snapshot:
         """Insert out-of-order row ids, keeping rows sorted by id (rare; O(n))."""
-        current = self._snapshot
         all_ids = np.concatenate([current.rowids, rowids])
         order = np.argsort(all_ids, kind="stable")
         merged = np.concatenate([current.vectors, vectors])[order]
-        self._publish(merged, all_ids[order], spare=len(all_ids) // 2)
+        return self._publish(merged, all_ids[order], spare=len(all_ids) // 2)
 
     def _new_graph(self) -> Index:
         index_class = _load_usearch()
@@ -397,51 +542,51 @@ class DenseIndex:
             expansion_search=self.expansion_search,
         )
 
-    def _build_graph(self) -> None:
-        """Build the HNSW graph over every stored row (once the exact threshold is crossed)."""
-        graph = self._new_graph()
-        snapshot = self._snapshot
-        graph.add(snapshot.rowids, snapshot.vectors, threads=self.build_threads)
-        self._graph = graph
-
     def _exact(
         self, snapshot: _Snapshot, queries: np.ndarray, k: int, allowed: np.ndarray | None
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Exact top-k by matrix product over all rows, or over the allowed ones only."""
+        """Exact top-k: one BLAS product per query block, over all rows or the allowed ones."""
         vectors, rowids = snapshot.vectors, snapshot.rowids
-        mask: np.ndarray | None = None
+        disallowed: np.ndarray | None = None
         keep = k
         if allowed is not None and allowed.sum() * GATHER_BELOW < len(rowids):
             vectors, rowids = vectors[allowed], rowids[allowed]
         elif allowed is not None:
             # Score every row and give disallowed rows -inf: allowed scores are finite, so
             # the top min(k, allowed) never include a disallowed row.
-            mask, keep = allowed, min(k, int(allowed.sum()))
+            disallowed, keep = ~allowed, min(k, int(allowed.sum()))
+        if len(queries) == 1:  # matrix-vector product: BLAS gemv, no transposed copy
+            blocks = [(vectors @ queries[0])[None, :]]
+        else:
+            blocks = [queries[start : start + _QUERY_CHUNK] @ vectors.T
+                      for start in range(0, len(queries), _QUERY_CHUNK)]
         results: list[tuple[np.ndarray, np.ndarray]] = []
-        for start in range(0, len(queries), _QUERY_CHUNK):
-            scores = queries[start : start + _QUERY_CHUNK] @ vectors.T
-            if mask is not None:
-                scores = np.where(mask, scores, -np.inf)
+        for scores in blocks:
+            if disallowed is not None:
+                np.copyto(scores, -np.inf, where=disallowed)
             results.extend(_top_k(row, rowids, keep) for row in scores)
         return results
 
     def _from_graph(
         self,
-        graph: Index,
         snapshot: _Snapshot,
+        graph: _Graph,
         query: np.ndarray,
         k: int,
         candidates: int,
-        allow: np.ndarray | None,
+        allowed: np.ndarray | None,
+        tail: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Graph candidates, restricted to allowed rows of this snapshot, re-scored exactly."""
-        keys = np.asarray(graph.search(query, candidates).keys, dtype=np.int64)
-        if allow is not None:
-            keys = keys[_allowed(keys, np.asarray(allow, dtype=bool))]
+        """Graph candidates still stored and allowed, plus the allowed ``tail`` positions,
+        all re-scored exactly. The two sets are disjoint: the tail is what the graph lacks."""
+        keys = np.asarray(graph.index.search(query, candidates).keys, dtype=np.int64)
         positions, present = snapshot.positions(keys)
-        positions, keys = positions[present], keys[present]
+        positions = positions[present]
+        if allowed is not None:
+            positions = positions[allowed[positions]]
+        positions = np.concatenate([positions, tail])
         scores = snapshot.vectors[positions] @ query
-        return _top_k(scores, keys, k)
+        return _top_k(scores, snapshot.rowids[positions], k)
 
 
 def _fsync(path: Path) -> None:
@@ -474,7 +619,7 @@ def _atomic_write_text(path: Path, text: str) -> None:
 def _remove_stale(directory: Path, *, keep: Iterable[str]) -> None:
     """Delete data files of earlier saves (those ``dense.json`` no longer points at)."""
     kept = set(keep)
-    for pattern in ("vectors.*.npy", "rowids.*.npy", "graph.*.usearch"):
+    for pattern in ("vectors.*.npy", "rowids.*.npy", "graph.*.usearch", "graph_rowids.*.npy"):
         for path in directory.glob(pattern):
             if path.name not in kept:
                 path.unlink(missing_ok=True)

@@ -15,11 +15,21 @@ policy scale them down, and MMR caps them so they never increase down the list.
 
 The indexes are saved under ``<data_dir>/indexes`` with the write-log position they
 reflect (the ``CURRENT`` pointer flips last) and reconciled with the record on open.
+
+Several processes may share one record (N HTTP workers on one data directory, or engines on
+one PostgreSQL database, issue 8): :meth:`Engine.refresh` runs before every search and write,
+polls the store's change marks (one small query) and, when another process moved them, catches
+the indexes, schema and poison state up before publishing the newer version. Index saves take
+an exclusive ``flock`` on ``indexes/LOCK`` and loads a shared one, so one process saves at a
+time and none deletes a state another is loading. ``sessionId`` dedup state (§7.7.3) is kept
+per process: a shared table would cost a durable write per retrieve, and the Store interface
+has none; so with several workers a session's dedup covers the requests its worker answered.
 """
 
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import hmac
 import json
@@ -179,6 +189,7 @@ class Engine:
         self._masks_lock = threading.Lock()
         self._sessions: dict[str, tuple[float, set[str]]] = {}
         self._sessions_lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
         self._check_embedder()
         self._load_indexes()
 
@@ -203,7 +214,7 @@ class Engine:
         SQLite store in ``config.data_dir``; derived indexes always live in ``data_dir``.
         """
         chosen = embedder or _make_embedder(config)
-        store = store or SqliteStore.open(config.data_dir)
+        store = store or _open_store(config)
         rerankers: dict[str, Reranker] = {}
         colbert = LateInteractionReranker(chosen, passage_tokens=config.rerank_passage_tokens,
                                           cache_bytes=config.rerank_cache_bytes)
@@ -260,6 +271,7 @@ class Engine:
         if len(documents) > self.config.max_documents_per_add:
             raise PayloadTooLarge(f"at most {self.config.max_documents_per_add} documents "
                                   "per add")
+        self.refresh()
         for position, document in enumerate(documents):
             if not isinstance(document.text, str):
                 raise InvalidParams("text must be a string", field=f"documents[{position}].text")
@@ -299,6 +311,7 @@ class Engine:
         """§7.11: idempotent; counts only documents this call removed."""
         if len(ids) > self.config.max_documents_per_add:
             raise PayloadTooLarge(f"at most {self.config.max_documents_per_add} ids per delete")
+        self.refresh()
         with self._write_lock:
             outcome = self._store.write([], list(dict.fromkeys(ids)))
             self._after_write()
@@ -306,15 +319,41 @@ class Engine:
                                 index_version=self.version_token(outcome.seq))
 
     def _after_write(self) -> None:
-        """Collect old snapshots, bring the indexes up to the record, then publish."""
+        """Collect old snapshots, then publish the write."""
         self._store.collect_garbage(self.config.retain_versions, self.config.retain_seconds,
                                     time.time())
-        self._catch_up()
-        self._schema = self._store.field_types()
-        self._published = self._store.current_seq()
+        self._publish()
         self._writes_since_save += 1
         if self._writes_since_save >= self.config.index_save_every:
             self._save_indexes()
+
+    def _publish(self) -> None:
+        """Bring indexes and schema up to the record, then publish its latest version (the
+        caller holds the write lock). The version is read first, so the indexes caught up
+        afterwards hold all of it: no reader sees a half-applied catch-up (§7.7.1)."""
+        seq = self._store.current_seq()
+        self._catch_up()
+        self._schema = self._store.field_types()
+        self._published = seq
+        for listener in self._listeners:
+            listener()
+
+    def refresh(self) -> bool:
+        """Take in writes and feedback committed by other processes sharing the record (issue
+        8). One small store query when nothing changed; True when something was taken in."""
+        seq, feedback_mark = self._store.change_marks()
+        changed = feedback_mark != self._poisoned.mark
+        if changed:
+            self._poisoned = self._poisoned_documents(feedback_mark)
+        if seq != self._published:
+            with self._write_lock:
+                self._publish()
+            changed = True
+        return changed
+
+    def on_publish(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever a new version is published (own write or refresh)."""
+        self._listeners.append(listener)
 
     def _prepare(self, position: int, document: DocumentIn, schema: Mapping[str, str],
                  new_fields: dict[str, str], chunk: bool, contextual: bool) -> _Prepared:
@@ -378,19 +417,41 @@ class Engine:
         """Load persisted indexes and catch up from the write log; rebuild when they cannot
         be trusted (missing, corrupt, foreign, or ahead of the record)."""
         try:
-            state_dir = self._index_dir() / (self._index_dir() / "CURRENT").read_text().strip()
-            state = json.loads((state_dir / "state.json").read_text())
-            if (state["database_id"] != self._store.database_id
-                    or state["embedder"] != self._embedder.identity
-                    or state["position"] > self._store.log_position()):
-                raise ValueError("persisted indexes do not belong to this record")
-            lexical = LexicalIndex.load(state_dir / "lexical")
-            dense = DenseIndex.load(state_dir / "dense")
+            with self._indexes_locked(exclusive=False):
+                saved = self._saved_state()
+                if saved is None or saved[1] > self._store.log_position():
+                    raise ValueError("persisted indexes do not belong to this record")
+                state_dir, position = saved
+                lexical = LexicalIndex.load(state_dir / "lexical")
+                dense = DenseIndex.load(state_dir / "dense")
         except Exception:  # any unreadable state means: rebuild from the record
             self._rebuild()
             return
-        self._lexical, self._dense, self._log_position = lexical, dense, int(state["position"])
+        self._lexical, self._dense, self._log_position = lexical, dense, position
         self._catch_up()
+
+    @contextmanager
+    def _indexes_locked(self, *, exclusive: bool) -> Iterator[None]:
+        """``flock`` on ``indexes/LOCK`` across processes: saves exclusive, loads shared."""
+        root = self._index_dir()
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / "LOCK", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+
+    def _saved_state(self) -> tuple[Path, int] | None:
+        """The persisted state directory and its log position, if it is one of this record's
+        and embedder's (call with the index lock held)."""
+        root = self._index_dir()
+        try:
+            state_dir = root / (root / "CURRENT").read_text().strip()
+            state = json.loads((state_dir / "state.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if (state.get("database_id") != self._store.database_id
+                or state.get("embedder") != self._embedder.identity):
+            return None
+        return state_dir, int(state["position"])
 
     def _rebuild(self) -> None:
         lexical = LexicalIndex(Analyzer())
@@ -420,8 +481,15 @@ class Engine:
             self._masks.clear()
 
     def _save_indexes(self) -> None:
-        """Persist both indexes with the log position they reflect; ``CURRENT`` flips last."""
-        root = self._index_dir()
+        """Persist both indexes with the log position they reflect; ``CURRENT`` flips last.
+        Skipped when another process already saved a state at least as recent."""
+        with self._indexes_locked(exclusive=True):
+            saved = self._saved_state()
+            if saved is None or saved[1] < self._log_position:
+                self._write_state(self._index_dir())
+        self._writes_since_save = 0
+
+    def _write_state(self, root: Path) -> None:
         name = f"state-{self._log_position}-{uuid.uuid4().hex[:8]}"
         target = root / name
         target.mkdir(parents=True)
@@ -439,7 +507,6 @@ class Engine:
         for stale in root.iterdir():
             if stale.is_dir() and stale.name != name:
                 shutil.rmtree(stale, ignore_errors=True)
-        self._writes_since_save = 0
 
     # ── search (§7.7) ──────────────────────────────────────────────────────
 
@@ -447,6 +514,7 @@ class Engine:
                cancelled: Callable[[], bool] | None = None) -> SearchResult:
         """Run the §3 pipeline at one snapshot and return at most ``k`` hits."""
         started = time.perf_counter()
+        self.refresh()
         plan = self._plan(request)
 
         def stage(name: str, fraction: float, partial: list[Hit] | None = None) -> None:
@@ -878,6 +946,23 @@ def _doc_id_of(hit_id: str) -> str:
     """The document of a hit id: ``"doc#3"`` → ``"doc"``; a document-unit id is itself."""
     prefix, separator, suffix = hit_id.rpartition("#")
     return prefix if separator and suffix.isdigit() else hit_id
+
+
+def _open_store(config: EngineConfig) -> Store:
+    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL (issue 8)."""
+    if config.backend == "sqlite":
+        return SqliteStore.open(config.data_dir)
+    if config.backend != "postgres":
+        raise ValueError(f"backend must be sqlite or postgres, not {config.backend!r}")
+    if not config.dsn:
+        raise ValueError("backend postgres needs a DSN (--dsn, dsn in rcpkit.toml, or "
+                         "RCPKIT_DSN)")
+    try:
+        from rcpkit.engine.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise ValueError(f"backend postgres needs psycopg (pip install 'psycopg[binary]'): "
+                         f"{exc}") from None
+    return PostgresStore.open(config.dsn)
 
 
 def _make_embedder(config: EngineConfig) -> Embedder:
