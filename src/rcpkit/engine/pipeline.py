@@ -51,6 +51,7 @@ import numpy.typing as npt
 
 from rcpkit import fusion
 from rcpkit.engine.chunking import Chunk, chunk_text, contextualize
+from rcpkit.engine.columns import FilterColumns
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.dense import DenseIndex
 from rcpkit.engine.embedding import Embedder, HashingEmbedder, OnnxEmbedder, check_kind, minilm
@@ -180,6 +181,7 @@ class Engine:
         self._index_lock = _ReadWriteLock()
         self._lexical = LexicalIndex(Analyzer())
         self._dense = self._new_dense_index()
+        self._columns = FilterColumns()
         self._log_position = 0
         self._published = store.current_seq()
         self._schema = store.field_types()
@@ -428,6 +430,10 @@ class Engine:
             self._rebuild()
             return
         self._lexical, self._dense, self._log_position = lexical, dense, position
+        # The filter columns are not persisted: built from every stored row, they already
+        # hold what the catch-up below adds (a re-added row is a no-op).
+        for batch in self._store.iter_rows():
+            self._columns.add(*self._filter_rows(batch.rowids))
         self._catch_up()
 
     @contextmanager
@@ -456,29 +462,43 @@ class Engine:
     def _rebuild(self) -> None:
         lexical = LexicalIndex(Analyzer())
         dense = self._new_dense_index()
+        columns = FilterColumns()
         position = self._store.log_position()
         for batch in self._store.iter_rows():
             rowids = np.asarray(batch.rowids, dtype=np.int64)
             lexical.add(rowids, batch.texts)
             dense.add(rowids, batch.vectors)
+            columns.add(*self._filter_rows(batch.rowids))
         with self._index_lock.writing():
             self._lexical, self._dense, self._log_position = lexical, dense, position
+            self._columns = columns
 
     def _catch_up(self) -> None:
         delta = self._store.delta_since(self._log_position)
         batches = list(self._store.iter_rows(delta.added)) if delta.added else []
+        filter_rows = [self._filter_rows(batch.rowids) for batch in batches]
         with self._index_lock.writing():
             if delta.removed:
                 removed = np.asarray(delta.removed, dtype=np.int64)
                 self._lexical.remove(removed)
                 self._dense.remove(removed)
-            for batch in batches:
+                self._columns.remove(removed)
+            for batch, (filtered, metas) in zip(batches, filter_rows, strict=True):
                 rowids = np.asarray(batch.rowids, dtype=np.int64)
                 self._lexical.add(rowids, batch.texts)
                 self._dense.add(rowids, batch.vectors)
+                self._columns.add(filtered, metas)
             self._log_position = delta.position
         with self._masks_lock:
             self._masks.clear()
+
+    def _filter_rows(self, rowids: Sequence[int]
+                     ) -> tuple[list[int], list[Mapping[str, Any]]]:
+        """The §8 filter metadata of ``rowids`` for the filter columns (rows collected in the
+        meantime are left out)."""
+        records = self._store.chunks(rowids)
+        kept = [rowid for rowid in rowids if rowid in records]
+        return kept, [records[rowid].filter_meta for rowid in kept]
 
     def _save_indexes(self) -> None:
         """Persist both indexes with the log position they reflect; ``CURRENT`` flips last.
@@ -618,7 +638,7 @@ class Engine:
             visible = self._visible_mask(seq)
             allow = visible
             if tree is not None:
-                allow = _mask(self._store.filter_rowids(tree, seq), len(visible))
+                allow = visible & self._columns.mask(tree, len(visible), plan.schema)
             dense_hits: dict[int, float] = {}
             sparse_hits: dict[int, float] = {}
             if request.mode in ("dense", "hybrid"):

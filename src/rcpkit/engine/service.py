@@ -9,12 +9,18 @@ synchronous, so every handler is a plain function the framework runs in a worker
 Configuration: a data directory may hold ``rcpkit.toml`` (an :class:`EngineConfig` file, e.g.
 ``embedder = "hashing"``); keyword options given to :func:`build_server` override it. This keeps
 a directory's settings (above all its embedder, which the stored vectors depend on) with the
-data, so ``rcpkit serve --data DIR`` and ``rcpkit index add --data DIR`` always agree.
+data, so ``rcpkit serve --data DIR`` and ``rcpkit index add --data DIR`` always agree. The
+PostgreSQL backend's DSN may also come from the ``RCPKIT_DSN`` environment variable.
+
+The server is multi-process safe (``rcpkit serve --http --workers N``, or several servers on
+one PostgreSQL database): the engine refreshes from the shared record before every request,
+and the advertised ``filter`` fields follow each published version (see ``pipeline``).
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,11 +55,13 @@ from rcpkit.protocol.vectors import ENCODINGS, encode_vectors
 from rcpkit.server import Context, Server
 from rcpkit.server.framework import Conformance
 
-__all__ = ["CONFIG_FILE", "SERVER_NAME", "bind", "build_server", "capabilities", "load_config",
-           "open_engine"]
+__all__ = ["CONFIG_FILE", "DSN_ENV", "SERVER_NAME", "bind", "build_server", "capabilities",
+           "load_config", "open_engine"]
 
 CONFIG_FILE = "rcpkit.toml"
 """Per-data-directory engine configuration, read by :func:`load_config`."""
+DSN_ENV = "RCPKIT_DSN"
+"""Environment variable supplying ``dsn`` when neither the options nor the file set it."""
 SERVER_NAME = "rcpkit-engine"
 _LOGGER = "rcpkit.engine"
 
@@ -74,9 +82,10 @@ def load_config(config_or_data_dir: EngineConfig | str | Path | None = None,
             raise UsageError(f"{config_file}: {exc}") from exc
         base = base.with_overrides(data_dir=data_dir)
     try:
-        return base.with_overrides(**options)
+        config = base.with_overrides(**options)
     except TypeError as exc:
         raise UsageError(f"unknown engine option: {exc}") from exc
+    return config if config.dsn else config.with_overrides(dsn=os.environ.get(DSN_ENV) or None)
 
 
 def open_engine(config_or_data_dir: EngineConfig | str | Path | None = None,
@@ -171,10 +180,10 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
     """A :class:`Server` over an already open ``engine`` (its lifetime stays with the caller)."""
     encoder = sparse or _sparse_encoder()
     caps = capabilities(engine, encoder)
-    server = Server(SERVER_NAME, __version__, _conformance(caps))
+    server = _EngineServer(engine, _conformance(caps))
     for key, meta in caps.items():
         server.capability(key, meta)
-    handlers = _Handlers(engine, encoder, server)
+    handlers = _Handlers(engine, encoder)
     server.add_method("retrieve", handlers.retrieve)
     server.add_method("embed", handlers.embed)
     server.add_method("embed/multi", handlers.embed_multi)
@@ -186,6 +195,34 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
     if encoder is not None:
         server.add_method("embed/sparse", handlers.embed_sparse)
     return server
+
+
+class _EngineServer(Server):
+    """The engine's :class:`Server`, safe to run in several processes on one record.
+
+    Before gating a stateless request (§8 filter fields included) the dispatcher calls
+    :meth:`refresh`, which brings the engine up to date with the shared record (one small
+    query when nothing changed); every published version re-advertises the ``filter``
+    fields, so a field first written through another process is accepted by the very next
+    request. A stateful session keeps the set it
+    was initialized with (§13.2).
+    """
+
+    def __init__(self, engine: Engine, conformance: Conformance) -> None:
+        self._engine = engine
+        super().__init__(SERVER_NAME, __version__, conformance)
+        self.multiprocess_safe = True
+        engine.on_publish(self._advertise_filter_fields)
+
+    def refresh(self) -> None:
+        self._engine.refresh()
+
+    def _advertise_filter_fields(self) -> None:
+        # Runs under the engine's write lock, on every published version.
+        described = self._engine.describe()
+        refreshed = _filter_capability(described.filter_fields, described.filter_operators)
+        if self.capabilities.get("filter") != refreshed:
+            self.capability("filter", refreshed)
 
 
 def _texts(inputs: Sequence[str | ContentBlock]) -> list[str]:
@@ -200,10 +237,9 @@ def _query_text(query: str | ContentBlock | list[ContentBlock]) -> str:
 class _Handlers:
     """The §7 handlers of one served engine."""
 
-    def __init__(self, engine: Engine, sparse: SparseEncoder | None, server: Server) -> None:
+    def __init__(self, engine: Engine, sparse: SparseEncoder | None) -> None:
         self.engine = engine
         self.sparse = sparse
-        self.server = server
         self.default_rerank = next(iter(engine.describe().rerank_methods), None)
 
     # ── retrieve (§7.7, §9, §10) ───────────────────────────────────────────
@@ -309,7 +345,6 @@ class _Handlers:
         documents = [DocumentIn(text=d.text, id=d.id, meta=d.meta) for d in params.documents]
         result = self.engine.add(documents, chunk=params.chunk, contextual=params.contextual,
                                  idempotency_key=key)
-        self._refresh_filter_fields()
         ctx.log("info", f"indexed {len(result.ids)} documents ({result.chunks} chunks)",
                 {"indexVersion": result.index_version}, logger=_LOGGER)
         return {"ids": result.ids, "chunks": result.chunks,
@@ -330,11 +365,3 @@ class _Handlers:
         accepted = self.engine.feedback(signals, session_id=params.session_id,
                                         query=params.query)
         return {"accepted": accepted}
-
-    def _refresh_filter_fields(self) -> None:
-        """A write may add metadata fields: sessions initialized from now on see them (a
-        session keeps the capability set it was initialized with, §13.2)."""
-        described = self.engine.describe()
-        refreshed = _filter_capability(described.filter_fields, described.filter_operators)
-        if self.server.capabilities.get("filter") != refreshed:
-            self.server.capability("filter", refreshed)

@@ -252,6 +252,8 @@ class Dispatcher:
 
     def _capabilities(self) -> Capabilities:
         # A stateless session is the server's live set; a stateful one froze its copy (§13.2).
+        if self.stateless:
+            self.server.refresh()
         revision = self.server.revision if self.stateless else 0
         if self._caps_model is None or revision != self._caps_revision:
             self._caps_model = Capabilities.from_wire(self.session.protocol.capabilities or {})

@@ -75,6 +75,11 @@ class Server:
         self.capabilities[key] = wire
         self.revision += 1
 
+    def refresh(self) -> None:
+        """Hook run before a stateless request is gated: a server whose capabilities or
+        state can change outside this process (another worker's writes) updates them here,
+        through :meth:`capability`. The default does nothing."""
+
     # ── handlers ────────────────────────────────────────────────────────────
     def add_method(self, method: str, fn: Callable[..., Any], *,
                    params: type[msgspec.Struct] | None = None) -> None:

@@ -104,6 +104,10 @@ def serve(
         "--data", metavar="DIR", help="Engine data directory (without --app).")] = None,
     embedder: Annotated[str | None, typer.Option(
         help="Engine embedder, e.g. minilm or hashing (without --app).")] = None,
+    backend: Annotated[str | None, typer.Option(
+        help="Engine system of record: sqlite or postgres (without --app).")] = None,
+    dsn: Annotated[str | None, typer.Option(
+        help="PostgreSQL DSN for --backend postgres (also $RCPKIT_DSN).")] = None,
     timeout_ms: Annotated[float | None, typer.Option(
         help="Default per-request deadline in milliseconds (§13.1).")] = None,
     workers: Annotated[int, typer.Option(
@@ -128,9 +132,12 @@ def serve(
         if workers > 1 and (address is None or sessions != "stateless"):
             raise ConfigError("--workers above 1 needs --http and --sessions stateless "
                               "(token and single sessions live in one process)")
-        engine_options = {"embedder": embedder} if embedder is not None else {}
+        engine_options = {name: value for name, value in
+                          (("embedder", embedder), ("backend", backend), ("dsn", dsn))
+                          if value is not None}
         if app is not None and (data is not None or engine_options):
-            raise ConfigError("--data and --embedder configure the engine; not with --app")
+            raise ConfigError("--data, --embedder, --backend and --dsn configure the engine; "
+                              "not with --app")
 
         def build() -> Server:
             return load_app(app) if app is not None else _engine_server(data, engine_options)

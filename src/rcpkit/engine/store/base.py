@@ -180,6 +180,11 @@ class Store(abc.ABC):
     def gc_floor(self) -> int:
         """The oldest version still servable (§7.7.1)."""
 
+    def change_marks(self) -> tuple[int, int]:
+        """``(current_seq(), feedback_position())``: what any process sharing the record
+        advances. Polled before every engine request, so backends may answer it in one query."""
+        return self.current_seq(), self.feedback_position()
+
     # ── writes (each one durable transaction) ──
     @abc.abstractmethod
     def live_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:

@@ -199,6 +199,12 @@ class SqliteStore(Store):
     def gc_floor(self) -> int:
         return int(self._setting(self._reader(), "gc_floor"))
 
+    def change_marks(self) -> tuple[int, int]:
+        seq, feedback = self._reader().execute(
+            "SELECT (SELECT value FROM settings WHERE key = 'seq'), "
+            "(SELECT COALESCE(MAX(id), 0) FROM feedback)").fetchone()
+        return int(seq), int(feedback)
+
     # ── writes ──────────────────────────────────────────────────────────────
 
     def live_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:

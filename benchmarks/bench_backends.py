@@ -1,0 +1,163 @@
+"""Storage backends side by side: embedded SQLite vs PostgreSQL + pgvector (issue 8).
+
+``scale``: for each size (10k and 100k chunks by default) the same synthetic corpus —
+Zipfian pseudo-word text (bench_lexical.py) and random unit vectors (d=384, served by
+``_common.LookupEmbedder`` so the model is bypassed) — is ingested through ``Engine.add``
+(1000 single-chunk documents per call) into an engine on each backend, then ``Engine.search``
+is timed (k=10, candidateK=100, includeText false) for sparse, dense and hybrid (RRF),
+unfiltered and with a §8 filter keeping 1% of the chunks. Prints ingest documents/s and
+p50/p95 latency per backend, and the PostgreSQL/SQLite ratio.
+
+``lexical``: nDCG@10, Recall@10 and MRR@10 on the English FAQ (``faq_to_beir("en")``) for the
+two lexical rankings of :class:`PostgresStore` — BM25 from tables and ``tsvector`` with
+``ts_rank`` — next to the embedded in-memory BM25, at the store level.
+
+The PostgreSQL server is a fresh embedded one (fsync on, as SQLite runs ``synchronous=FULL``)
+in a temporary directory, stopped at the end.
+
+    python benchmarks/bench_backends.py lexical
+    python benchmarks/bench_backends.py scale                 # 10k and 100k chunks
+    python benchmarks/bench_backends.py scale --sizes 2000 --queries 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from _common import LookupEmbedder, ingest, percentiles, stamp, unit_vectors
+from bench_lexical import synthetic_corpus
+
+from rcpkit.engine import pgserver
+from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.embedding import HashingEmbedder
+from rcpkit.engine.lexical import LexicalIndex
+from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.store import ChunkWrite, DocumentWrite, Store
+from rcpkit.engine.store.postgres import LexicalRanking, PostgresStore
+from rcpkit.engine.types import SearchRequest
+from rcpkit.eval.datasets import faq_to_beir
+from rcpkit.eval.metrics import evaluate
+from rcpkit.protocol.filters import Condition
+
+MODES = ("sparse", "dense", "hybrid")
+FILTERS: dict[str, Condition | None] = {"none": None, "1%": Condition("bucket", "eq", 7)}
+DEPTH = 100
+
+
+def timed(run: Callable[[int], object], count: int) -> tuple[float, float]:
+    """p50 and p95 in ms of ``run(i)`` for ``i`` in ``range(count)``."""
+    samples = []
+    for i in range(count):
+        start = time.perf_counter()
+        run(i)
+        samples.append((time.perf_counter() - start) * 1000)
+    p50, p95, _ = percentiles(samples)
+    return p50, p95
+
+
+def scale(sizes: Sequence[int], query_count: int, server: pgserver.LocalPostgres,
+          work: Path) -> None:
+    print(f"{'chunks':>8} {'backend':<9} {'ingest docs/s':>14} "
+          + " ".join(f"{f'{m}/{f} p50 p95':>22}" for f in FILTERS for m in MODES))
+    for size in sizes:
+        texts, queries = synthetic_corpus(size, seed=size)
+        queries = queries[:query_count]
+        vectors = unit_vectors(size, seed=size)
+        rng = np.random.default_rng(size + 1)
+        noisy = vectors[rng.integers(0, size, len(queries))] + 0.05 * rng.standard_normal(
+            (len(queries), vectors.shape[1]), dtype=np.float32)
+        embedder = LookupEmbedder()
+        embedder.register(texts, vectors)
+        embedder.register(queries, noisy / np.linalg.norm(noisy, axis=1, keepdims=True))
+        metas = [{"bucket": i % 100} for i in range(size)]
+        rows: dict[str, dict[str, tuple[float, float]]] = {}
+        rates: dict[str, float] = {}
+        for backend in ("sqlite", "postgres"):
+            config = EngineConfig(data_dir=work / f"{backend}-{size}",
+                                  index_save_every=1_000_000)
+            store: Store | None = None
+            if backend == "postgres":
+                store = PostgresStore.open(pgserver.create_database(server, f"scale_{size}"))
+            engine = Engine.open(config, embedder=embedder, store=store)
+            start = time.perf_counter()
+            ingest(engine, texts, metas)
+            rates[backend] = size / (time.perf_counter() - start)
+            rows[backend] = {}
+            for label, condition in FILTERS.items():
+                for mode in MODES:
+                    requests = [SearchRequest(query=query, k=10, mode=mode, candidate_k=DEPTH,
+                                              filter=condition, include_text=False)
+                                for query in queries]
+                    rows[backend][f"{mode}/{label}"] = timed(
+                        lambda i, e=engine, r=requests: e.search(r[i]), len(requests))
+            engine.close()
+            cells = " ".join(f"{p50:>14.2f} {p95:>7.2f}" for p50, p95 in rows[backend].values())
+            print(f"{size:>8,} {backend:<9} {rates[backend]:>14,.0f} {cells}", flush=True)
+        ratios = " ".join(f"{rows['postgres'][k][0] / rows['sqlite'][k][0]:>14.2f} {'':>7}"
+                          for k in rows["sqlite"])
+        print(f"{size:>8,} {'pg/sqlite':<9} {rates['postgres'] / rates['sqlite']:>14.2f} "
+              f"{ratios}", flush=True)
+
+
+def lexical(server: pgserver.LocalPostgres) -> None:
+    dataset = faq_to_beir("en")
+    embedder = HashingEmbedder(64)  # vectors are stored but play no part in lexical ranking
+    bodies = [doc.body() for doc in dataset.corpus]
+    vectors = embedder.embed(bodies, "document")
+    writes = [DocumentWrite(doc_id=doc.id, text=body, meta={}, filter_meta={},
+                            content_hash=doc.id,
+                            chunks=[ChunkWrite(index=0, start=0, end=len(body), text=body,
+                                               context="", headings=(), vector=vector)])
+              for doc, body, vector in zip(dataset.corpus, bodies, vectors, strict=True)]
+    queries = dataset.judged_queries()
+    runs: dict[str, dict[str, list[str]]] = {}
+    ranking: LexicalRanking
+    for ranking in ("bm25", "tsvector"):
+        store = PostgresStore(pgserver.create_database(server, f"faq_{ranking}"),
+                              lexical=ranking)
+        seq = store.write(writes, []).seq
+        doc_of = {r: c.doc_id for r, c in store.chunks(store.visible_rowids(seq).tolist()).items()}
+        runs[f"postgres {ranking}"] = {
+            qid: [doc_of[int(r)] for r in store.lexical_search(text, 10, seq)[0]]
+            for qid, text in queries.items()}
+        store.close()
+    index = LexicalIndex()
+    index.add(np.arange(len(bodies)), bodies)
+    runs["in-memory BM25"] = {
+        qid: [dataset.corpus[int(r)].id for r in index.search(text, 10)[0]]
+        for qid, text in queries.items()}
+    print(f"English FAQ: {len(dataset.corpus)} documents, {len(queries)} queries")
+    print(f"{'ranking':<18} {'nDCG@10':>8} {'Recall@10':>10} {'MRR@10':>8}")
+    for name, run in runs.items():
+        means = evaluate(run, dataset.qrels).means
+        print(f"{name:<18} {means['nDCG@10']:>8.4f} {means['Recall@10']:>10.4f} "
+              f"{means['MRR@10']:>8.4f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=("scale", "lexical"))
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="rcpkit-bench-backends-"))
+    print(f"# bench_backends {args.part} — {stamp()}")
+    server = pgserver.start(work / "postgres")
+    try:
+        if args.part == "scale":
+            scale(args.sizes, args.queries, server, work)
+        else:
+            lexical(server)
+    finally:
+        pgserver.stop(server.data_dir)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

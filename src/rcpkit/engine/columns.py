@@ -1,0 +1,219 @@
+"""In-memory §8 filter columns: a derived index that evaluates filter trees as numpy masks.
+
+Like the lexical and dense indexes, :class:`FilterColumns` is derived from the store's chunk
+rows (rowid → ``filter_meta``) and kept current by the engine's rebuild/catch-up path. Per
+field it holds a presence mask, the JSON kind of each row's value, a float64 column of numeric
+values (for ``gt``/``gte``/``lt``/``lte``) and value → rowid posting arrays (for ``eq``/``ne``/
+``in``/``nin``, array-element ``contains`` and, over the distinct strings, substring
+``contains``).
+
+The semantics are those of the SQL compiler in ``store/sqlite.py`` exactly, including its
+three-valued logic: a comparison or a substring ``contains`` on a row without the field (or
+with a JSON null there) is *unknown*, so neither it nor its ``not`` selects the row, while
+``eq``/``in``/``exists`` are two-valued (``ne``/``nin`` match rows without the field). Strings
+compare case-sensitively by bytes. Array elements or object members that are themselves
+containers are matched by their compact JSON text, as SQLite's ``json_each`` renders them.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
+
+__all__ = ["FilterColumns"]
+
+BoolMask = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+
+# The JSON kind of a field's value in one row (0: the row lacks the field).
+_ABSENT, _NULL, _NUMBER, _BOOL, _STRING, _ARRAY, _OBJECT = range(7)
+_COMPARE = {"gt": np.greater, "gte": np.greater_equal, "lt": np.less, "lte": np.less_equal}
+
+
+def _sql_text(value: Any) -> str:
+    """The text SQLite's ``instr`` sees for a scalar (booleans are integers there)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return value if isinstance(value, str) else str(value)
+
+
+def _member_key(value: Any) -> Any:
+    """The posting key of one ``json_each`` value: scalars as is, containers as JSON text."""
+    if isinstance(value, list | dict):
+        return orjson.dumps(value).decode()
+    return value
+
+
+def _grow(column: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
+    if size <= len(column):
+        return column
+    grown = np.full(max(size, 2 * len(column)), fill, dtype=column.dtype)
+    grown[:len(column)] = column
+    return grown
+
+
+def _fit(column: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
+    """``column`` cut or padded to exactly ``size`` rows."""
+    if len(column) >= size:
+        return column[:size]
+    padded = np.full(size, fill, dtype=column.dtype)
+    padded[:len(column)] = column
+    return padded
+
+
+class _Column:
+    """One filterable field over all rowids."""
+
+    def __init__(self) -> None:
+        self.kind = np.zeros(0, dtype=np.int8)
+        self.number = np.zeros(0, dtype=np.float64)
+        self.postings: dict[Any, array[int]] = {}
+        self.object_texts: dict[int, str] = {}
+
+    def set(self, rowid: int, value: Any) -> None:
+        self.kind = _grow(self.kind, rowid + 1, _ABSENT)
+        self.number = _grow(self.number, rowid + 1, np.nan)
+        if value is None:
+            self.kind[rowid] = _NULL
+            return
+        members: list[Any]
+        if isinstance(value, bool):
+            self.kind[rowid], members = _BOOL, [value]
+        elif isinstance(value, int | float):
+            self.kind[rowid], members = _NUMBER, [value]
+            self.number[rowid] = value
+        elif isinstance(value, str):
+            self.kind[rowid], members = _STRING, [value]
+        elif isinstance(value, list):
+            self.kind[rowid], members = _ARRAY, value
+        else:
+            self.kind[rowid], members = _OBJECT, list(value.values())
+            self.object_texts[rowid] = orjson.dumps(value).decode()
+        for member in members:
+            if member is not None:
+                self.postings.setdefault(_member_key(member), array("q")).append(rowid)
+
+    def drop(self, held: BoolMask) -> None:
+        """Forget every rowid that ``held`` no longer marks."""
+        kept = _fit(held, len(self.kind), False)
+        self.kind[~kept] = _ABSENT
+        self.number[~kept] = np.nan
+        for key in list(self.postings):
+            rows = np.frombuffer(self.postings[key], dtype=np.int64)
+            rows = rows[kept[rows]]
+            if len(rows):
+                self.postings[key] = array("q", rows.tobytes())
+            else:
+                del self.postings[key]
+        self.object_texts = {r: t for r, t in self.object_texts.items() if kept[r]}
+
+    def members(self, values: Collection[Any], size: int) -> BoolMask:
+        """Rows with a ``json_each`` value equal to one of ``values`` (SQL ``=``)."""
+        found = np.zeros(size, dtype=bool)
+        for value in values:
+            rows = self.postings.get(value) if value is not None else None
+            if rows is not None:
+                ids = np.frombuffer(rows, dtype=np.int64)
+                found[ids[ids < size]] = True
+        return found
+
+    def substring(self, needle: Any, kind: npt.NDArray[np.int8]) -> BoolMask:
+        """Non-array rows whose value's text contains ``needle`` (SQL ``instr(...) > 0``)."""
+        size = len(kind)
+        text = _sql_text(needle)
+        keys = [key for key in self.postings if text in _sql_text(key)]
+        found = self.members(keys, size) & np.isin(kind, (_STRING, _NUMBER, _BOOL))
+        for rowid, json_text in self.object_texts.items():
+            if rowid < size and text in json_text:
+                found[rowid] = True
+        return found
+
+
+class FilterColumns:
+    """The §8 filter index over chunk rowids; see the module docstring.
+
+    Not thread-safe: the engine mutates it under its exclusive index lock and reads it under
+    the shared one, as it does the other derived indexes.
+    """
+
+    def __init__(self) -> None:
+        self._fields: dict[str, _Column] = {}
+        self._held = np.zeros(0, dtype=bool)
+        self._dropped = 0
+
+    def add(self, rowids: Sequence[int], metas: Sequence[Mapping[str, Any]]) -> None:
+        """Index the rows ``rowids`` whose filter metadata are ``metas`` (same order)."""
+        for rowid, meta in zip(rowids, metas, strict=True):
+            rowid = int(rowid)
+            if rowid < len(self._held) and self._held[rowid]:
+                continue
+            self._held = _grow(self._held, rowid + 1, False)
+            self._held[rowid] = True
+            for name, value in meta.items():
+                self._fields.setdefault(name, _Column()).set(rowid, value)
+
+    def remove(self, rowids: IntArray) -> None:
+        """Forget rows (garbage-collected from the store); postings are compacted lazily."""
+        inside = rowids[rowids < len(self._held)]
+        self._dropped += int(self._held[inside].sum())
+        self._held[inside] = False
+        if self._dropped > int(self._held.sum()):
+            for column in self._fields.values():
+                column.drop(self._held)
+            self._dropped = 0
+
+    def mask(self, node: FilterNode, size: int, known: Collection[str]) -> BoolMask:
+        """Rows ``< size`` held here that ``node`` selects; ``known`` are the store's schema
+        fields (a condition on any other field matches nothing, as in SQL)."""
+        selected, _ = self._evaluate(node, size, known)
+        return selected & _fit(self._held, size, False)
+
+    def _evaluate(self, node: FilterNode, size: int,
+                  known: Collection[str]) -> tuple[BoolMask, BoolMask]:
+        """(true, false) masks; rows in neither are SQL ``NULL`` (unknown)."""
+        if isinstance(node, Not):
+            true, false = self._evaluate(node.child, size, known)
+            return false, true
+        if isinstance(node, All | AnyOf):
+            parts = [self._evaluate(child, size, known) for child in node.children]
+            trues = [part[0] for part in parts]
+            falses = [part[1] for part in parts]
+            if isinstance(node, All):
+                return np.logical_and.reduce(trues), np.logical_or.reduce(falses)
+            return np.logical_or.reduce(trues), np.logical_and.reduce(falses)
+        return self._condition(node, size, known)
+
+    def _condition(self, cond: Condition, size: int,
+                   known: Collection[str]) -> tuple[BoolMask, BoolMask]:
+        op, value = cond.op, cond.value
+        if cond.field not in known:
+            true = np.zeros(size, dtype=bool)
+            return true, ~true
+        column = self._fields.get(cond.field) or _Column()
+        kind = _fit(column.kind, size, _ABSENT)
+        present = kind != _ABSENT
+        if op == "exists":
+            true = present if value else ~present
+        elif op in ("eq", "ne"):
+            true = column.members((value,), size) ^ (op == "ne")
+        elif op in ("in", "nin"):
+            true = column.members(value, size) ^ (op == "nin")
+        elif op == "contains":
+            is_array = kind == _ARRAY
+            true = is_array & column.members((value,), size)
+            if value is not None:  # instr(x, NULL) is unknown
+                true |= column.substring(value, kind)
+            unknown = ~is_array & ((kind == _NULL) | ~present | (value is None))
+            return true, ~true & ~unknown
+        else:
+            number = _fit(column.number, size, np.nan)
+            true = (kind == _NUMBER) & _COMPARE[op](number, value)
+            return true, present & ~true
+        return true, ~true

