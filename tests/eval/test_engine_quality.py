@@ -1,12 +1,4 @@
-"""The CI evaluation (issue 5): our engine with the real MiniLM model, over the RCP wire, on the
-offline English Zaragoza construction FAQ (DESIGN §5: question = query, answer = document).
-
-To keep CI short it uses every other FAQ item (its answer indexed, its question asked), for
-each of the sparse, dense and hybrid modes.
-
-The floors sit a little below the first measured run (recorded in the engine's report), so a
-regression in any retriever, in fusion or in the wire path fails here.
-"""
+"""The CI evaluation (issue 5): the embedded engine on the FAQ, through the RCP wire."""
 
 from __future__ import annotations
 
@@ -16,41 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from rcpkit.eval.datasets import Dataset, faq_to_beir
-from rcpkit.eval.runner import EvalConfig, open_target, run_eval
+from support.quality import assert_faq_quality
 
 pytest.importorskip("zaragoza_construction_faq")
 
-# First measured run: sparse 0.6165 / 0.7698 / 0.5674, dense 0.7766 / 0.8929 / 0.7390,
-# hybrid (RRF) 0.7073 / 0.8373 / 0.6646 (nDCG@10 / Recall@10 / MRR@10, 252 queries).
-FLOORS = {
-    "sparse": {"nDCG@10": 0.59, "Recall@10": 0.74, "MRR@10": 0.54},
-    "dense": {"nDCG@10": 0.75, "Recall@10": 0.87, "MRR@10": 0.71},
-    "hybrid": {"nDCG@10": 0.68, "Recall@10": 0.81, "MRR@10": 0.64},
-}
-
-
-def _every_other_item() -> Dataset:
-    full = faq_to_beir("en")
-    corpus = full.corpus[::2]
-    asked = [f"q-{document.id}" for document in corpus]
-    return Dataset(name=f"{full.name}-half", corpus=corpus,
-                   queries={q: full.queries[q] for q in asked},
-                   qrels={q: full.qrels[q] for q in asked})
-
 
 async def test_engine_quality_on_the_faq_over_stdio(tmp_path: Path) -> None:
-    dataset = _every_other_item()
-    command = shlex.join([sys.executable, "-c", "from rcpkit.cli import main; main()",
-                          "serve", "--stdio", "--data", str(tmp_path / "faq")])
-    configs = [EvalConfig(name, {"mode": name}) for name in FLOORS]
-    async with open_target(command, None) as target:
-        report = await run_eval(target, dataset, configs, engine="rcpkit")
-    assert report.indexing == f"added {len(dataset.corpus)} documents"
-    measured = {result.name: result for result in report.results}
-    for name, floors in FLOORS.items():
-        result = measured[name]
-        assert result.error is None, result.error
-        assert result.evaluated == len(dataset.queries)
-        for metric, floor in floors.items():
-            assert result.metrics[metric] >= floor, (name, metric, result.metrics[metric])
+    await assert_faq_quality(shlex.join([
+        sys.executable, "-c", "from rcpkit.cli import main; main()",
+        "serve", "--stdio", "--data", str(tmp_path / "faq")]))
