@@ -26,8 +26,8 @@ from rcpkit.engine.types import DocumentIn
 from rcpkit.protocol.filters import FilterNode, validate
 
 sys.path.insert(0, str(Path(__file__).parent / "wire"))
-from test_wire_filters import CASES as WIRE_CASES  # noqa: E402
-from test_wire_filters import DOCS as WIRE_DOCS  # noqa: E402
+from test_wire_filters import CASES as WIRE_CASES
+from test_wire_filters import DOCS as WIRE_DOCS
 
 
 def build_columns(store: SqliteStore) -> FilterColumns:
@@ -85,9 +85,11 @@ def test_wire_table_matches_sql(tmp_path: Path) -> None:
         store.close()
 
 
+# "mix" is untyped ("any"): its rows and filter values mix strings, numbers and booleans.
 SCHEMA = {"kw": "keyword", "txt": "text", "n": "int", "x": "float", "flag": "bool",
-          "when": "date", "ghost": "keyword"}
-WORDS = st.sampled_from(["a", "b", "ab", "B", "ba", "é", ""])
+          "when": "date", "mix": "any", "ghost": "keyword"}
+WORDS = st.sampled_from(["a", "b", "ab", "B", "ba", "é", "1", ""])
+MIXED = st.one_of(WORDS, st.integers(-2, 12), st.booleans(), st.sampled_from([0.5, 1.0, 10.5]))
 VALUES: dict[str, st.SearchStrategy[Any]] = {
     "kw": st.one_of(WORDS, st.lists(WORDS, max_size=3)),
     "txt": st.text(alphabet="abAB é", max_size=6),
@@ -95,6 +97,7 @@ VALUES: dict[str, st.SearchStrategy[Any]] = {
     "x": st.floats(-2, 2, allow_nan=False).map(lambda v: round(v, 1)),
     "flag": st.booleans(),
     "when": st.integers(0, 5).map(lambda day: day * 86_400_000),
+    "mix": st.one_of(MIXED, st.lists(MIXED, max_size=3)),
 }
 METAS = st.lists(st.fixed_dictionaries(
     {}, optional={name: st.one_of(st.none(), values) for name, values in VALUES.items()}),
@@ -103,16 +106,19 @@ METAS = st.lists(st.fixed_dictionaries(
 
 def conditions() -> st.SearchStrategy[dict[str, Any]]:
     def leaf(field: str, ftype: str) -> st.SearchStrategy[dict[str, Any]]:
-        scalar = WORDS if ftype in ("keyword", "text") else VALUES.get(field, WORDS)
+        scalar = (WORDS if ftype in ("keyword", "text") else MIXED if ftype == "any"
+                  else VALUES[field])
+        ordered = VALUES["n"] if ftype == "any" else scalar
         ops = ["eq", "ne", "in", "nin", "exists"]
-        if ftype in ("keyword", "text"):
+        if ftype in ("keyword", "text", "any"):
             ops.append("contains")
-        if ftype in ("int", "float", "date"):
+        if ftype in ("int", "float", "date", "any"):
             ops += ["gt", "gte", "lt", "lte"]
         return st.sampled_from(ops).flatmap(lambda op: st.builds(
             lambda value: {"field": field, "op": op, "value": value},
             st.booleans() if op == "exists"
-            else st.lists(scalar, max_size=3) if op in ("in", "nin") else scalar))
+            else st.lists(scalar, max_size=3) if op in ("in", "nin")
+            else ordered if op in ("gt", "gte", "lt", "lte") else scalar))
 
     return st.one_of(*(leaf(field, ftype) for field, ftype in SCHEMA.items()))
 

@@ -2,10 +2,12 @@
 
 Like the lexical and dense indexes, :class:`FilterColumns` is derived from the store's chunk
 rows (rowid → ``filter_meta``) and kept current by the engine's rebuild/catch-up path. Per
-field it holds a presence mask, the JSON kind of each row's value, a float64 column of numeric
-values (for ``gt``/``gte``/``lt``/``lte``) and value → rowid posting arrays (for ``eq``/``ne``/
-``in``/``nin``, array-element ``contains`` and, over the distinct strings, substring
-``contains``).
+field it holds the JSON kind of each row's value (or its absence), a float64 column of scalar
+numbers and booleans (``gt``/``gte``/``lt``/``lte`` and numeric ``eq``/``in``) and value →
+rowid posting arrays for strings and for array elements (``eq``/``in``, array-element
+``contains`` and, over the distinct strings, substring ``contains``). A chunk row's metadata
+never changes and the stores never reuse a rowid, so versions are left to the caller's
+visibility mask (§7.7.1).
 
 The semantics are those of the SQL compiler in ``store/sqlite.py`` exactly, including its
 three-valued logic: a comparison or a substring ``contains`` on a row without the field (or
@@ -33,12 +35,15 @@ BoolMask = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 
 # The JSON kind of a field's value in one row (0: the row lacks the field).
-_ABSENT, _NULL, _NUMBER, _BOOL, _STRING, _ARRAY, _OBJECT = range(7)
+_ABSENT, _NULL, _INTEGER, _REAL, _BOOL, _STRING, _ARRAY, _OBJECT = range(8)
+_NUMERIC = (_INTEGER, _REAL)  # what json_type calls 'integer' and 'real'
+_SCALAR_NUMBERS = (_INTEGER, _REAL, _BOOL)  # json_each yields booleans as integers
 _COMPARE = {"gt": np.greater, "gte": np.greater_equal, "lt": np.less, "lte": np.less_equal}
 
 
 def _sql_text(value: Any) -> str:
-    """The text SQLite's ``instr`` sees for a scalar (booleans are integers there)."""
+    """The text SQLite's ``instr`` sees for a scalar (booleans are integers there; reals are
+    rendered as Python does, which differs from SQLite only in exponent notation)."""
     if isinstance(value, bool):
         return "1" if value else "0"
     return value if isinstance(value, str) else str(value)
@@ -69,7 +74,8 @@ def _fit(column: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
 
 
 class _Column:
-    """One filterable field over all rowids."""
+    """One filterable field over all rowids: scalar numbers and booleans live in ``number``,
+    strings and the members of arrays and objects in ``postings``."""
 
     def __init__(self) -> None:
         self.kind = np.zeros(0, dtype=np.int8)
@@ -84,12 +90,12 @@ class _Column:
             self.kind[rowid] = _NULL
             return
         members: list[Any]
-        if isinstance(value, bool):
-            self.kind[rowid], members = _BOOL, [value]
-        elif isinstance(value, int | float):
-            self.kind[rowid], members = _NUMBER, [value]
+        if isinstance(value, int | float):
+            self.kind[rowid] = (_BOOL if isinstance(value, bool)
+                                else _INTEGER if isinstance(value, int) else _REAL)
             self.number[rowid] = value
-        elif isinstance(value, str):
+            return
+        if isinstance(value, str):
             self.kind[rowid], members = _STRING, [value]
         elif isinstance(value, list):
             self.kind[rowid], members = _ARRAY, value
@@ -114,9 +120,14 @@ class _Column:
                 del self.postings[key]
         self.object_texts = {r: t for r, t in self.object_texts.items() if kept[r]}
 
-    def members(self, values: Collection[Any], size: int) -> BoolMask:
-        """Rows with a ``json_each`` value equal to one of ``values`` (SQL ``=``)."""
-        found = np.zeros(size, dtype=bool)
+    def members(self, values: Collection[Any], kind: npt.NDArray[np.int8]) -> BoolMask:
+        """Rows with a ``json_each`` value equal to one of ``values`` (SQL ``=``, where
+        ``true`` equals 1); ``kind`` is this column fitted to the mask size."""
+        size = len(kind)
+        numbers = [float(v) for v in values if isinstance(v, int | float)]
+        found = (np.isin(kind, _SCALAR_NUMBERS) & np.isin(_fit(self.number, size, np.nan),
+                                                          numbers)
+                 if numbers else np.zeros(size, dtype=bool))
         for value in values:
             rows = self.postings.get(value) if value is not None else None
             if rows is not None:
@@ -126,12 +137,17 @@ class _Column:
 
     def substring(self, needle: Any, kind: npt.NDArray[np.int8]) -> BoolMask:
         """Non-array rows whose value's text contains ``needle`` (SQL ``instr(...) > 0``)."""
-        size = len(kind)
         text = _sql_text(needle)
-        keys = [key for key in self.postings if text in _sql_text(key)]
-        found = self.members(keys, size) & np.isin(kind, (_STRING, _NUMBER, _BOOL))
+        keys = [key for key in self.postings if isinstance(key, str) and text in key]
+        found = self.members(keys, kind) & (kind == _STRING)
+        number = _fit(self.number, len(kind), np.nan)
+        for code, render in ((_INTEGER, int), (_BOOL, int), (_REAL, float)):
+            rows = kind == code
+            for value in np.unique(number[rows]):
+                if text in str(render(value)):
+                    found |= rows & (number == value)
         for rowid, json_text in self.object_texts.items():
-            if rowid < size and text in json_text:
+            if rowid < len(kind) and text in json_text:
                 found[rowid] = True
         return found
 
@@ -202,18 +218,18 @@ class FilterColumns:
         if op == "exists":
             true = present if value else ~present
         elif op in ("eq", "ne"):
-            true = column.members((value,), size) ^ (op == "ne")
+            true = column.members((value,), kind) ^ (op == "ne")
         elif op in ("in", "nin"):
-            true = column.members(value, size) ^ (op == "nin")
+            true = column.members(value, kind) ^ (op == "nin")
         elif op == "contains":
             is_array = kind == _ARRAY
-            true = is_array & column.members((value,), size)
+            true = is_array & column.members((value,), kind)
             if value is not None:  # instr(x, NULL) is unknown
                 true |= column.substring(value, kind)
             unknown = ~is_array & ((kind == _NULL) | ~present | (value is None))
             return true, ~true & ~unknown
         else:
             number = _fit(column.number, size, np.nan)
-            true = (kind == _NUMBER) & _COMPARE[op](number, value)
+            true = np.isin(kind, _NUMERIC) & _COMPARE[op](number, value)
             return true, present & ~true
         return true, ~true
