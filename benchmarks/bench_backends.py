@@ -3,10 +3,13 @@
 ``scale``: for each size (10k and 100k chunks by default) the same synthetic corpus —
 Zipfian pseudo-word text (bench_lexical.py) and random unit vectors (d=384, served by
 ``_common.LookupEmbedder`` so the model is bypassed) — is ingested through ``Engine.add``
-(1000 single-chunk documents per call) into an engine on each backend, then ``Engine.search``
-is timed (k=10, candidateK=100, includeText false) for sparse, dense and hybrid (RRF),
-unfiltered and with a §8 filter keeping 1% of the chunks. Prints ingest documents/s and
-p50/p95 latency per backend, and the PostgreSQL/SQLite ratio.
+(1000 single-chunk documents per call) into an engine on SQLite and one on PostgreSQL. Then
+``Engine.search`` is timed (k=10, candidateK=100, includeText false) for sparse, dense and
+hybrid (RRF), unfiltered and with a §8 filter keeping 1% of the chunks, on SQLite and on
+PostgreSQL with each ``pg_recall``: ``database`` (the ingesting engine) and ``memory`` (a
+second engine opened cold on the same database, with an empty data directory, so it builds its
+indexes from the record). Prints ingest documents/s, the cold ``Engine.open`` time, p50/p95
+latency per configuration and each PostgreSQL configuration's ratio to SQLite.
 
 ``lexical``: nDCG@10, Recall@10 and MRR@10 on the English FAQ (``faq_to_beir("en")``) for the
 two lexical rankings of :class:`PostgresStore` — BM25 from tables and ``tsvector`` with
@@ -38,7 +41,7 @@ from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.embedding import HashingEmbedder
 from rcpkit.engine.lexical import LexicalIndex
 from rcpkit.engine.pipeline import Engine
-from rcpkit.engine.store import ChunkWrite, DocumentWrite, Store
+from rcpkit.engine.store import ChunkWrite, DocumentWrite
 from rcpkit.engine.store.postgres import LexicalRanking, PostgresStore
 from rcpkit.engine.types import SearchRequest
 from rcpkit.eval.datasets import faq_to_beir
@@ -61,9 +64,28 @@ def timed(run: Callable[[int], object], count: int) -> tuple[float, float]:
     return p50, p95
 
 
+def search_latencies(engine: Engine, queries: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """p50/p95 of ``Engine.search`` per ``mode/filter`` column."""
+    latencies = {}
+    for label, condition in FILTERS.items():
+        for mode in MODES:
+            requests = [SearchRequest(query=query, k=10, mode=mode, candidate_k=DEPTH,
+                                      filter=condition, include_text=False)
+                        for query in queries]
+            latencies[f"{mode}/{label}"] = timed(lambda i, r=requests: engine.search(r[i]),
+                                                 len(requests))
+    return latencies
+
+
+def print_row(size: int, name: str, rate: str, opened: str,
+              latencies: dict[str, tuple[float, float]]) -> None:
+    cells = " ".join(f"{p50:>14.2f} {p95:>7.2f}" for p50, p95 in latencies.values())
+    print(f"{size:>8,} {name:<12} {rate:>14} {opened:>7} {cells}", flush=True)
+
+
 def scale(sizes: Sequence[int], query_count: int, server: pgserver.LocalPostgres,
           work: Path) -> None:
-    print(f"{'chunks':>8} {'backend':<9} {'ingest docs/s':>14} "
+    print(f"{'chunks':>8} {'backend':<12} {'ingest docs/s':>14} {'open s':>7} "
           + " ".join(f"{f'{m}/{f} p50 p95':>22}" for f in FILTERS for m in MODES))
     for size in sizes:
         texts, queries = synthetic_corpus(size, seed=size)
@@ -76,33 +98,36 @@ def scale(sizes: Sequence[int], query_count: int, server: pgserver.LocalPostgres
         embedder.register(texts, vectors)
         embedder.register(queries, noisy / np.linalg.norm(noisy, axis=1, keepdims=True))
         metas = [{"bucket": i % 100} for i in range(size)]
+        dsn = pgserver.create_database(server, f"scale_{size}")
         rows: dict[str, dict[str, tuple[float, float]]] = {}
-        rates: dict[str, float] = {}
-        for backend in ("sqlite", "postgres"):
-            config = EngineConfig(data_dir=work / f"{backend}-{size}",
+
+        for backend in ("sqlite", "pg/database"):
+            config = EngineConfig(data_dir=work / f"{backend.replace('/', '-')}-{size}",
                                   index_save_every=1_000_000)
-            store: Store | None = None
-            if backend == "postgres":
-                store = PostgresStore.open(pgserver.create_database(server, f"scale_{size}"))
+            store = PostgresStore.open(dsn) if backend != "sqlite" else None
             engine = Engine.open(config, embedder=embedder, store=store)
             start = time.perf_counter()
             ingest(engine, texts, metas)
-            rates[backend] = size / (time.perf_counter() - start)
-            rows[backend] = {}
-            for label, condition in FILTERS.items():
-                for mode in MODES:
-                    requests = [SearchRequest(query=query, k=10, mode=mode, candidate_k=DEPTH,
-                                              filter=condition, include_text=False)
-                                for query in queries]
-                    rows[backend][f"{mode}/{label}"] = timed(
-                        lambda i, e=engine, r=requests: e.search(r[i]), len(requests))
+            rate = size / (time.perf_counter() - start)
+            rows[backend] = search_latencies(engine, queries)
             engine.close()
-            cells = " ".join(f"{p50:>14.2f} {p95:>7.2f}" for p50, p95 in rows[backend].values())
-            print(f"{size:>8,} {backend:<9} {rates[backend]:>14,.0f} {cells}", flush=True)
-        ratios = " ".join(f"{rows['postgres'][k][0] / rows['sqlite'][k][0]:>14.2f} {'':>7}"
-                          for k in rows["sqlite"])
-        print(f"{size:>8,} {'pg/sqlite':<9} {rates['postgres'] / rates['sqlite']:>14.2f} "
-              f"{ratios}", flush=True)
+            print_row(size, backend, f"{rate:,.0f}", "-", rows[backend])
+        for recall in ("database", "memory"):
+            config = EngineConfig(data_dir=work / f"cold-{recall}-{size}", pg_recall=recall,
+                                  index_save_every=1_000_000)
+            start = time.perf_counter()
+            engine = Engine.open(config, embedder=embedder, store=PostgresStore.open(dsn))
+            opened = time.perf_counter() - start
+            if recall == "memory":
+                rows["pg/memory"] = search_latencies(engine, queries)
+                print_row(size, "pg/memory", "-", f"{opened:.2f}", rows["pg/memory"])
+            else:
+                print(f"{size:>8,} {'pg/database':<12} {'(cold open)':>14} {opened:>7.2f}")
+            engine.close()
+        for name in ("pg/database", "pg/memory"):
+            ratios = " ".join(f"{rows[name][k][0] / rows['sqlite'][k][0]:>14.2f} {'':>7}"
+                              for k in rows["sqlite"])
+            print(f"{size:>8,} {name + '/sqlite':<12} {'':>14} {'':>7} {ratios}", flush=True)
 
 
 def lexical(server: pgserver.LocalPostgres) -> None:

@@ -2,7 +2,9 @@
 
 The script must exit cleanly and print the table docs/benchmarks.md quotes (issue 8, sharded
 gateway): a W reference row and one gateway row per fusion for every mode, with a top-10
-overlap in [0, 1]. The shard split itself is checked in-process. No timing is asserted.
+overlap in [0, 1]. Dense search is exact at this size and cosines are comparable across shards,
+so merging the two shards' dense rankings by raw score must reproduce W's top 10 exactly. The
+shard split itself is checked in-process. No timing is asserted.
 """
 
 from __future__ import annotations
@@ -59,3 +61,6 @@ def test_quick_run_prints_every_mode_and_fusion() -> None:
         assert 0.0 < overlap <= 1.0
     for mode in ("sparse", "dense", "hybrid"):
         assert re.search(rf"^{mode}\s+W \(whole\)\s+[\d.]+", completed.stdout, re.MULTILINE)
+    dense_merge = re.search(r"^dense\s+raw-score merge(\s+[\d.]+){3}\s+([\d.]+)",
+                            completed.stdout, re.MULTILINE)
+    assert dense_merge is not None and dense_merge.group(2) == "1.000"

@@ -274,7 +274,8 @@ def test_pagination_visits_each_hit_once_under_concurrent_writes(tmp_path: Path)
             thread.join()
         whole = eng.search(SearchRequest("shared topic", k=200, mode="sparse",
                                          index_version=page.index_version))
-        assert len(seen) == len(set(seen)) == 40
+        # The first page may land between the writer's add and its delete (41 visible).
+        assert len(seen) == len(set(seen)) and len(seen) in (40, 41)
         assert seen == ids(whole)
 
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["BackendChoice", "EmbedderChoice", "EngineConfig"]
+__all__ = ["BackendChoice", "EmbedderChoice", "EngineConfig", "RecallChoice"]
 
 EmbedderChoice = Literal["minilm", "hashing", "onnx"]
 BackendChoice = Literal["sqlite", "postgres"]
+RecallChoice = Literal["database", "memory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +34,16 @@ class EngineConfig:
     exact up to ``dense_exact_threshold`` rows, HNSW beyond. The ``colbert`` rerank (§7.6)
     reads the first ``rerank_passage_tokens`` tokens of each passage (None: the model's limit)
     and caches passage token matrices up to ``rerank_cache_bytes``. ``backend`` picks the system
-    of record: embedded SQLite in ``data_dir``, or PostgreSQL at ``dsn`` (issue 8; the derived
-    indexes still live in ``data_dir``).
+    of record: embedded SQLite in ``data_dir``, or PostgreSQL at ``dsn`` (issue 8). On PostgreSQL,
+    ``pg_recall`` says where recall runs: ``"database"`` (pgvector HNSW and BM25 in SQL: no
+    in-memory index to build on open or to catch up; docs/postgres.md) or ``"memory"`` (derived
+    indexes in ``data_dir``, as on SQLite).
     """
 
     data_dir: Path = Path("rcpkit-data")
     backend: BackendChoice = "sqlite"
     dsn: str | None = None
+    pg_recall: RecallChoice = "database"
     embedder: EmbedderChoice = "minilm"
     hashing_dimension: int = 64
     onnx_model_path: Path | None = None

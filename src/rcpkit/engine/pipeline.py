@@ -4,7 +4,10 @@
 and two derived in-memory indexes (lexical BM25 and dense vectors) keyed by the
 store's chunk rowids. ``search`` runs recall → fuse → rerank → diversify → pack
 at one pinned snapshot (§7.7.1); writes are serialised and only *published*
-once their rows are in both indexes, so a read never sees half a write.
+once their rows are in both indexes, so a read never sees half a write. A store that
+searches by itself (:class:`~rcpkit.engine.store.DatabaseSearch`: PostgreSQL with
+``pg_recall = "database"``) replaces both indexes: recall then runs in the database at the
+snapshot, and the engine builds, catches up and saves no index.
 
 Thread safety: any number of concurrent reads; writes serialise on a lock and
 mutate the indexes under the exclusive side of a readers/writer lock.
@@ -61,6 +64,7 @@ from rcpkit.engine.rerank import CrossEncoderReranker, LateInteractionReranker, 
 from rcpkit.engine.store import (
     ChunkRecord,
     ChunkWrite,
+    DatabaseSearch,
     DocumentWrite,
     FeedbackRecord,
     SqliteStore,
@@ -89,7 +93,7 @@ from rcpkit.protocol.errors import (
     OptionUnsupported,
     PayloadTooLarge,
 )
-from rcpkit.protocol.filters import OPERATORS, parse_date, validate
+from rcpkit.protocol.filters import OPERATORS, FilterNode, parse_date, validate
 
 __all__ = ["MODES", "STAGES", "Engine", "Progress"]
 
@@ -175,6 +179,11 @@ class Engine:
                  rerankers: Mapping[str, Reranker]) -> None:
         self.config = config
         self._store = store
+        if config.pg_recall not in ("database", "memory"):
+            raise ValueError(f"pg_recall must be database or memory, not {config.pg_recall!r}")
+        # A store that searches by itself (PostgreSQL) may replace the in-memory indexes.
+        self._database = (store if config.pg_recall == "database"
+                          and isinstance(store, DatabaseSearch) else None)
         self._embedder = embedder
         self._rerankers = dict(rerankers)
         self._write_lock = threading.Lock()
@@ -418,6 +427,8 @@ class Engine:
     def _load_indexes(self) -> None:
         """Load persisted indexes and catch up from the write log; rebuild when they cannot
         be trusted (missing, corrupt, foreign, or ahead of the record)."""
+        if self._database is not None:
+            return
         try:
             with self._indexes_locked(exclusive=False):
                 saved = self._saved_state()
@@ -474,6 +485,8 @@ class Engine:
             self._columns = columns
 
     def _catch_up(self) -> None:
+        if self._database is not None:
+            return
         delta = self._store.delta_since(self._log_position)
         batches = list(self._store.iter_rows(delta.added)) if delta.added else []
         filter_rows = [self._filter_rows(batch.rowids) for batch in batches]
@@ -503,6 +516,8 @@ class Engine:
     def _save_indexes(self) -> None:
         """Persist both indexes with the log position they reflect; ``CURRENT`` flips last.
         Skipped when another process already saved a state at least as recent."""
+        if self._database is not None:
+            return
         with self._indexes_locked(exclusive=True):
             saved = self._saved_state()
             if saved is None or saved[1] < self._log_position:
@@ -630,32 +645,20 @@ class Engine:
 
     def _recall(self, request: SearchRequest, plan: _Plan,
                 query_vector: npt.NDArray[np.float32]) -> tuple[list[_Candidate], int]:
-        """Dense and/or lexical recall at the snapshot, with filters as rowid masks (§8)."""
+        """Dense and/or lexical recall at the snapshot, under the filter (§8)."""
         tree = (validate(request.filter, plan.schema, OPERATORS)
                 if request.filter is not None else None)
         with self._index_lock.reading():
             seq = self._parse_version(plan.pinned) if plan.pinned else self._published
-            visible = self._visible_mask(seq)
-            allow = visible
-            if tree is not None:
-                allow = visible & self._columns.mask(tree, len(visible), plan.schema)
-            dense_hits: dict[int, float] = {}
-            sparse_hits: dict[int, float] = {}
-            if request.mode in ("dense", "hybrid"):
-                # §7.7.1: a seeded or pinned request must not depend on which HNSW graph a
-                # background build has published, so it takes the exact path.
-                exact = request.seed is not None or plan.pinned is not None
-                rowids, scores = self._dense.search(query_vector, plan.candidate_k, allow=allow,
-                                                    exact=exact)
-                dense_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
-            if request.mode in ("sparse", "hybrid"):
-                rowids, scores = self._lexical.search(request.query, plan.candidate_k,
-                                                      visible=visible, allow=allow)
-                sparse_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+            dense_hits, sparse_hits = (self._memory_recall(request, plan, query_vector, tree, seq)
+                                       if self._database is None else
+                                       self._database_recall(self._database, request, plan,
+                                                             query_vector, tree, seq))
             wanted = list(dict.fromkeys([*dense_hits, *sparse_hits]))
             records = self._store.chunks(wanted)
             order = [rowid for rowid in wanted if rowid in records]
-            vectors = self._dense.get(np.asarray(order, dtype=np.int64))
+            vectors = (self._database.vectors(order) if self._database is not None
+                       else self._dense.get(np.asarray(order, dtype=np.int64)))
             if seq < self._store.gc_floor():
                 # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
                 raise BackendUnavailable("indexVersion was garbage-collected during the read")
@@ -669,6 +672,43 @@ class Engine:
             first = dense_hits.get(rowid, sparse_hits.get(rowid, 0.0))
             candidates.append(_Candidate(records[rowid], vectors[position], first, scores_of))
         return candidates, seq
+
+    def _memory_recall(self, request: SearchRequest, plan: _Plan,
+                       query_vector: npt.NDArray[np.float32], tree: FilterNode | None,
+                       seq: int) -> tuple[dict[int, float], dict[int, float]]:
+        """Recall from the in-memory indexes; snapshot and filter become rowid masks."""
+        visible = self._visible_mask(seq)
+        allow = visible
+        if tree is not None:
+            allow = visible & self._columns.mask(tree, len(visible), plan.schema)
+        dense_hits: dict[int, float] = {}
+        sparse_hits: dict[int, float] = {}
+        if request.mode in ("dense", "hybrid"):
+            rowids, scores = self._dense.search(query_vector, plan.candidate_k, allow=allow,
+                                                exact=_exact_dense(request, plan))
+            dense_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+        if request.mode in ("sparse", "hybrid"):
+            rowids, scores = self._lexical.search(request.query, plan.candidate_k,
+                                                  visible=visible, allow=allow)
+            sparse_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+        return dense_hits, sparse_hits
+
+    @staticmethod
+    def _database_recall(database: DatabaseSearch, request: SearchRequest, plan: _Plan,
+                         query_vector: npt.NDArray[np.float32], tree: FilterNode | None,
+                         seq: int) -> tuple[dict[int, float], dict[int, float]]:
+        """Recall computed by the store's database at the snapshot, under the filter compiled
+        to SQL (§7.7, §8); no in-memory index is involved."""
+        dense_hits: dict[int, float] = {}
+        sparse_hits: dict[int, float] = {}
+        if request.mode in ("dense", "hybrid"):
+            rowids, scores = database.dense_search(query_vector, plan.candidate_k, seq, tree,
+                                                   exact=_exact_dense(request, plan))
+            dense_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+        if request.mode in ("sparse", "hybrid"):
+            rowids, scores = database.lexical_search(request.query, plan.candidate_k, seq, tree)
+            sparse_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+        return dense_hits, sparse_hits
 
     def _visible_mask(self, seq: int) -> BoolMask:
         with self._masks_lock:
@@ -960,6 +1000,12 @@ class _Prepared:
                                text=p.chunk.text, context=p.context,
                                headings=tuple(p.chunk.headings), vector=vector)
                     for p, vector in zip(self.pieces, vectors, strict=True)])
+
+
+def _exact_dense(request: SearchRequest, plan: _Plan) -> bool:
+    """§7.7.1: a seeded or pinned request must not depend on which HNSW graph a background
+    build has published (or later inserts have reshaped), so it takes the exact path."""
+    return request.seed is not None or plan.pinned is not None
 
 
 def _doc_id_of(hit_id: str) -> str:

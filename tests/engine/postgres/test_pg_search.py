@@ -158,3 +158,21 @@ def test_hnsw_index_path_keeps_recall_with_filters(loaded_dsn: str) -> None:
                                                                   allowed)[:10])) / 10)
     assert np.mean(recalls) >= 0.9
     forced.close()
+
+
+@pytest.mark.parametrize("seq", [1, 2])
+def test_exact_dense_search_bypasses_the_graph(loaded_dsn: str, seq: int) -> None:
+    """A pinned or seeded request asks for ``exact`` (§7.7.1): the exact ranking at that
+    snapshot even where the graph would be used, here for every query."""
+    store = PostgresStore(loaded_dsn, exact_filtered=0)
+    tree = validate({"field": "part", "op": "eq", "value": "even"}, store.field_types())
+    allowed = set(store.filter_rowids(tree, seq).tolist())
+    rng = np.random.default_rng(13)
+    for _ in range(5):
+        query = rng.normal(size=DIMENSION).astype(np.float32)
+        query /= np.linalg.norm(query)
+        rowids, _ = store.dense_search(query, 50, seq, exact=True)
+        assert rowids.tolist() == exact_dense(store, query, seq)[:50]
+        rowids, _ = store.dense_search(query, 50, seq, tree, exact=True)
+        assert rowids.tolist() == exact_dense(store, query, seq, allowed)[:50]
+    store.close()

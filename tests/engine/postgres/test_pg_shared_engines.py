@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from engine.test_pipeline import CORPUS, make_config
 from engine.wire.engine_wire import HASHING_CONFIG, HttpEngine, make_data_dir
 from rcpkit.engine.embedding import HashingEmbedder
@@ -19,10 +21,12 @@ def ids(engine: Engine, query: str, **options: object) -> set[str]:
     return {hit.doc_id for hit in engine.search(SearchRequest(query, k=20, **options)).hits}
 
 
-def test_two_engines_on_one_database_see_each_others_writes(pg_dsn: str,
-                                                            tmp_path: Path) -> None:
-    first, second = (Engine(make_config(tmp_path / name), PostgresStore.open(pg_dsn),
-                            HashingEmbedder(64), {}) for name in ("one", "two"))
+@pytest.mark.parametrize("recall", ["database", "memory"])
+def test_two_engines_on_one_database_see_each_others_writes(pg_dsn: str, tmp_path: Path,
+                                                            recall: str) -> None:
+    first, second = (Engine(make_config(tmp_path / name, pg_recall=recall),
+                            PostgresStore.open(pg_dsn), HashingEmbedder(64), {})
+                     for name in ("one", "two"))
     added = first.add(CORPUS)
     assert "bees" in ids(second, "honeybees dance")
     second.delete(["bees"])

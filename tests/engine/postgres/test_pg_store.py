@@ -131,3 +131,22 @@ def test_a_lost_connection_is_backend_unavailable_then_recovers(store: PostgresS
     with pytest.raises(BackendUnavailable):
         store.write([doc("b")], [])
     assert store.write([doc("b")], []).seq == 2
+
+
+def test_a_bulk_load_refreshes_planner_statistics(store: PostgresStore, pg_dsn: str) -> None:
+    """Without statistics the BM25 join plans badly; the store runs ``ANALYZE`` itself after
+    its first thousand chunks rather than wait for autovacuum (docs/postgres.md)."""
+
+    def manual_analyses() -> int:
+        with psycopg.connect(pg_dsn) as db:
+            row = db.execute("SELECT analyze_count FROM pg_stat_user_tables "
+                             "WHERE relid = 'postings'::regclass").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    store.write([doc("a", chunks=999)], [])
+    assert manual_analyses() == 0
+    store.write([doc("b")], [])
+    assert manual_analyses() == 1
+    store.write([doc("c", chunks=10)], [])
+    assert manual_analyses() == 1

@@ -3,6 +3,7 @@
 from .base import (
     ChunkRecord,
     ChunkWrite,
+    DatabaseSearch,
     DocumentWrite,
     FeedbackRecord,
     IndexDelta,
@@ -17,6 +18,7 @@ from .sqlite import SqliteStore
 __all__ = [
     "ChunkRecord",
     "ChunkWrite",
+    "DatabaseSearch",
     "DocumentWrite",
     "FeedbackRecord",
     "IndexDelta",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -26,10 +26,12 @@ from rcpkit.protocol.filters import FilterNode
 __all__ = [
     "ChunkRecord",
     "ChunkWrite",
+    "DatabaseSearch",
     "DocumentWrite",
     "FeedbackRecord",
     "IndexDelta",
     "RowBatch",
+    "ScoredRows",
     "Store",
     "StoreCounts",
     "WriteOutcome",
@@ -37,6 +39,7 @@ __all__ = [
 ]
 
 RowIds = npt.NDArray[np.int64]
+ScoredRows = tuple[RowIds, npt.NDArray[np.float32]]
 
 
 def indexed_text(context: str, text: str) -> str:
@@ -260,3 +263,22 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def poison_counts(self, up_to: int) -> dict[str, int]:
         """Document id → ``poisonSuspected`` signals recorded up to the mark ``up_to``."""
+
+
+@runtime_checkable
+class DatabaseSearch(Protocol):
+    """Recall computed by the database itself, at a snapshot and under a §8 filter (§7.7).
+
+    A store offering it lets the engine recall without in-memory indexes (issue 8)."""
+
+    def dense_search(self, query: npt.NDArray[np.float32], k: int, seq: int,
+                     node: FilterNode | None = None, *, exact: bool = False) -> ScoredRows:
+        """Top ``k`` rows by cosine similarity to ``query``, best first; ``exact`` forbids
+        approximate search, so the result depends on the snapshot only (§7.7.1)."""
+
+    def lexical_search(self, query: str, k: int, seq: int,
+                       node: FilterNode | None = None) -> ScoredRows:
+        """Top ``k`` rows by lexical relevance (only scores > 0), best first."""
+
+    def vectors(self, rowids: Sequence[int]) -> npt.NDArray[np.float32]:
+        """Stored vectors of ``rowids`` in that order (for MMR and ``includeVectors``)."""

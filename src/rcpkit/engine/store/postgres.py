@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import secrets
 import struct
 import threading
@@ -26,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -41,20 +42,21 @@ from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
 from .base import (
     ChunkRecord,
+    DatabaseSearch,
     DocumentWrite,
     FeedbackRecord,
     IndexDelta,
     RowBatch,
     RowIds,
+    ScoredRows,
     Store,
     StoreCounts,
     WriteOutcome,
     indexed_text,
 )
 
-__all__ = ["DatabaseSearch", "LexicalRanking", "PostgresStore", "ScoredRows"]
+__all__ = ["DatabaseSearch", "LexicalRanking", "PostgresStore"]
 
-ScoredRows = tuple[RowIds, npt.NDArray[np.float32]]
 LexicalRanking = Literal["bm25", "tsvector"]
 
 _TABLES = ("settings", "documents", "chunks", "postings", "versions", "write_log",
@@ -139,6 +141,9 @@ CREATE INDEX feedback_poison ON feedback(doc_id) WHERE poison_suspected;
 _VISIBLE = "c.added_seq <= %s AND (c.deleted_seq IS NULL OR c.deleted_seq > %s)"
 _CHUNK_COLUMNS = ("c.chunk_id, c.doc_id, c.idx, c.start_offset, c.end_offset, c.text, "
                   "c.context, c.headings, d.meta, d.filter_meta")
+_ANALYZE_MIN_ROWS = 1000
+"""Chunks a process adds (and at least a fifth of those it has seen) before it refreshes the
+planner statistics itself."""
 _BM25_K1 = 1.2
 _BM25_B = 0.75
 # BM25 as the embedded LexicalIndex computes it: N, average length and document frequencies
@@ -177,22 +182,6 @@ def _database_errors(method: _Method) -> _Method:
             raise BackendUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
 
     return cast(_Method, guarded)
-
-
-@runtime_checkable
-class DatabaseSearch(Protocol):
-    """Recall computed by the database itself, at a snapshot and under a §8 filter (§7.7)."""
-
-    def dense_search(self, query: npt.NDArray[np.float32], k: int, seq: int,
-                     node: FilterNode | None = None) -> ScoredRows:
-        """Top ``k`` rows by cosine similarity to ``query``, best first."""
-
-    def lexical_search(self, query: str, k: int, seq: int,
-                       node: FilterNode | None = None) -> ScoredRows:
-        """Top ``k`` rows by lexical relevance (only scores > 0), best first."""
-
-    def vectors(self, rowids: Sequence[int]) -> npt.NDArray[np.float32]:
-        """Stored vectors of ``rowids`` in that order (for MMR and ``includeVectors``)."""
 
 
 class _VectorDumper(Dumper):
@@ -236,6 +225,8 @@ class PostgresStore(Store):
         self._connections: list[psycopg.Connection[Any]] = []
         self._connections_lock = threading.Lock()
         self._writer_lock = threading.Lock()
+        self._analyzed_rows = 0
+        self._unanalyzed_rows = 0
         try:
             self._create_schema()
             self._writer = self._connect()
@@ -415,7 +406,25 @@ class PostgresStore(Store):
                     "ON CONFLICT (key) DO UPDATE SET reply = EXCLUDED.reply, seq = EXCLUDED.seq, "
                     "at = EXCLUDED.at",
                     (idempotency_key, json.dumps(dict(reply)), seq, time.time()))
+        self._refresh_statistics(len(added))
         return WriteOutcome(seq=seq, added_rowids=added, changed_ids=changed, deleted=deleted)
+
+    def _refresh_statistics(self, added_rows: int) -> None:
+        """``ANALYZE`` once this process has added enough chunks since it last did: on stale
+        planner statistics the BM25 join of :meth:`lexical_search` runs several times slower
+        (docs/postgres.md), and autovacuum may take a minute to notice a bulk load. The write
+        has committed: a failure here is logged, not reported."""
+        with self._writer_lock:
+            self._unanalyzed_rows += added_rows
+            if self._unanalyzed_rows < max(_ANALYZE_MIN_ROWS, self._analyzed_rows // 5):
+                return
+            self._analyzed_rows += self._unanalyzed_rows
+            self._unanalyzed_rows = 0
+            try:
+                self._writer.execute("ANALYZE chunks, postings, documents")
+            except psycopg.Error:
+                logging.getLogger(__name__).warning("ANALYZE after a write failed",
+                                                    exc_info=True)
 
     def _log(self, db: psycopg.Connection[Any], seq: int, kind: str, at: float,
              doc_ids: list[str], added: list[int], removed: list[int]) -> None:
@@ -612,19 +621,21 @@ class PostgresStore(Store):
 
     @_database_errors
     def dense_search(self, query: npt.NDArray[np.float32], k: int, seq: int,
-                     node: FilterNode | None = None) -> ScoredRows:
-        """Cosine top ``k``. Exact when at most ``exact_filtered`` chunks are eligible (a
-        small snapshot or a selective filter); otherwise pgvector HNSW, forced over the
-        planner's choice, with iterative scans so that visibility and filters do not starve
-        the result (pgvector ≥ 0.8). Ties go to the smaller rowid."""
+                     node: FilterNode | None = None, *, exact: bool = False) -> ScoredRows:
+        """Cosine top ``k``. Exact when asked (``exact``: a pinned snapshot must not depend
+        on the HNSW graph, which later inserts reshape, §7.7.1) or when at most
+        ``exact_filtered`` chunks are eligible (a small snapshot or a selective filter);
+        otherwise pgvector HNSW, forced over the planner's choice, with iterative scans so
+        that visibility and filters do not starve the result (pgvector ≥ 0.8). Ties go to
+        the smaller rowid."""
         vector = np.asarray(query, dtype=np.float32)
         params: list[Any] = [seq, seq]
         where = self._where(node, params)
         db = self._reader()
         eligible = [row[0] for row in db.execute(
             f"SELECT c.chunk_id FROM chunks c {where} LIMIT %s",
-            [*params, self._exact_filtered + 1])]
-        if len(eligible) <= self._exact_filtered:
+            [*params, None if exact else self._exact_filtered + 1])]
+        if exact or len(eligible) <= self._exact_filtered:
             # Ordering by the score expression cannot use the index: an exact scan.
             return _ranked(db.execute(
                 "SELECT chunk_id, 1 - (embedding <=> %s) AS score FROM chunks "
