@@ -66,6 +66,9 @@ class EngineConfig:
     poison_penalty: float = 0.5
     index_save_every: int = 200
     rerank_passage_tokens: int | None = 128
+    default_rerank_top_n: int = 20
+    """Candidates reranked when a request names a reranker without ``topN`` (at least k):
+    reranking all of candidateK costs 5× more for no measured gain (docs/benchmarks.md)."""
     rerank_cache_bytes: int = 128 * 2**20
 
     @classmethod

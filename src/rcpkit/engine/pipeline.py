@@ -628,7 +628,8 @@ class Engine:
         candidate_k = min(max(wanted, k), max_k)
         top_n = 0
         if request.rerank is not None:
-            top_n = min(max(request.rerank.top_n or candidate_k, k), candidate_k)
+            wanted_top_n = request.rerank.top_n or self.config.default_rerank_top_n
+            top_n = min(max(wanted_top_n, k), candidate_k)
         fingerprint = _fingerprint(request, self._store.secret)
         plan = _Plan(k=k, candidate_k=candidate_k, top_n=top_n, offset=0,
                      fingerprint=fingerprint, pinned=request.index_version, notes=tuple(notes),
