@@ -460,3 +460,32 @@ def test_seeded_and_pinned_dense_recall_is_exact_while_the_graph_builds(
         assert calls == [True, True, False]
         assert dense.wait_for_graph(60) and dense.uses_graph
         assert ids(opened.search(query)) == seeded
+
+
+def test_paging_a_graph_served_query_visits_its_first_ranking_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """§10 above the HNSW threshold: the first page is recalled approximately, and its
+    cursor pages replay those very candidates instead of an exact recall, which could rank
+    differently from the graph."""
+    with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as eng:
+        eng.add([DocumentIn(f"note {i} about {'bees' if i % 3 else 'soil'} and weather {i % 7}",
+                            id=f"n{i}") for i in range(400)])
+        assert eng._dense.wait_for_graph(120) and eng._dense.uses_graph
+        whole = ids(eng.search(SearchRequest("bees and weather", k=60, candidate_k=60,
+                                             mode="dense")))
+        recalls: list[str] = []
+        recall = eng._recall
+
+        def counted(request: SearchRequest, *args: Any) -> Any:
+            recalls.append(request.cursor or "first page")
+            return recall(request, *args)
+
+        monkeypatch.setattr(eng, "_recall", counted)
+        page = eng.search(SearchRequest("bees and weather", k=7, candidate_k=60, mode="dense"))
+        seen = ids(page)
+        while page.next_cursor:
+            page = eng.search(SearchRequest("bees and weather", k=7, candidate_k=60,
+                                            mode="dense", cursor=page.next_cursor))
+            seen.extend(ids(page))
+        assert seen == whole
+        assert recalls == ["first page"]

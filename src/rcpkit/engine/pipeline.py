@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -94,6 +94,9 @@ from rcpkit.protocol.errors import (
     PayloadTooLarge,
 )
 from rcpkit.protocol.filters import OPERATORS, FilterNode, parse_date, validate
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 __all__ = ["MODES", "STAGES", "Engine", "Progress"]
 
@@ -196,8 +199,10 @@ class Engine:
         self._schema = store.field_types()
         self._poisoned = self._poisoned_documents(store.feedback_position())
         self._writes_since_save = 0
-        self._masks: OrderedDict[int, BoolMask] = OrderedDict()
-        self._masks_lock = threading.Lock()
+        self._masks: _Recent[int, BoolMask] = _Recent(8)
+        self._recalled: _Recent[tuple[str, str], tuple[list[_Candidate], int]] = _Recent(64)
+        """First pages recalled approximately (HNSW), kept so their cursor pages replay the
+        very same candidates instead of an exact recall that could differ (§10)."""
         self._sessions: dict[str, tuple[float, set[str]]] = {}
         self._sessions_lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
@@ -502,8 +507,7 @@ class Engine:
                 self._dense.add(rowids, batch.vectors)
                 self._columns.add(filtered, metas)
             self._log_position = delta.position
-        with self._masks_lock:
-            self._masks.clear()
+        self._masks.clear()
 
     def _filter_rows(self, rowids: Sequence[int]
                      ) -> tuple[list[int], list[Mapping[str, Any]]]:
@@ -559,7 +563,9 @@ class Engine:
                 progress(name, fraction, partial)
 
         query_vector = self._embedder.embed([request.query], "query")[0]
-        candidates, seq = self._recall(request, plan, query_vector)
+        replayed = (self._recalled.get((plan.fingerprint, plan.pinned))
+                    if request.cursor is not None and plan.pinned is not None else None)
+        candidates, seq = replayed or self._recall(request, plan, query_vector)
         leading = sorted(candidates, key=lambda c: -c.score)[:plan.k]
         stage("recall", 0.3, [self._hit(c, request, query_vector) for c in leading])
         ranked = self._fuse(request, candidates)
@@ -587,6 +593,9 @@ class Engine:
         next_cursor = (self._cursor(_CursorState(seq, end, plan.now_ms, plan.poisoned.mark),
                                     plan.fingerprint)
                        if page and end < len(ranked) else None)
+        if (next_cursor is not None and request.cursor is None and request.mode != "sparse"
+                and not _exact_dense(request, plan)):
+            self._recalled.put((plan.fingerprint, self.version_token(seq)), (candidates, seq))
         if request.session_id is not None:
             self._remember(request.session_id, [hit.id for hit in page])
         stage("pack", 1.0)
@@ -712,17 +721,12 @@ class Engine:
         return dense_hits, sparse_hits
 
     def _visible_mask(self, seq: int) -> BoolMask:
-        with self._masks_lock:
-            cached = self._masks.get(seq)
-            if cached is not None:
-                self._masks.move_to_end(seq)
-                return cached
+        cached = self._masks.get(seq)
+        if cached is not None:
+            return cached
         rowids = self._store.visible_rowids(seq)
         mask = _mask(rowids, int(rowids.max()) + 1 if len(rowids) else 0)
-        with self._masks_lock:
-            self._masks[seq] = mask
-            while len(self._masks) > 8:
-                self._masks.popitem(last=False)
+        self._masks.put(seq, mask)
         return mask
 
     def _fuse(self, request: SearchRequest, candidates: list[_Candidate]) -> list[_Candidate]:
@@ -1001,6 +1005,33 @@ class _Prepared:
                                text=p.chunk.text, context=p.context,
                                headings=tuple(p.chunk.headings), vector=vector)
                     for p, vector in zip(self.pieces, vectors, strict=True)])
+
+
+class _Recent(Generic[K, V]):
+    """A thread-safe map keeping the ``size`` most recently used entries."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
 
 
 def _exact_dense(request: SearchRequest, plan: _Plan) -> bool:
