@@ -14,14 +14,14 @@ Versions (MVCC): every write bumps a global sequence ``seq``. A chunk row carrie
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from rcpkit.protocol.filters import FilterNode
+from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
 __all__ = [
     "ChunkRecord",
@@ -35,6 +35,7 @@ __all__ = [
     "Store",
     "StoreCounts",
     "WriteOutcome",
+    "compile_filter",
     "indexed_text",
 ]
 
@@ -282,3 +283,16 @@ class DatabaseSearch(Protocol):
 
     def vectors(self, rowids: Sequence[int]) -> npt.NDArray[np.float32]:
         """Stored vectors of ``rowids`` in that order (for MMR and ``includeVectors``)."""
+
+
+def compile_filter(node: FilterNode, leaf: Callable[[Condition], str]) -> str:
+    """A §8 tree as one SQL boolean expression: the combinators are the same in every SQL
+    backend, ``leaf`` writes one condition in the backend's dialect and appends its values
+    to the query's bound parameters — never into the text (§15.4)."""
+    if isinstance(node, All):
+        return " AND ".join(f"({compile_filter(c, leaf)})" for c in node.children)
+    if isinstance(node, AnyOf):
+        return " OR ".join(f"({compile_filter(c, leaf)})" for c in node.children)
+    if isinstance(node, Not):
+        return f"NOT ({compile_filter(node.child, leaf)})"
+    return leaf(node)

@@ -38,7 +38,7 @@ from psycopg.types import TypeInfo
 
 from rcpkit.engine.text import Analyzer
 from rcpkit.protocol.errors import BackendUnavailable
-from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
+from rcpkit.protocol.filters import Condition, FilterNode
 
 from .base import (
     ChunkRecord,
@@ -52,6 +52,7 @@ from .base import (
     Store,
     StoreCounts,
     WriteOutcome,
+    compile_filter,
     indexed_text,
 )
 
@@ -762,13 +763,7 @@ def _row_batch(rows: Sequence[Any]) -> RowBatch:
 
 def _compile(node: FilterNode, known: Mapping[str, str], params: list[Any]) -> str:
     """A boolean SQL expression over ``d.filter_meta`` that is never NULL."""
-    if isinstance(node, All):
-        return " AND ".join(f"({_compile(c, known, params)})" for c in node.children)
-    if isinstance(node, AnyOf):
-        return " OR ".join(f"({_compile(c, known, params)})" for c in node.children)
-    if isinstance(node, Not):
-        return f"NOT ({_compile(node.child, known, params)})"
-    return _condition(node, known, params)
+    return compile_filter(node, lambda condition: _condition(condition, known, params))
 
 
 def _condition(cond: Condition, known: Mapping[str, str], params: list[Any]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
+from rcpkit.protocol.filters import Condition, FilterNode
 
 from .base import (
     ChunkRecord,
@@ -32,6 +32,7 @@ from .base import (
     Store,
     StoreCounts,
     WriteOutcome,
+    compile_filter,
     indexed_text,
 )
 
@@ -459,13 +460,7 @@ class _Transaction:
 # ── §8 filter compilation (bound parameters only, §15.4) ───────────────────
 
 def _compile(node: FilterNode, known: Mapping[str, str], params: list[Any]) -> str:
-    if isinstance(node, All):
-        return " AND ".join(f"({_compile(c, known, params)})" for c in node.children)
-    if isinstance(node, AnyOf):
-        return " OR ".join(f"({_compile(c, known, params)})" for c in node.children)
-    if isinstance(node, Not):
-        return f"NOT ({_compile(node.child, known, params)})"
-    return _condition(node, known, params)
+    return compile_filter(node, lambda condition: _condition(condition, known, params))
 
 
 def _condition(cond: Condition, known: Mapping[str, str], params: list[Any]) -> str:
