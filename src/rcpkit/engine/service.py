@@ -109,9 +109,11 @@ def _sparse_encoder() -> SparseEncoder | None:
 def capabilities(engine: Engine, sparse: SparseEncoder | None) -> dict[str, dict[str, Any]]:
     """Honest §6 capabilities from what ``engine`` is configured with.
 
-    ``scoreFloor`` is advertised for the default mode and fusion only (hybrid RRF: a sum of
-    non-negative reciprocal ranks, so never below 0, §6.1); other modes have other scales, which
-    is why ``scoreScale`` is ``unbounded``.
+    ``scoreFloor`` (§6.1) must hold whatever the query and the request's mode: dense scores
+    are cosines of unit vectors (≥ -1), BM25 and every fused score are ≥ 0, ColBERT MaxSim
+    is a mean of cosines (≥ -1), and recency/poison factors only shrink a score towards 0,
+    so -1.0 bounds them all. A cross-encoder's logits have no floor: with one configured the
+    floor is omitted. The scales differ per mode, hence ``scoreScale: unbounded``.
     """
     described = engine.describe()
     retrieve: dict[str, Any] = {
@@ -121,8 +123,8 @@ def capabilities(engine: Engine, sparse: SparseEncoder | None) -> dict[str, dict
         "tokenBudget": described.token_budget, "confidence": described.confidence,
         "scoreScale": "unbounded", "defaultMode": described.default_mode,
         "deterministic": described.deterministic, "snapshots": described.snapshots}
-    if described.default_mode == "hybrid":
-        retrieve["scoreFloor"] = 0.0
+    if "cross-encoder" not in described.rerank_methods:
+        retrieve["scoreFloor"] = -1.0
     caps: dict[str, dict[str, Any]] = {
         "retrieve": retrieve,
         "embed": {"dimension": described.embed_dimension, "identity": described.embed_identity,
