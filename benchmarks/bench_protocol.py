@@ -64,14 +64,14 @@ uvicorn.run(create_app(build_server()), host="127.0.0.1", port=int(sys.argv[1]),
 OURS_HTTP_WORKERS = """
 import sys
 from rcpkit.server.example import SAMPLE_DOCUMENTS, build_server
-from rcpkit.transports.http import MULTIPROCESS_SAFE, serve_http
+from rcpkit.transports.http import serve_http
 
 def read_only():
     server = build_server(SAMPLE_DOCUMENTS)
     for method in ("index/add", "index/delete"):  # nothing a request changes remains
         del server.handlers[method]
     del server.capabilities["index"]
-    setattr(server, MULTIPROCESS_SAFE, True)
+    server.multiprocess_safe = True
     return server
 
 sys.exit(serve_http(read_only, "127.0.0.1", int(sys.argv[1]), workers=int(sys.argv[2])))
