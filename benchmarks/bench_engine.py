@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 import numpy as np
-from _common import LookupEmbedder, ingest, open_engine, percentiles, stamp, unit_vectors
+from _common import LookupEmbedder, ingest, open_engine, percentiles, stamp, timed, unit_vectors
 from bench_dense import numpy_top_k
 from bench_lexical import Bm25s, synthetic_corpus
 
@@ -143,15 +143,6 @@ class SizeResult:
     disk_per_chunk: float = 0.0
 
 
-def _timed(calls: Sequence[Callable[[], object]]) -> tuple[float, float, float]:
-    samples = []
-    for call in calls:
-        start = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - start) * 1000)
-    return percentiles(samples)
-
-
 async def _timed_async(calls: Sequence[Callable[[], Awaitable[object]]]
                        ) -> tuple[float, float, float]:
     samples = []
@@ -205,7 +196,7 @@ async def bench_size(size: int, query_count: int, work: Path, seed: int,
     engine = open_engine(data, corpus.embedder())
     for mode in MODES:
         engine.search(SearchRequest(**_request(queries[0], mode)))
-        result.latency[f"{mode}/in-process"] = _timed([
+        result.latency[f"{mode}/in-process"] = timed([
             lambda q=query, m=mode: engine.search(SearchRequest(**_request(q, m)))
             for query in queries])
     engine.close()
@@ -218,8 +209,8 @@ async def bench_size(size: int, query_count: int, work: Path, seed: int,
 
     analyzer = Analyzer()
     bm25 = Bm25s(analyzer, analyzer.tokens_batch(corpus.texts))
-    sparse = _timed([lambda q=query: bm25.search(q, DEPTH) for query in queries])
-    dense = _timed([lambda v=vector: numpy_top_k(corpus.vectors, v, DEPTH, None)
+    sparse = timed([lambda q=query: bm25.search(q, DEPTH) for query in queries])
+    dense = timed([lambda v=vector: numpy_top_k(corpus.vectors, v, DEPTH, None)
                     for vector in corpus.query_vectors[:query_count]])
     result.latency["sparse/baseline"] = sparse
     result.latency["dense/baseline"] = dense

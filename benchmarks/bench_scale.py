@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -43,9 +43,9 @@ from _common import (
     ingest,
     open_engine,
     peak_rss_bytes,
-    percentiles,
     rss_bytes,
     stamp,
+    timed,
     unit_vectors,
 )
 from bench_dense import numpy_top_k
@@ -81,16 +81,6 @@ class SizeResult:
     peak_rss_bytes: int
     latency: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     baseline: dict[str, tuple[float, float, float]] = field(default_factory=dict)
-
-
-def timed(calls: Sequence[Callable[[], object]]) -> tuple[float, float, float]:
-    """p50/p95/p99 in ms of each call, made one after the other."""
-    samples = []
-    for call in calls:
-        start = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - start) * 1000)
-    return percentiles(samples)
 
 
 def bm25s_top_k(baseline: Bm25s, query: str, mask: np.ndarray | None) -> None:

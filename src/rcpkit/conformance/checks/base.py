@@ -349,18 +349,21 @@ def ping_without_params(ctx: Ctx) -> None:
 # -- malformed input (§4, §12) -------------------------------------------------------------
 
 
-@check("bad.parse-error", L0, "12", "invalid JSON yields -32700 with id null")
-def parse_error(ctx: Ctx) -> None:
-    ctx.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping",' + b"\n")
+def _expect_null_id_error(ctx: Ctx, frame: bytes, code: int, expected: str) -> None:
+    """Send a frame no request id can be read from; expect one ``code`` error with id null
+    (over HTTP a 400 status is the transport's equivalent, §5.2)."""
+    ctx.send_raw(frame + b"\n")
     if ctx.kind == "http" and _last_status(ctx) == 400:
         return
-    response = ctx.receive()
-    ctx.expect(
-        isinstance(response, dict)
-        and response.get("id") is None
-        and response.get("error", {}).get("code") == -32700,
-        "error -32700 with id null (§12), or HTTP 400",
-    )
+    reply = ctx.receive()
+    ctx.expect(isinstance(reply, dict) and reply.get("id") is None
+               and reply.get("error", {}).get("code") == code, expected)
+
+
+@check("bad.parse-error", L0, "12", "invalid JSON yields -32700 with id null")
+def parse_error(ctx: Ctx) -> None:
+    _expect_null_id_error(ctx, b'{"jsonrpc":"2.0","id":1,"method":"ping",', -32700,
+                          "error -32700 with id null (§12), or HTTP 400")
 
 
 @check("bad.survives-parse-error", L0, "14.1", "the session continues after invalid JSON")
@@ -602,16 +605,7 @@ def batch_only_notifications(ctx: Ctx) -> None:
 
 @check("batch.empty", L0, "11", "an empty batch yields one non-array -32600 with id null")
 def batch_empty(ctx: Ctx) -> None:
-    ctx.send_raw(b"[]\n")
-    if ctx.kind == "http" and _last_status(ctx) == 400:
-        return
-    reply = ctx.receive()
-    ctx.expect(
-        isinstance(reply, dict)
-        and reply.get("id") is None
-        and reply.get("error", {}).get("code") == -32600,
-        "a single error object -32600 with id null",
-    )
+    _expect_null_id_error(ctx, b"[]", -32600, "a single error object -32600 with id null")
 
 
 @check("batch.invalid-member", L0, "11", "an invalid member yields -32600 (id null); others run")
