@@ -104,6 +104,101 @@ def test_head_and_no_body_statuses(lean: LeanLoopback) -> None:
     assert head.startswith(b"HTTP/1.1 405 ") and rest == b""
 
 
+def _split(reply: bytes) -> list[tuple[bytes, bytes]]:
+    """Consecutive responses (each with a content-length, or a bodiless 204/404 head)."""
+    responses = []
+    while reply:
+        head, _, rest = reply.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length":
+                length = int(value)
+        responses.append((head, rest[:length]))
+        reply = rest[length:]
+    return responses
+
+
+def _without_date(head: bytes) -> list[bytes]:
+    return sorted(line for line in head.split(b"\r\n") if not line.startswith(b"date:"))
+
+
+def test_direct_route_and_asgi_answer_alike(lean: LeanLoopback) -> None:
+    """A POST under the base is answered by the app's direct route unless it carries a query,
+    an escape, ``Expect`` or SSE in ``Accept`` (then ASGI): both must give the same bytes."""
+    bodies = [PING, b'{"jsonrpc":"2.0","method":"notifications/x"}', b"{oops",
+              b'[{"jsonrpc":"2.0","id":"a","method":"ping"}]', b"x" * 5000]
+    route = lean.server.direct
+    assert route is not None
+    assert route.claim(b"POST", b"/rcp/ping", {b"content-length": b"40"}) == "ping"
+    assert route.claim(b"POST", b"/rcp", {b"content-length": b"40"}) == ""
+    for method, target, headers in [
+            (b"POST", b"/rcp/ping?via=asgi", {b"content-length": b"40"}),
+            (b"POST", b"/rcp/ping", {}),
+            (b"POST", b"/rcp/ping", {b"content-length": b"5000"}),  # over max_body_bytes
+            (b"POST", b"/rcp/ping", {b"content-length": b"40", b"accept": b"text/event-stream"}),
+            (b"GET", b"/rcp/ping", {b"content-length": b"40"}), (b"POST", b"/other", {})]:
+        assert route.claim(method, target, headers) is None
+    for body in bodies:
+        path = "/rcp" if body.startswith((b"[", b"x")) else "/rcp/ping"
+        direct = _split(exchange(lean.port, post(path, body)))
+        through_asgi = _split(exchange(lean.port, post(path + "?via=asgi", body)))
+        assert len(direct) == len(through_asgi) == 1
+        assert _without_date(direct[0][0]) == _without_date(through_asgi[0][0])
+        assert direct[0][1] == through_asgi[0][1]
+
+
+def test_pipelined_direct_suspended_and_asgi_requests_keep_their_order(
+        lean: LeanLoopback) -> None:
+    """Requests answered at once, one that waits (a task) and ones left to ASGI (a query,
+    an unknown path) on one connection: answered in the order sent."""
+    def call(i: int, method: str, params: bytes = b"{}") -> bytes:
+        return b'{"jsonrpc":"2.0","id":%d,"method":"%s","params":%s}' % (i, method.encode(),
+                                                                          params)
+    requests = [post("/rcp/ping", call(0, "ping")),
+                post("/rcp/x-test/sleep", call(1, "x-test/sleep", b'{"seconds":0.2}')),
+                post("/rcp/ping?q=1", call(2, "ping")),
+                post("/elsewhere", call(3, "ping")),
+                post("/rcp/ping", call(4, "ping"))]
+    replies = _split(exchange(lean.port, b"".join(requests), until_close=False))
+    assert [head.split(b" ")[1] for head, _ in replies] == [b"200", b"200", b"200", b"404",
+                                                           b"200"]
+    assert [json.loads(body)["id"] for head, body in replies if b" 200 " in head] == [0, 1, 2, 4]
+
+
+def test_idle_connections_close_but_slow_requests_finish() -> None:
+    app = create_app(build_test_server())
+    with LeanLoopback(app, keep_alive_s=0.3) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as conn:
+            started = time.monotonic()
+            assert conn.recv(100) == b""  # closed by the server for idleness
+            assert 0.25 < time.monotonic() - started < 5
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as conn:
+            conn.sendall(post("/rcp/x-test/sleep", b'{"jsonrpc":"2.0","id":7,'
+                              b'"method":"x-test/sleep","params":{"seconds":0.8}}'))
+            reply = b""
+            while b'"id":7' not in reply:
+                chunk = conn.recv(4096)
+                assert chunk, "closed while the request was in flight"
+                reply += chunk
+            assert reply.startswith(b"HTTP/1.1 200 ")
+            assert conn.recv(100) == b""  # and then idle again
+
+
+def test_a_request_whose_client_left_is_cancelled(lean: LeanLoopback) -> None:
+    with socket.create_connection(("127.0.0.1", lean.port), timeout=10) as conn:
+        conn.sendall(post("/rcp/x-test/sleep", b'{"jsonrpc":"2.0","id":1,'
+                          b'"method":"x-test/sleep","params":{"seconds":30}}'))
+        deadline = time.monotonic() + 10
+        while not lean.server.tasks:  # the request waits in the handler
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    deadline = time.monotonic() + 10
+    while lean.server.tasks:  # gone long before its 30 s
+        assert time.monotonic() < deadline, "the abandoned request kept running"
+        time.sleep(0.01)
+
+
 def _serve(*args: str) -> tuple[subprocess.Popen[bytes], int]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -84,7 +84,7 @@ from ..protocol.messages import Request as RpcRequest
 from ..server.context import ServerSession
 from ..server.dispatcher import Dispatcher
 from ..server.framework import Server
-from .httpserver import HttpServer
+from .httpserver import DirectRoute, HttpServer, Reply
 
 __all__ = ["SESSION_HEADER", "SessionPolicy", "create_app", "serve_http"]
 
@@ -215,57 +215,64 @@ class _Endpoint:
                 return body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers: Headers = dict(scope["headers"])
+        """ASGI entry; ``scope["path_params"]["method"]`` is the method named by the path."""
+        reply = await self.answer(scope.get("path_params", {}).get("method"),
+                                  dict(scope["headers"]), receive, send)
+        if reply is not None:
+            await _respond(send, *reply)
+
+    async def answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
+                     stream: Send | None) -> Reply | None:
+        """The reply to one POST, or None once it went out as SSE on ``stream``.
+
+        ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
+        ``stream`` the reply is always buffered. Credentials are checked first, then load
+        (429), then the body; an unexpected failure here is a 500 (``-32603``)."""
         if not self.authorized(headers):
-            await _respond(send, 401, _error_body(Unauthorized("missing or invalid credentials")),
-                           [(b"www-authenticate", b"Bearer")])
-            return
+            return 401, [(b"www-authenticate", b"Bearer")], _error_body(
+                Unauthorized("missing or invalid credentials"))
         if self.pending >= self.max_pending:
-            await _shed(send)
-            return
+            return _SHED
         self.pending += 1
         try:
-            await self.dispatch(scope, headers, receive, send)
+            if not isinstance(body, bytes):
+                received = await self.read_body(headers, body)
+                if received is None:
+                    return self.too_large()
+                body = received
+            return await self.dispatch(path_method, headers, body, stream)
         except ClientDisconnect:
-            pass
+            return None
         except Exception:
             logger.exception("HTTP transport failure")
-            await _respond(send, 500, _error_body(InternalError()))
+            return 500, [], _error_body(InternalError())
         finally:
             self.pending -= 1
 
-    async def dispatch(self, scope: Scope, headers: Headers, receive: Receive,
-                       send: Send) -> None:
-        body = await self.read_body(headers, receive)
-        if body is None:
-            await _respond(send, 413, _error_body(PayloadTooLarge(
-                f"the body exceeds {self.max_body_bytes} bytes",
-                data={"limit": self.max_body_bytes})))
-            return
+    def too_large(self) -> Reply:
+        return 413, [], _error_body(PayloadTooLarge(
+            f"the body exceeds {self.max_body_bytes} bytes", data={"limit": self.max_body_bytes}))
+
+    async def dispatch(self, path_method: str | None, headers: Headers, body: bytes,
+                       stream: Send | None) -> Reply | None:
         parsed = messages.parse(body)
         if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
-            await _respond(send, 400, _error_body(parsed.error))
-            return
-        path_method: str | None = scope.get("path_params", {}).get("method")
+            return 400, [], _error_body(parsed.error)
         token = headers.get(_SESSION_KEY)
         presented = token.decode("latin-1") if token is not None else None
         dispatcher = self.sessions.dispatcher_for(presented)
         if self.sessions.refuses(dispatcher):
-            await _shed(send)
-            return
+            return _SHED
         if self.sessions.policy == "token" and presented is not None \
                 and dispatcher.session.token != presented:
             parsed = _refuse_unknown_session(parsed)
-        if isinstance(parsed, RpcRequest) and self.wants_sse(headers, dispatcher):
-            await self.stream(send, dispatcher, parsed, path_method)
-            return
+        if stream is not None and isinstance(parsed, RpcRequest) \
+                and self.wants_sse(headers, dispatcher):
+            await self.stream(stream, dispatcher, parsed, path_method)
+            return None
         reply = await dispatcher.handle_message(parsed, path_method=path_method)
         self.sessions.after(dispatcher)
-        if reply is None:
-            await send({"type": "http.response.start", "status": 204, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
-        else:
-            await _respond(send, 200, reply)
+        return (204, [], b"") if reply is None else (200, [], reply)
 
     def wants_sse(self, headers: Headers, dispatcher: Dispatcher) -> bool:
         advertised = dispatcher.session.protocol.capabilities or self.server.capabilities
@@ -298,19 +305,23 @@ class _Endpoint:
 
 
 _SESSION_KEY = SESSION_HEADER.lower().encode()
+_JSON = (b"content-type", b"application/json")
+_SHED: Reply = (429, [(b"retry-after", b"1")],
+                _error_body(RateLimited("server busy", retryAfterMs=1000)))
 
 
-async def _respond(send: Send, status: int, body: bytes,
-                   extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode()), *(extra or [])]
+def _headers(status: int, extra: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """A reply's headers besides ``content-length``: JSON unless it is a bodiless 204."""
+    return list(extra) if status == 204 else [_JSON, *extra]
+
+
+async def _respond(send: Send, status: int, extra: list[tuple[bytes, bytes]],
+                   body: bytes) -> None:
+    headers = _headers(status, extra)
+    if status != 204:
+        headers.append((b"content-length", b"%d" % len(body)))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-async def _shed(send: Send) -> None:
-    await _respond(send, 429, _error_body(RateLimited("server busy", retryAfterMs=1000)),
-                   [(b"retry-after", b"1")])
 
 
 async def _send_chunk(send: Send, chunk: bytes) -> None:
@@ -329,10 +340,11 @@ def _refuse_unknown_session(parsed: Any) -> Any:
 
 
 class _RcpApp(Starlette):
-    """Starlette, plus a direct route for the hot path: a POST under ``base`` goes straight
-    to the endpoint, skipping the generic middleware and router (measured: a third of
-    the per-request cost). Everything else, and every request when CORS is on, takes the
-    full Starlette stack (404, 405, OPTIONS preflight, CORS headers)."""
+    """Starlette, plus two shortcuts for the hot path, a POST under ``base``: in any ASGI
+    server it goes straight to the endpoint, skipping the generic middleware and router;
+    under :class:`.httpserver.HttpServer` it is answered as a :class:`.httpserver.DirectRoute`
+    (no ASGI at all) unless it may want SSE. Everything else, and every request when CORS
+    is on, takes the full Starlette stack (404, 405, OPTIONS preflight, CORS headers)."""
 
     def __init__(self, base: str, endpoint: _Endpoint, *, fast_path: bool,
                  **options: Any) -> None:
@@ -341,6 +353,15 @@ class _RcpApp(Starlette):
         self._prefix = base + "/"
         self._endpoint = endpoint
         self._fast_path = fast_path
+        self.direct: DirectRoute | None = self if fast_path else None
+
+    def _route(self, path: str) -> str | None:
+        """``""`` for the base path, the method for ``<base>/<method>``, else None."""
+        if path == self._base:
+            return ""
+        if path.startswith(self._prefix) and len(path) > len(self._prefix):
+            return path[len(self._prefix):]
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._fast_path and scope["type"] == "http" and scope["method"] == "POST":
@@ -348,14 +369,29 @@ class _RcpApp(Starlette):
             root = scope.get("root_path", "")
             if root and path.startswith(root):
                 path = path[len(root):]
-            if path == self._base:
-                await self._endpoint({**scope, "path_params": {}}, receive, send)
-                return
-            if path.startswith(self._prefix) and len(path) > len(self._prefix):
-                params = {"method": path[len(self._prefix):]}
-                await self._endpoint({**scope, "path_params": params}, receive, send)
+            route = self._route(path)
+            if route is not None:
+                scope["path_params"] = {"method": route} if route else {}
+                await self._endpoint(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+    def claim(self, method: bytes, target: bytes, headers: Headers) -> str | None:
+        """:class:`.httpserver.DirectRoute`: a POST to a plain path under ``base`` with a
+        body length within the limit and no SSE in ``Accept``."""
+        if method != b"POST" or b"?" in target or b"%" in target \
+                or b"text/event-stream" in headers.get(b"accept", b""):
+            return None
+        length = headers.get(b"content-length", b"")
+        if not length.isdigit() or int(length) > self._endpoint.max_body_bytes:
+            return None
+        return self._route(target.decode("latin-1"))
+
+    async def answer(self, route: str, headers: Headers, body: bytes) -> Reply:
+        reply = await self._endpoint.answer(route or None, headers, body, None)
+        assert reply is not None, "without a stream every reply is buffered"
+        status, extra, payload = reply
+        return status, _headers(status, extra), payload
 
 
 def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = "stateless",

@@ -11,25 +11,38 @@ uses neither); keep-alive with an idle timeout; pipelined requests answered in
 order; request bodies streamed to the app with back-pressure; ``Expect:
 100-continue``; responses with a ``Content-Length`` or chunked (SSE); graceful stop
 (stop accepting, let in-flight requests finish within a grace period, then close).
+
+Two shortcuts keep a small request cheap (the RCP hot path is a ~40-byte JSON body):
+
+- an app may offer a :class:`DirectRoute` (its ``direct`` attribute): requests it
+  claims from their head are buffered whole and answered as ``(status, headers,
+  body)`` without building ASGI scopes and messages; when its client disconnects, a
+  direct request still running is cancelled (an ASGI app learns of it from
+  ``http.disconnect`` instead);
+- every request runs eagerly, up to its first suspension, from the parser callback;
+  only a request that actually waits becomes a task (what ``asyncio``'s eager task
+  factory does from Python 3.12 on).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import email.utils
 import logging
 import signal
 import socket
 import time
+from collections.abc import Awaitable, Coroutine, Generator
 from http import HTTPStatus
-from typing import Any, cast
+from typing import Any, Protocol, cast
 from urllib.parse import unquote
 
 import httptools
 from starlette.types import ASGIApp, Message
 
-__all__ = ["HttpServer"]
+__all__ = ["DirectRoute", "HttpServer"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -57,14 +70,38 @@ class _DateHeader:
         return self._line
 
 
-class _Exchange:
-    """One request/response on a connection: the ASGI ``receive``/``send`` pair."""
+Reply = tuple[int, list[tuple[bytes, bytes]], bytes]
+"""A buffered response: status, headers (``content-length`` is added), body."""
 
-    def __init__(self, conn: _Connection, scope: dict[str, Any], keep_alive: bool,
-                 expect_continue: bool) -> None:
+
+class DirectRoute(Protocol):
+    """Requests an app answers from a fully buffered body, bypassing ASGI."""
+
+    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
+        """A route key if this request (by its method, raw request target and lower-cased
+        headers) is answered by :meth:`answer`, else None for the ASGI app. Only requests
+        with a ``content-length`` the route accepts may be claimed: the server buffers them."""
+
+    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Awaitable[Reply]:
+        """The response to a claimed request."""
+
+
+class _Exchange:
+    """One request/response on a connection: the ASGI ``receive``/``send`` pair, or the
+    buffered body of a request claimed by the direct route (``route`` set)."""
+
+    def __init__(self, conn: _Connection, scope: dict[str, Any] | None, keep_alive: bool,
+                 expect_continue: bool, http_version: str, head_only: bool,
+                 route: str | None = None) -> None:
         self.conn = conn
         self.scope = scope
+        self.route = route
+        self.direct_headers: dict[bytes, bytes] = {}
+        self.started = False
+        self.task: asyncio.Task[None] | None = None
+        """The task running this exchange, once it waits for something."""
         self.keep_alive = keep_alive
+        self.http_version = http_version
         self.expect_continue = expect_continue
         self.chunks: collections.deque[bytes] = collections.deque()
         self.buffered = 0
@@ -75,7 +112,7 @@ class _Exchange:
         self.response_started = False
         self.response_complete = False
         self.chunked = False
-        self.head_only = scope["method"] == "HEAD"
+        self.head_only = head_only
         self.head = b""
 
     def wake(self) -> None:
@@ -114,7 +151,7 @@ class _Exchange:
             return
         if message["type"] == "http.response.start":
             self.response_started = True
-            self.head = self._head(message["status"], message.get("headers", []))
+            self.head = self.encode_head(message["status"], message.get("headers", []))
             return
         if message["type"] != "http.response.body":
             return
@@ -137,11 +174,16 @@ class _Exchange:
         else:
             await self.conn.drained()
 
-    def _head(self, status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
-        """Status line and headers; framing decided here (length, chunked or none)."""
+    def encode_head(self, status: int, headers: list[tuple[bytes, bytes]],
+                    length: int | None = None) -> bytes:
+        """Status line and headers; framing decided here (length, chunked or none).
+        ``length``: add a ``content-length`` of that value."""
         lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"")),
                  self.conn.server.date.line()]
         has_length = False
+        if length is not None and status not in _NO_BODY_STATUSES:
+            has_length = True
+            lines.append(b"content-length: %d\r\n" % length)
         for name, value in headers:
             lowered = name.lower()
             if lowered == b"content-length":
@@ -152,7 +194,7 @@ class _Exchange:
             lines.append(name + b": " + value + b"\r\n")
         framed = has_length or self.head_only or status in _NO_BODY_STATUSES or status < 200
         if not framed:
-            if self.keep_alive and self.scope["http_version"] == "1.1":
+            if self.keep_alive and self.http_version == "1.1":
                 self.chunked = True
                 lines.append(b"transfer-encoding: chunked\r\n")
             else:
@@ -175,7 +217,7 @@ class _Exchange:
         self.keep_alive = False
         if not self.response_started:
             body = b"Internal Server Error"
-            self.conn.write(self._head(500, [(b"content-type", b"text/plain; charset=utf-8"),
+            self.conn.write(self.encode_head(500, [(b"content-type", b"text/plain; charset=utf-8"),
                                              (b"content-length", str(len(body)).encode())])
                             + body)
         self._finish()
@@ -201,6 +243,8 @@ class _Connection(asyncio.Protocol):
         self.writing_paused = False
         self.drain_waiter: asyncio.Future[None] | None = None
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.idle_since = self.loop.time()
+        """When the connection last received bytes or finished a response."""
 
     # ── asyncio.Protocol ────────────────────────────────────────────────────
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -211,7 +255,7 @@ class _Connection(asyncio.Protocol):
         self.local = _address(transport.get_extra_info("sockname"))
         self.remote = _address(transport.get_extra_info("peername"))
         self.server.connections.add(self)
-        self._arm_idle_timer()
+        self._arm_idle_timer(self.server.keep_alive_s)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -219,16 +263,22 @@ class _Connection(asyncio.Protocol):
         for exchange in self.queue:
             exchange.disconnected = True
             exchange.wake()
+            if exchange.route is not None and exchange.task is not None:
+                exchange.task.cancel()  # nobody is left to read the answer
         if self.drain_waiter is not None and not self.drain_waiter.done():
             self.drain_waiter.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        self.idle_since = self.loop.time()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             pass  # no protocol switch is offered; the request is served as plain HTTP
         except httptools.HttpParserError:
             self._reject_malformed()
+            return
+        if self.queue:
+            self._start(self.queue[0])
 
     def eof_received(self) -> bool | None:
         return None
@@ -243,7 +293,6 @@ class _Connection(asyncio.Protocol):
 
     # ── httptools callbacks ─────────────────────────────────────────────────
     def on_message_begin(self) -> None:
-        self._cancel_idle_timer()
         self.url = b""
         self.headers = []
 
@@ -254,24 +303,35 @@ class _Connection(asyncio.Protocol):
         self.headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
+        parser = self.parser
+        method = parser.get_method()
+        keep_alive = parser.should_keep_alive()
+        http_version = parser.get_http_version()
+        headers = dict(self.headers)
+        expect = headers.get(b"expect", b"").lower() == b"100-continue"
+        direct = self.server.direct
+        route = None if direct is None or expect else direct.claim(method, self.url, headers)
+        if route is not None:
+            exchange = _Exchange(self, None, keep_alive, False, http_version, False, route)
+            exchange.direct_headers = headers
+        else:
+            exchange = _Exchange(self, self._scope(method, http_version), keep_alive, expect,
+                                 http_version, method == b"HEAD")
+        self.current = exchange
+        self.queue.append(exchange)
+        if len(self.queue) > _MAX_PIPELINE:
+            self.pause_reading()
+
+    def _scope(self, method: bytes, http_version: str) -> dict[str, Any]:
+        """The ASGI ``http`` scope of the request whose head was just parsed."""
         parsed = httptools.parse_url(self.url)
         raw_path: bytes = parsed.path
-        scope: dict[str, Any] = {
+        return {
             "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
-            "http_version": self.parser.get_http_version(),
-            "method": self.parser.get_method().decode("ascii"), "scheme": "http",
+            "http_version": http_version, "method": method.decode("ascii"), "scheme": "http",
             "path": unquote(raw_path.decode("ascii", "replace")), "raw_path": raw_path,
             "query_string": parsed.query or b"", "root_path": "", "headers": self.headers,
             "server": self.local, "client": self.remote, "state": {}}
-        expect = any(name == b"expect" and value.lower() == b"100-continue"
-                     for name, value in self.headers)
-        exchange = _Exchange(self, scope, self.parser.should_keep_alive(), expect)
-        self.current = exchange
-        self.queue.append(exchange)
-        if len(self.queue) == 1:
-            self._start(exchange)
-        elif len(self.queue) > _MAX_PIPELINE:
-            self.pause_reading()
 
     def on_body(self, body: bytes) -> None:
         exchange = self.current
@@ -279,30 +339,58 @@ class _Connection(asyncio.Protocol):
             return
         exchange.chunks.append(body)
         exchange.buffered += len(body)
-        if exchange.buffered > _BODY_HIGH_WATER:
+        if exchange.route is None and exchange.buffered > _BODY_HIGH_WATER:
             self.pause_reading()
         exchange.wake()
 
     def on_message_complete(self) -> None:
         exchange = self.current
-        if exchange is not None:
-            exchange.request_complete = True
-            exchange.wake()
         self.current = None
+        if exchange is None:
+            return
+        exchange.request_complete = True
+        exchange.wake()
 
     # ── running exchanges ───────────────────────────────────────────────────
     def _start(self, exchange: _Exchange) -> None:
-        task = self.loop.create_task(self._run(exchange))
-        self.server.tasks.add(task)
-        task.add_done_callback(self.server.tasks.discard)
+        """Run the first queued exchange unless it runs already; a direct one once its body
+        is complete. Called once the received bytes are parsed, so an answer written at
+        once still knows whether its request was read whole (keep-alive)."""
+        if exchange.started or (exchange.route is not None and not exchange.request_complete):
+            return
+        exchange.started = True
+        exchange.task = self.server.spawn(self._run_direct(exchange) if exchange.route is not None
+                          else self._run(exchange))
 
     async def _run(self, exchange: _Exchange) -> None:
+        assert exchange.scope is not None
         try:
             await self.server.app(exchange.scope, exchange.receive, exchange.send)
         except Exception:
             logger.exception("HTTP application failure")
         exchange.fail()
+        self._next(exchange)
+
+    async def _run_direct(self, exchange: _Exchange) -> None:
+        assert exchange.route is not None and self.server.direct is not None
+        try:
+            status, headers, body = await self.server.direct.answer(
+                exchange.route, exchange.direct_headers, b"".join(exchange.chunks))
+        except asyncio.CancelledError:
+            return  # the client left, or the graceful stop ran out of time
+        except Exception:
+            logger.exception("HTTP application failure")
+        else:
+            exchange.response_started = True
+            self.write(exchange.encode_head(status, headers, len(body)) + body)
+            exchange.response_complete = True
+        exchange.fail()
+        self._next(exchange)
+
+    def _next(self, exchange: _Exchange) -> None:
+        """After a response: close, or go on with the next queued request, or idle."""
         self.queue.popleft()
+        self.idle_since = self.loop.time()
         if self.transport is None or self.transport.is_closing():
             return
         if not exchange.keep_alive or self.server.stopping:
@@ -311,8 +399,6 @@ class _Connection(asyncio.Protocol):
         self.resume_reading()
         if self.queue:
             self._start(self.queue[0])
-        else:
-            self._arm_idle_timer()
 
     def _reject_malformed(self) -> None:
         body = b"Invalid HTTP request"
@@ -352,14 +438,49 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def _arm_idle_timer(self) -> None:
-        self._cancel_idle_timer()
-        self.idle_timer = self.loop.call_later(self.server.keep_alive_s, self.close)
+    def _arm_idle_timer(self, delay: float) -> None:
+        self.idle_timer = self.loop.call_later(delay, self._check_idle)
+
+    def _check_idle(self) -> None:
+        """Close after ``keep_alive_s`` without a request in progress or a byte received.
+
+        One timer per connection, re-armed only when it fires, so a request costs no
+        timer bookkeeping (a half-sent request head counts as idle, too)."""
+        left = self.idle_since + self.server.keep_alive_s - self.loop.time()
+        if self.queue or left > 0:
+            self._arm_idle_timer(self.server.keep_alive_s if self.queue else left)
+        else:
+            self.close()
 
     def _cancel_idle_timer(self) -> None:
         if self.idle_timer is not None:
             self.idle_timer.cancel()
             self.idle_timer = None
+
+
+class _Resumed:
+    """A coroutine already stepped once (by :meth:`HttpServer.spawn`), continued by a task:
+    the task waits on what the first step yielded, then drives the coroutine onwards."""
+
+    def __init__(self, coro: Coroutine[Any, Any, None], pending: Any) -> None:
+        self.coro = coro
+        self.pending = pending
+
+    async def run(self) -> None:
+        await self
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coro, pending = self.coro, self.pending
+        while True:
+            try:
+                try:
+                    sent = yield pending
+                except BaseException as exc:  # cancellation included: on to the coroutine
+                    pending = coro.throw(exc)
+                else:
+                    pending = coro.send(sent)
+            except StopIteration:
+                return
 
 
 def _address(info: Any) -> tuple[str, int] | None:
@@ -377,6 +498,7 @@ class HttpServer:
     def __init__(self, app: ASGIApp, *, keep_alive_s: float = 30.0,
                  graceful_timeout_s: float = 10.0) -> None:
         self.app = app
+        self.direct: DirectRoute | None = getattr(app, "direct", None)
         self.keep_alive_s = keep_alive_s
         self.graceful_timeout_s = graceful_timeout_s
         self.date = _DateHeader()
@@ -391,6 +513,20 @@ class HttpServer:
     def loop(self) -> asyncio.AbstractEventLoop:
         assert self._loop is not None, "the server is not running"
         return self._loop
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
+        """Run ``coro`` now up to its first suspension; only then does it become a task
+        (returned, and tracked for the graceful stop). Either way it runs in a context of
+        its own."""
+        context = contextvars.copy_context()
+        try:
+            pending = context.run(coro.send, None)
+        except StopIteration:
+            return None
+        task = self.loop.create_task(_Resumed(coro, pending).run(), context=context)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
 
     def run(self, sock: socket.socket, *, handle_signals: bool = True) -> None:
         """Serve on ``sock`` (bound; listening or not) until stopped, on uvloop if installed."""
