@@ -214,8 +214,10 @@ class SqliteStore(Store):
         for start in range(0, len(doc_ids), 500):
             part = list(doc_ids[start:start + 500])
             marks = ",".join("?" * len(part))
+            # Named, because the planner otherwise scans every live row through
+            # documents_deleted (deleted_seq IS NULL): 80x slower at 100k documents.
             found.update(db.execute(
-                f"SELECT doc_id, content_hash FROM documents "
+                f"SELECT doc_id, content_hash FROM documents INDEXED BY documents_live "
                 f"WHERE deleted_seq IS NULL AND doc_id IN ({marks})", part).fetchall())
         return found
 
