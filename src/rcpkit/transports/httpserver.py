@@ -90,6 +90,11 @@ class _Exchange:
     """One request/response on a connection: the ASGI ``receive``/``send`` pair, or the
     buffered body of a request claimed by the direct route (``route`` set)."""
 
+    __slots__ = ("body_delivered", "buffered", "chunked", "chunks", "conn", "direct_headers",
+                 "disconnected", "expect_continue", "head", "head_only", "http_version",
+                 "keep_alive", "request_complete", "response_complete", "response_started",
+                 "route", "scope", "started", "task", "waiter")
+
     def __init__(self, conn: _Connection, scope: dict[str, Any] | None, keep_alive: bool,
                  expect_continue: bool, http_version: str, head_only: bool,
                  route: str | None = None) -> None:
@@ -98,8 +103,7 @@ class _Exchange:
         self.route = route
         self.direct_headers: dict[bytes, bytes] = {}
         self.started = False
-        self.task: asyncio.Task[None] | None = None
-        """The task running this exchange, once it waits for something."""
+        self.task: asyncio.Task[None] | None = None  # once it waits for something
         self.keep_alive = keep_alive
         self.http_version = http_version
         self.expect_continue = expect_continue
@@ -306,15 +310,16 @@ class _Connection(asyncio.Protocol):
         parser = self.parser
         method = parser.get_method()
         keep_alive = parser.should_keep_alive()
-        http_version = parser.get_http_version()
         headers = dict(self.headers)
         expect = headers.get(b"expect", b"").lower() == b"100-continue"
         direct = self.server.direct
         route = None if direct is None or expect else direct.claim(method, self.url, headers)
         if route is not None:
-            exchange = _Exchange(self, None, keep_alive, False, http_version, False, route)
+            # its reply has a length, so the version (which only decides chunking) is moot
+            exchange = _Exchange(self, None, keep_alive, False, "1.1", False, route)
             exchange.direct_headers = headers
         else:
+            http_version = parser.get_http_version()
             exchange = _Exchange(self, self._scope(method, http_version), keep_alive, expect,
                                  http_version, method == b"HEAD")
         self.current = exchange
