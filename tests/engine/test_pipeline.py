@@ -458,8 +458,21 @@ def test_seeded_and_pinned_dense_recall_is_exact_while_the_graph_builds(
                                     index_version=version))
         opened.search(SearchRequest("bees flowers honey", k=3, mode="dense"))
         assert calls == [True, True, False]
-        assert dense.wait_for_graph(60) and dense.uses_graph
+        assert opened.wait_for_indexes(60) and dense.uses_graph
         assert ids(opened.search(query)) == seeded
+
+
+def test_a_graph_waited_for_before_close_is_saved_and_reopened_built(tmp_path: Path) -> None:
+    """A bulk load that waits for the background build saves the graph with the rows: the
+    next process serves from it at once instead of building it again."""
+    notes = [DocumentIn(f"note {i} on {'bees' if i % 2 else 'rain'} {i % 9}", id=f"n{i}")
+             for i in range(120)]
+    with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as eng:
+        eng.add(notes)
+        assert eng.wait_for_indexes(120) and eng._dense.uses_graph
+    with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as reopened:
+        assert reopened._dense.uses_graph
+        assert reopened.wait_for_indexes(0)
 
 
 def test_paging_a_graph_served_query_visits_its_first_ranking_exactly(
@@ -470,7 +483,7 @@ def test_paging_a_graph_served_query_visits_its_first_ranking_exactly(
     with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as eng:
         eng.add([DocumentIn(f"note {i} about {'bees' if i % 3 else 'soil'} and weather {i % 7}",
                             id=f"n{i}") for i in range(400)])
-        assert eng._dense.wait_for_graph(120) and eng._dense.uses_graph
+        assert eng.wait_for_indexes(120) and eng._dense.uses_graph
         whole = ids(eng.search(SearchRequest("bees and weather", k=60, candidate_k=60,
                                              mode="dense")))
         recalls: list[str] = []

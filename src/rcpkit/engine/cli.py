@@ -194,6 +194,9 @@ def index_add(
     with _engine(data) as engine:
         batch = min(batch_size, engine.config.max_documents_per_add)
         chunks = _ingest(engine, documents, chunk=chunk, contextual=contextual, batch_size=batch)
+        if not engine.wait_for_indexes(0):
+            with console.status("building the vector graph (saved with the index)"):
+                engine.wait_for_indexes()
         console.print(f"indexed {len(documents)} documents ({chunks} chunks) into {data} "
                       f"at indexVersion {engine.index_version}")
 

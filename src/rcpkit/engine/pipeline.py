@@ -243,6 +243,13 @@ class Engine:
             rerankers[cross.method] = cross
         return cls(config, store, chosen, rerankers)
 
+    def wait_for_indexes(self, timeout: float | None = None) -> bool:
+        """Block until background index work (the dense graph build) is done, or ``timeout``
+        seconds pass; True when none is left. Searches never need this — exact search serves
+        meanwhile — but a bulk load that waits before :meth:`close` saves the graph with the
+        rows, so the next process starts on it instead of building it again."""
+        return self._dense.wait_for_graph(timeout)
+
     def close(self) -> None:
         """Stop background index work, persist the derived indexes and close the store."""
         with self._write_lock:
