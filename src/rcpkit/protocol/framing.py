@@ -26,27 +26,24 @@ class LineBuffer:
 
     def feed(self, data: bytes) -> list[bytes]:
         """Return the complete, non-blank lines now available (without ``\\n``)."""
-        self._buf += data
+        buf = self._buf
+        buf += data
         lines: list[bytes] = []
-        while True:
-            newline = self._buf.find(b"\n")
-            if newline < 0:
-                if len(self._buf) > self.max_line and not self._discarding:
-                    self._discarding = True
-                    lines.append(OVERSIZED)
-                if self._discarding:
-                    self._buf.clear()
-                break
-            line = bytes(self._buf[:newline])
-            del self._buf[: newline + 1]
-            if self._discarding:
+        end = buf.rfind(b"\n")
+        if end >= 0:  # every complete line at once: one split, not one search per line
+            pieces = bytes(buf[:end]).split(b"\n")
+            del buf[:end + 1]
+            if self._discarding:  # the first piece ends the over-long line being dropped
                 self._discarding = False
-                continue
-            if len(line) > self.max_line:
-                lines.append(OVERSIZED)
-                continue
-            if line.strip():
-                lines.append(line.rstrip(b"\r"))
+                del pieces[0]
+            limit = self.max_line
+            lines = [OVERSIZED if len(line) > limit else line.rstrip(b"\r") for line in pieces
+                     if len(line) > limit or (line and not line.isspace())]
+        if len(buf) > self.max_line and not self._discarding:
+            self._discarding = True
+            lines.append(OVERSIZED)
+        if self._discarding:
+            buf.clear()
         return lines
 
     def finish(self) -> list[bytes]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -40,8 +39,7 @@ MAX_SAFE_INT = 2**53 - 1
 Id = str | int
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """A call that must be answered exactly once (§4.1)."""
 
     id: Id
@@ -52,16 +50,14 @@ class Request:
     ``id`` it is a notification otherwise (§4.5), so it is never answered."""
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
+class Notification(msgspec.Struct, frozen=True):
     """A message without ``id``: never answered (§4.5)."""
 
     method: str
     params: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Response(msgspec.Struct, frozen=True):
     """A reply; exactly one of ``result``/``error`` is meaningful (§4.2, §4.3)."""
 
     id: Id | None
@@ -69,8 +65,7 @@ class Response:
     error: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Invalid:
+class Invalid(msgspec.Struct, frozen=True):
     """A frame or batch member that is not a valid message; answer ``error``."""
 
     id: Id | None
@@ -82,6 +77,11 @@ Message = Request | Notification | Response | Invalid
 
 def is_valid_id(value: Any) -> bool:
     """§4.1/§4.6: a request id is a string or an integral number within 53 bits."""
+    kind = type(value)  # the two usual cases first: this runs for every request
+    if kind is int:
+        return -MAX_SAFE_INT <= value <= MAX_SAFE_INT
+    if kind is str:
+        return True
     if isinstance(value, bool):
         return False
     if isinstance(value, str):
@@ -112,12 +112,15 @@ def decode(data: bytes | str) -> Any:
         raise ParseError("parse error: the frame is not valid UTF-8 JSON") from exc
 
 
+_ABSENT: Any = object()
+
+
 def classify(obj: Any, *, allow_compact: bool = True) -> Message:
     """Classify one decoded JSON value (not a batch) as a message."""
     if not isinstance(obj, dict):
         return Invalid(None, InvalidRequest("a message must be a JSON object"))
-    raw_id = obj.get("id")
-    has_id = "id" in obj
+    raw_id = obj.get("id", _ABSENT)
+    has_id = raw_id is not _ABSENT
     echo_id: Id | None = raw_id if has_id and is_valid_id(raw_id) else None
     version = obj.get("jsonrpc")
     method = obj.get("method")

@@ -176,13 +176,14 @@ class Dispatcher:
             else:
                 self._spawn(self._emit_batch(started))
             return
-        outcome = self._begin(parsed, emit)
+        outcome = (self._begin_request(parsed, emit) if type(parsed) is Request
+                   else self._begin(parsed, emit))
         if outcome is None:
             return
         if isinstance(outcome, asyncio.Task):
             outcome.add_done_callback(self._emit_task_reply)
         else:
-            self._emit_reply(outcome)
+            emit(self._encode(outcome))
 
     async def drain(self) -> None:
         """Wait until every in-flight request has been answered (EOF, §5.1)."""

@@ -64,19 +64,22 @@ def _loop_factory() -> Any:
 
 
 class _FrameWriter:
-    """Collects outgoing frames and writes them in as few ``write`` calls as possible."""
+    """Collects outgoing frames and writes them in as few ``write`` calls as possible: the
+    frames answered while one read chunk is handled go out together when it is done
+    (``holding``); frames emitted later (a task's reply) are flushed on the next loop turn."""
 
     def __init__(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
         self._fd = fd
         self._loop = loop
         self._pending = bytearray()
         self._scheduled = False
+        self.holding = False
         self.broken = False
 
     def emit(self, frame: bytes) -> None:
         self._pending += frame
         self._pending += b"\n"
-        if not self._scheduled:
+        if not (self._scheduled or self.holding):
             self._scheduled = True
             self._loop.call_soon(self.flush)
 
@@ -135,7 +138,11 @@ async def _serve(server: Server, in_fd: int, out_fd: int, max_line: int,
     def feed_chunk(data: bytes) -> None:
         if finished.done():
             return
-        feed_lines(lines.feed(data))
+        writer.holding = True
+        try:
+            feed_lines(lines.feed(data))
+        finally:
+            writer.holding = False
         writer.flush()
         if dispatcher.closed:
             finished.set_result(None)
