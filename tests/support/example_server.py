@@ -15,7 +15,9 @@ from rcpkit.server.example import build_server
 __all__ = ["build_test_server"]
 
 
-def build_test_server(*, streaming: bool = True, log: bool = True) -> Server:
+def build_test_server(*, streaming: bool = True, log: bool = True,
+                      cancelled: list[Any] | None = None) -> Server:
+    """``cancelled`` collects the request ids of ``x-test/sleep`` calls that were cancelled."""
     server = build_server()
     if not streaming:
         del server.capabilities["streaming"]
@@ -27,7 +29,12 @@ def build_test_server(*, streaming: bool = True, log: bool = True) -> Server:
     async def sleep(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         """Async: sleeps ``seconds``; reports progress first."""
         ctx.progress(0.5, stage="sleep", message="sleeping")
-        await asyncio.sleep(float(params.get("seconds", 1.0)))
+        try:
+            await asyncio.sleep(float(params.get("seconds", 1.0)))
+        except asyncio.CancelledError:
+            if cancelled is not None:
+                cancelled.append(ctx.request_id)
+            raise
         return {"slept": params.get("seconds", 1.0)}
 
     @server.method("x-test/busy")

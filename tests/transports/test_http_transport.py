@@ -192,6 +192,26 @@ def test_sse_progress_then_one_final_frame(serve: Any) -> None:
     assert body(plain) == {"jsonrpc": "2.0", "id": 8, "result": {"done": True}}
 
 
+def test_a_stream_whose_client_left_is_cancelled(loopback: Any) -> None:
+    """An SSE call keeps running only while someone reads it: a disconnect cancels the
+    handler (here a 30 s sleep) instead of letting it finish for nobody."""
+    cancelled: list[Any] = []
+    with loopback(create_app(build_test_server(cancelled=cancelled))) as running:
+        message = json.dumps(rpc("x-test/sleep", {"seconds": 30, "_meta": {"progressToken": "p"}},
+                                 id_="gone")).encode()
+        with httpx.Client(base_url=running.url, timeout=30) as client, client.stream(
+                "POST", "/rcp/x-test/sleep", content=message,
+                headers={"content-type": "application/json",
+                         "accept": "text/event-stream"}) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            first = next(response.iter_lines())
+            assert json.loads(first.removeprefix("data: "))["method"] == "notifications/progress"
+        deadline = time.monotonic() + 10
+        while cancelled != ["gone"]:
+            assert time.monotonic() < deadline, "the abandoned stream kept running"
+            time.sleep(0.02)
+
+
 def test_no_sse_without_streaming_capability(serve: Any) -> None:
     client = serve(build_test_server(streaming=False))
     message = rpc("x-test/busy", {"seconds": 0.01, "_meta": {"progressToken": "tok"}})

@@ -167,6 +167,8 @@ def _error_body(error: RcpError) -> bytes:
 
 
 Headers = dict[bytes, bytes]
+Stream = tuple[Receive, Send]
+"""The ASGI pair a reply can be streamed on (SSE) and a disconnect learned from."""
 
 
 class _Endpoint:
@@ -217,12 +219,12 @@ class _Endpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry; ``scope["path_params"]["method"]`` is the method named by the path."""
         reply = await self.answer(scope.get("path_params", {}).get("method"),
-                                  dict(scope["headers"]), receive, send)
+                                  dict(scope["headers"]), receive, (receive, send))
         if reply is not None:
             await _respond(send, *reply)
 
     async def answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
-                     stream: Send | None) -> Reply | None:
+                     stream: Stream | None) -> Reply | None:
         """The reply to one POST, or None once it went out as SSE on ``stream``.
 
         ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
@@ -254,7 +256,7 @@ class _Endpoint:
             f"the body exceeds {self.max_body_bytes} bytes", data={"limit": self.max_body_bytes}))
 
     async def dispatch(self, path_method: str | None, headers: Headers, body: bytes,
-                       stream: Send | None) -> Reply | None:
+                       stream: Stream | None) -> Reply | None:
         parsed = messages.parse(body)
         if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
             return 400, [], _error_body(parsed.error)
@@ -268,7 +270,7 @@ class _Endpoint:
             parsed = _refuse_unknown_session(parsed)
         if stream is not None and isinstance(parsed, RpcRequest) \
                 and self.wants_sse(headers, dispatcher):
-            await self.stream(stream, dispatcher, parsed, path_method)
+            await self.stream(*stream, dispatcher, parsed, path_method)
             return None
         reply = await dispatcher.handle_message(parsed, path_method=path_method)
         self.sessions.after(dispatcher)
@@ -278,22 +280,26 @@ class _Endpoint:
         advertised = dispatcher.session.protocol.capabilities or self.server.capabilities
         return "streaming" in advertised and b"text/event-stream" in headers.get(b"accept", b"")
 
-    async def stream(self, send: Send, dispatcher: Dispatcher, parsed: RpcRequest,
-                     path_method: str | None) -> None:
-        """Progress/log frames as they come, then exactly one final frame (§5.2)."""
+    async def stream(self, receive: Receive, send: Send, dispatcher: Dispatcher,
+                     parsed: RpcRequest, path_method: str | None) -> None:
+        """Progress/log frames as they come, then exactly one final frame (§5.2). A client
+        that disconnects cancels the call: nobody is left to read its result."""
         frames: asyncio.Queue[bytes] = asyncio.Queue()
         call = asyncio.ensure_future(dispatcher.handle_message(
             parsed, notify=frames.put_nowait, path_method=path_method))
+        gone = asyncio.ensure_future(_disconnect(receive))
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
         try:
             while not call.done():
                 getter = asyncio.ensure_future(frames.get())
-                await asyncio.wait({getter, call}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({getter, call, gone}, return_when=asyncio.FIRST_COMPLETED)
                 if getter.done():
                     await _send_chunk(send, sse_event(getter.result()))
                 else:
                     getter.cancel()
+                if gone.done() and not call.done():
+                    return
             while not frames.empty():
                 await _send_chunk(send, sse_event(frames.get_nowait()))
             reply = call.result()
@@ -302,6 +308,13 @@ class _Endpoint:
                         "body": sse_event(reply) if reply is not None else b""})
         finally:
             call.cancel()
+            gone.cancel()
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Return once the client is gone (ASGI ``http.disconnect``, after the request body)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 _SESSION_KEY = SESSION_HEADER.lower().encode()
