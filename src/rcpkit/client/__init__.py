@@ -11,15 +11,18 @@
             print(hit.id, hit.score, hit.citation)
 
 The blocking twin is :class:`Client` (``Client.connect_stdio([...])``).
+``client.batch()`` queues calls and sends them as one JSON-RPC batch frame (§11).
 """
 
 from ..protocol import errors, filters
-from .client import AsyncClient, ProgressEvent, Stream, connect_http, connect_stdio
+from .client import AsyncClient, Batch, ProgressEvent, Stream, connect_http, connect_stdio
 from .retry import RetryPolicy
-from .sync import Client
+from .sync import BlockingBatch, Client
 
 __all__ = [
     "AsyncClient",
+    "Batch",
+    "BlockingBatch",
     "Client",
     "ProgressEvent",
     "RetryPolicy",

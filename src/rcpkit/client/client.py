@@ -13,15 +13,21 @@ Keyword options are sent as wire params: a top-level ``snake_case`` name is
 camel-cased (``candidate_k`` → ``candidateK``, ``meta`` → ``_meta``); nested
 objects use wire names (``mmr={"lambda": 0.5}``); a §8 filter may be a builder
 expression (``eq("lang", "en") & gte("year", 2020)``).
+
+The §7 methods are written once (:class:`_Methods`): the client runs each call
+at once, and :meth:`AsyncClient.batch` queues the same calls, with the same
+pre-flight and decoding, for one JSON-RPC batch frame (§11, :class:`Batch`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import shlex
 import ssl
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -75,10 +81,10 @@ from ..protocol.params import (
 )
 from ..protocol.vectors import decode_vectors
 from .retry import NO_RETRY, RetryPolicy, is_retry_safe
-from .session import LogHandler, RpcSession, Transport
+from .session import LogHandler, Outgoing, ProgressCallback, RpcSession, Transport
 from .transports import HttpTransport, StdioTransport
 
-__all__ = ["AsyncClient", "ProgressEvent", "Stream", "connect_http", "connect_stdio"]
+__all__ = ["AsyncClient", "Batch", "ProgressEvent", "Stream", "connect_http", "connect_stdio"]
 
 _log = logging.getLogger("rcpkit.client")
 _F32 = "f32-base64"
@@ -168,8 +174,184 @@ class Stream(Generic[T]):
                 await self._task
 
 
-class AsyncClient:
-    """A connection to one RCP server. Open it with :func:`connect_stdio` / :func:`connect_http`."""
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One logical call before any I/O: what :class:`AsyncClient` sends at once and
+    :class:`Batch` queues. ``parts`` are the keyword options of each request it takes
+    (several when ``embed`` splits at the advertised ``batchLimit``); ``merge``
+    combines the parts' decoded results. A ``raw`` call (:meth:`_Methods.call`) has
+    wire params and a raw result, and only its method is gated."""
+
+    method: str
+    parts: list[Mapping[str, Any]]
+    deadline_ms: int | None = None
+    on_progress: OnProgress | None = None
+    raw: bool = False
+    merge: Callable[[list[Any]], Any] | None = None
+
+    def decode(self, result: dict[str, Any]) -> Any:
+        """The typed result (§7), vectors as float32 numpy arrays (§7.3.1)."""
+        return result if self.raw else _numpy_vectors(decode_result(self.method, result))
+
+    def combine(self, results: list[Any]) -> Any:
+        return self.merge(results) if self.merge is not None else results[0]
+
+
+class _Methods(ABC):
+    """The §7 methods, written once: :class:`AsyncClient` runs each call now,
+    :class:`Batch` queues it for one batch frame (§11). See the module docstring for
+    how keyword options become wire params."""
+
+    capabilities: Capabilities
+
+    @abstractmethod
+    def _dispatch(self, call: _Call) -> Awaitable[Any]:
+        """Run or queue ``call``; the awaitable yields its (typed) result."""
+
+    def call(self, method: str, params: Mapping[str, Any] | None = None, *,
+             deadline_ms: int | None = None,
+             on_progress: OnProgress | None = None) -> Awaitable[dict[str, Any]]:
+        """Any method with raw params and a raw result; only the method itself is gated."""
+        return self._dispatch(_Call(method, [dict(params or {})], deadline_ms, on_progress,
+                                    raw=True))
+
+    def info(self, *, deadline_ms: int | None = None) -> Awaitable[InitializeResult]:
+        """§7.2."""
+        return self._dispatch(_Call("info", [{}], deadline_ms))
+
+    def ping(self, nonce: str | int | None = None, *,
+             deadline_ms: int | None = None) -> Awaitable[PingResult]:
+        """§7.15."""
+        return self._dispatch(_Call("ping", [{"nonce": nonce}], deadline_ms))
+
+    def shutdown(self, *, deadline_ms: int | None = None) -> Awaitable[ShutdownResult]:
+        """§7.12 (closing the client is enough over stdio: EOF is a shutdown)."""
+        return self._dispatch(_Call("shutdown", [{}], deadline_ms))
+
+    def embed(self, inputs: Sequence[Any], *, kind: str | None = None,
+              deadline_ms: int | None = None, on_progress: OnProgress | None = None,
+              **options: Any) -> Awaitable[EmbedResult]:
+        """§7.3; ``result.vectors`` is a float32 ``(n, d)`` array.
+
+        More inputs than the advertised ``embed.batchLimit`` are sent as several
+        requests (§4.7: advertised bounds are authoritative): one after the other,
+        or as several members of a batch.
+        """
+        embed = self.capabilities.embed
+        encoding = _F32 if embed and _F32 in (embed.encodings or ()) else None
+        items = list(inputs)
+        limit = (embed.batch_limit if embed else None) or max(len(items), 1)
+        parts: list[Mapping[str, Any]] = [
+            {"encoding": encoding, **options, "inputs": items[start:start + limit], "kind": kind}
+            for start in range(0, max(len(items), 1), limit)]
+        return self._dispatch(_Call("embed", parts, deadline_ms, on_progress,
+                                    merge=_stack_embeddings))
+
+    def embed_sparse(self, texts: Sequence[Any], *, kind: str | None = None,
+                     deadline_ms: int | None = None, on_progress: OnProgress | None = None,
+                     **options: Any) -> Awaitable[SparseEmbedResult]:
+        """§7.4."""
+        wire = {**options, "texts": list(texts), "kind": kind}
+        return self._dispatch(_Call("embed/sparse", [wire], deadline_ms, on_progress))
+
+    def embed_multi(self, inputs: Sequence[Any], *, kind: str | None = None,
+                    deadline_ms: int | None = None, on_progress: OnProgress | None = None,
+                    **options: Any) -> Awaitable[MultiEmbedResult]:
+        """§7.5; ``result.matrices`` is a list of float32 ``(tokens, d)`` arrays."""
+        multi = self.capabilities.multi_vector
+        encoding = _F32 if multi and _F32 in (multi.encodings or ()) else None
+        wire = {"encoding": encoding, **options, "inputs": list(inputs), "kind": kind}
+        return self._dispatch(_Call("embed/multi", [wire], deadline_ms, on_progress))
+
+    def rerank(self, query: Any, passages: Sequence[Any], *, method: str | None = None,
+               top_n: int | None = None, deadline_ms: int | None = None,
+               on_progress: OnProgress | None = None,
+               **options: Any) -> Awaitable[RerankResult]:
+        """§7.6."""
+        wire = {**options, "query": query, "passages": list(passages), "method": method,
+                "topN": top_n}
+        return self._dispatch(_Call("rerank", [wire], deadline_ms, on_progress))
+
+    def retrieve(self, query: Any, k: int = 10, *, deadline_ms: int | None = None,
+                 on_progress: OnProgress | None = None,
+                 **options: Any) -> Awaitable[RetrieveResult]:
+        """§7.7. Options: ``mode``, ``candidate_k``, ``fusion``, ``rerank``, ``mmr``, ``filter``…
+
+        ``k`` is pre-clamped to the advertised ``retrieve.maxK`` (§4.7).
+        """
+        advertised = self.capabilities.retrieve
+        if advertised is not None and advertised.max_k:
+            k = min(k, advertised.max_k)
+        wire: dict[str, Any] = {**options, "query": query, "k": k}
+        if options.get("include_vectors", options.get("includeVectors")) is True:
+            embed = self.capabilities.embed
+            if embed and _F32 in (embed.encodings or ()):
+                wire.setdefault("encoding", _F32)
+        return self._dispatch(_Call("retrieve", [wire], deadline_ms, on_progress))
+
+    def transform(self, query: str, method: str, *, n: int | None = None,
+                  deadline_ms: int | None = None, **options: Any) -> Awaitable[TransformResult]:
+        """§7.8 ``query/transform``."""
+        wire = {**options, "query": query, "method": method, "n": n}
+        return self._dispatch(_Call("query/transform", [wire], deadline_ms))
+
+    def graph(self, op: str, *, query: str | None = None, k: int | None = None,
+              deadline_ms: int | None = None, on_progress: OnProgress | None = None,
+              **options: Any) -> Awaitable[GraphResult]:
+        """§7.9; options: ``seed_ids``, ``hops``, ``level``, ``session_id``, ``cursor``."""
+        wire = {**options, "op": op, "query": query, "k": k}
+        return self._dispatch(_Call("graph", [wire], deadline_ms, on_progress))
+
+    def index_add(self, documents: Sequence[Any], *, chunk: bool | None = None,
+                  contextual: bool | None = None, deadline_ms: int | None = None,
+                  on_progress: OnProgress | None = None,
+                  **options: Any) -> Awaitable[IndexAddResult]:
+        """§7.10; retried after a failure only when every document has an ``id``."""
+        wire = {**options, "documents": list(documents), "chunk": chunk,
+                "contextual": contextual}
+        return self._dispatch(_Call("index/add", [wire], deadline_ms, on_progress))
+
+    def index_delete(self, ids: Sequence[str], *, deadline_ms: int | None = None,
+                     **options: Any) -> Awaitable[IndexDeleteResult]:
+        """§7.11 (idempotent, hence retried)."""
+        return self._dispatch(_Call("index/delete", [{**options, "ids": list(ids)}],
+                                    deadline_ms))
+
+    def catalog_list(self, *, deadline_ms: int | None = None) -> Awaitable[CatalogListResult]:
+        """§7.13."""
+        return self._dispatch(_Call("catalog/list", [{}], deadline_ms))
+
+    def feedback(self, signals: Sequence[Any], *, session_id: str | None = None,
+                 query: str | None = None, deadline_ms: int | None = None,
+                 **options: Any) -> Awaitable[FeedbackResult]:
+        """§7.16."""
+        wire = {**options, "signals": list(signals), "sessionId": session_id, "query": query}
+        return self._dispatch(_Call("feedback", [wire], deadline_ms))
+
+    def memory_build(self, documents: Sequence[Any] | None = None, *,
+                     memory_id: str | None = None, scope: str | None = None,
+                     deadline_ms: int | None = None, on_progress: OnProgress | None = None,
+                     **options: Any) -> Awaitable[MemoryBuildResult]:
+        """§7.17 ``memory/build``."""
+        wire = {**options, "documents": None if documents is None else list(documents),
+                "memoryId": memory_id, "scope": scope}
+        return self._dispatch(_Call("memory/build", [wire], deadline_ms, on_progress))
+
+    def memory_recall(self, query: str, *, memory_id: str | None = None,
+                      session_id: str | None = None, n: int | None = None,
+                      deadline_ms: int | None = None,
+                      **options: Any) -> Awaitable[MemoryRecallResult]:
+        """§7.17 ``memory/recall``."""
+        wire = {**options, "query": query, "memoryId": memory_id, "sessionId": session_id,
+                "n": n}
+        return self._dispatch(_Call("memory/recall", [wire], deadline_ms))
+
+
+class AsyncClient(_Methods):
+    """A connection to one RCP server. Open it with :func:`connect_stdio` / :func:`connect_http`.
+
+    Every §7 method (:class:`_Methods`) returns an awaitable: ``await client.retrieve(q)``.
+    """
 
     def __init__(self, session: RpcSession, *, strict: bool = True,
                  retry: RetryPolicy = RetryPolicy()) -> None:
@@ -253,105 +435,9 @@ class AsyncClient:
 
     # ── raw access ───────────────────────────────────────────────────────────
 
-    async def call(self, method: str, params: Mapping[str, Any] | None = None, *,
-                   deadline_ms: int | None = None,
-                   on_progress: OnProgress | None = None) -> dict[str, Any]:
-        """Any method with raw params and a raw result; only the method itself is gated."""
-        self._require(method)
-        result: dict[str, Any] = await self._send(method, dict(params or {}), deadline_ms,
-                                                  on_progress)
-        return result
-
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification (§4.5)."""
         await self.session.notify(method, params)
-
-    # ── §7 methods ───────────────────────────────────────────────────────────
-
-    async def info(self, *, deadline_ms: int | None = None) -> InitializeResult:
-        """§7.2."""
-        result: InitializeResult = await self._typed("info", {}, deadline_ms)
-        return result
-
-    async def ping(self, nonce: str | int | None = None, *,
-                   deadline_ms: int | None = None) -> PingResult:
-        """§7.15."""
-        result: PingResult = await self._typed("ping", {"nonce": nonce}, deadline_ms)
-        return result
-
-    async def shutdown(self, *, deadline_ms: int | None = None) -> ShutdownResult:
-        """§7.12 (closing the client is enough over stdio: EOF is a shutdown)."""
-        result: ShutdownResult = await self._typed("shutdown", {}, deadline_ms)
-        return result
-
-    async def embed(self, inputs: Sequence[Any], *, kind: str | None = None,
-                    deadline_ms: int | None = None, on_progress: OnProgress | None = None,
-                    **options: Any) -> EmbedResult:
-        """§7.3; ``result.vectors`` is a float32 ``(n, d)`` array.
-
-        More inputs than the advertised ``embed.batchLimit`` are sent as several
-        requests, one after the other (§4.7: advertised bounds are authoritative).
-        """
-        embed = self.capabilities.embed
-        encoding = _F32 if embed and _F32 in (embed.encodings or ()) else None
-        items = list(inputs)
-        limit = (embed.batch_limit if embed else None) or max(len(items), 1)
-        parts: list[EmbedResult] = [
-            await self._typed("embed", {"encoding": encoding, **options,
-                                        "inputs": items[start:start + limit], "kind": kind},
-                              deadline_ms, on_progress)
-            for start in range(0, max(len(items), 1), limit)]
-        if len(parts) == 1:
-            return parts[0]
-        return msgspec.structs.replace(parts[0], vectors=np.vstack([part.vectors
-                                                                    for part in parts]))
-
-    async def embed_sparse(self, texts: Sequence[Any], *, kind: str | None = None,
-                           deadline_ms: int | None = None,
-                           on_progress: OnProgress | None = None,
-                           **options: Any) -> SparseEmbedResult:
-        """§7.4."""
-        wire = {**options, "texts": list(texts), "kind": kind}
-        result: SparseEmbedResult = await self._typed("embed/sparse", wire, deadline_ms,
-                                                      on_progress)
-        return result
-
-    async def embed_multi(self, inputs: Sequence[Any], *, kind: str | None = None,
-                          deadline_ms: int | None = None, on_progress: OnProgress | None = None,
-                          **options: Any) -> MultiEmbedResult:
-        """§7.5; ``result.matrices`` is a list of float32 ``(tokens, d)`` arrays."""
-        multi = self.capabilities.multi_vector
-        encoding = _F32 if multi and _F32 in (multi.encodings or ()) else None
-        wire = {"encoding": encoding, **options, "inputs": list(inputs), "kind": kind}
-        result: MultiEmbedResult = await self._typed("embed/multi", wire, deadline_ms,
-                                                     on_progress)
-        return result
-
-    async def rerank(self, query: Any, passages: Sequence[Any], *, method: str | None = None,
-                     top_n: int | None = None, deadline_ms: int | None = None,
-                     on_progress: OnProgress | None = None, **options: Any) -> RerankResult:
-        """§7.6."""
-        wire = {**options, "query": query, "passages": list(passages), "method": method,
-                "topN": top_n}
-        result: RerankResult = await self._typed("rerank", wire, deadline_ms, on_progress)
-        return result
-
-    async def retrieve(self, query: Any, k: int = 10, *, deadline_ms: int | None = None,
-                       on_progress: OnProgress | None = None, **options: Any) -> RetrieveResult:
-        """§7.7. Options: ``mode``, ``candidate_k``, ``fusion``, ``rerank``, ``mmr``, ``filter``…
-
-        ``k`` is pre-clamped to the advertised ``retrieve.maxK`` (§4.7).
-        """
-        advertised = self.capabilities.retrieve
-        if advertised is not None and advertised.max_k:
-            k = min(k, advertised.max_k)
-        wire: dict[str, Any] = {**options, "query": query, "k": k}
-        if options.get("include_vectors", options.get("includeVectors")) is True:
-            embed = self.capabilities.embed
-            if embed and _F32 in (embed.encodings or ()):
-                wire.setdefault("encoding", _F32)
-        result: RetrieveResult = await self._typed("retrieve", wire, deadline_ms, on_progress)
-        return result
 
     def retrieve_stream(self, query: Any, k: int = 10, *, deadline_ms: int | None = None,
                         **options: Any) -> Stream[RetrieveResult]:
@@ -359,71 +445,9 @@ class AsyncClient:
         return Stream(lambda on_progress: self.retrieve(
             query, k, deadline_ms=deadline_ms, on_progress=on_progress, **options))
 
-    async def transform(self, query: str, method: str, *, n: int | None = None,
-                        deadline_ms: int | None = None, **options: Any) -> TransformResult:
-        """§7.8 ``query/transform``."""
-        wire = {**options, "query": query, "method": method, "n": n}
-        result: TransformResult = await self._typed("query/transform", wire, deadline_ms)
-        return result
-
-    async def graph(self, op: str, *, query: str | None = None, k: int | None = None,
-                    deadline_ms: int | None = None, on_progress: OnProgress | None = None,
-                    **options: Any) -> GraphResult:
-        """§7.9; options: ``seed_ids``, ``hops``, ``level``, ``session_id``, ``cursor``."""
-        wire = {**options, "op": op, "query": query, "k": k}
-        result: GraphResult = await self._typed("graph", wire, deadline_ms, on_progress)
-        return result
-
-    async def index_add(self, documents: Sequence[Any], *, chunk: bool | None = None,
-                        contextual: bool | None = None, deadline_ms: int | None = None,
-                        on_progress: OnProgress | None = None,
-                        **options: Any) -> IndexAddResult:
-        """§7.10; retried after a failure only when every document has an ``id``."""
-        wire = {**options, "documents": list(documents), "chunk": chunk,
-                "contextual": contextual}
-        result: IndexAddResult = await self._typed("index/add", wire, deadline_ms, on_progress)
-        return result
-
-    async def index_delete(self, ids: Sequence[str], *, deadline_ms: int | None = None,
-                           **options: Any) -> IndexDeleteResult:
-        """§7.11 (idempotent, hence retried)."""
-        result: IndexDeleteResult = await self._typed(
-            "index/delete", {**options, "ids": list(ids)}, deadline_ms)
-        return result
-
-    async def catalog_list(self, *, deadline_ms: int | None = None) -> CatalogListResult:
-        """§7.13."""
-        result: CatalogListResult = await self._typed("catalog/list", {}, deadline_ms)
-        return result
-
-    async def feedback(self, signals: Sequence[Any], *, session_id: str | None = None,
-                       query: str | None = None, deadline_ms: int | None = None,
-                       **options: Any) -> FeedbackResult:
-        """§7.16."""
-        wire = {**options, "signals": list(signals), "sessionId": session_id, "query": query}
-        result: FeedbackResult = await self._typed("feedback", wire, deadline_ms)
-        return result
-
-    async def memory_build(self, documents: Sequence[Any] | None = None, *,
-                           memory_id: str | None = None, scope: str | None = None,
-                           deadline_ms: int | None = None, on_progress: OnProgress | None = None,
-                           **options: Any) -> MemoryBuildResult:
-        """§7.17 ``memory/build``."""
-        wire = {**options, "documents": None if documents is None else list(documents),
-                "memoryId": memory_id, "scope": scope}
-        result: MemoryBuildResult = await self._typed("memory/build", wire, deadline_ms,
-                                                      on_progress)
-        return result
-
-    async def memory_recall(self, query: str, *, memory_id: str | None = None,
-                            session_id: str | None = None, n: int | None = None,
-                            deadline_ms: int | None = None,
-                            **options: Any) -> MemoryRecallResult:
-        """§7.17 ``memory/recall``."""
-        wire = {**options, "query": query, "memoryId": memory_id, "sessionId": session_id,
-                "n": n}
-        result: MemoryRecallResult = await self._typed("memory/recall", wire, deadline_ms)
-        return result
+    def batch(self, *, deadline_ms: int | None = None) -> Batch:
+        """Queue calls to send them as one JSON-RPC batch frame (§11); see :class:`Batch`."""
+        return Batch(self, deadline_ms=deadline_ms)
 
     # ── lifecycle ────────────────────────────────────────────────────────────
 
@@ -444,6 +468,37 @@ class AsyncClient:
 
     # ── internals ────────────────────────────────────────────────────────────
 
+    def _dispatch(self, call: _Call) -> Awaitable[Any]:
+        return self._run(call)
+
+    async def _run(self, call: _Call) -> Any:
+        """Pre-flight every part, then send them one after the other, with retries."""
+        wires = [self._prepare(call, part) for part in call.parts]
+        callback = _progress_callback(call.on_progress)
+        return call.combine([call.decode(await self._send(call.method, wire, call.deadline_ms,
+                                                          callback))
+                             for wire in wires])
+
+    def _prepare(self, call: _Call, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Pre-flight before any I/O: gating, then the params' shape, funnel and options
+        (§7.7, the same rules the server applies); a refusal is a :class:`UsageError`."""
+        method = call.method
+        self._require(method)
+        if call.raw:
+            return dict(options)
+        wire = _wire_params(options)
+        try:
+            typed: Any = convert(wire, PARAMS[method])
+            if isinstance(typed, RetrieveParams):
+                check_funnel(typed)
+            if self.strict:
+                check_options(method, typed, self.capabilities)
+        except (InvalidParams, OptionUnsupported, CapabilityMissing) as exc:
+            detail = ", ".join(f"{key} {value!r}" for key, value in (exc.data or {}).items())
+            raise UsageError(f"{method}: {exc.message}" + (f" ({detail})" if detail else "")
+                             ) from exc
+        return wire
+
     def _require(self, method: str) -> None:
         """§6, §14.4: never call an unadvertised method (unless ``strict=False``)."""
         if not self.strict or method in ALWAYS_ALLOWED:
@@ -457,30 +512,10 @@ class AsyncClient:
                              f"capability, so {method!r} is unavailable (§6); connect with "
                              "strict=False to send it anyway")
 
-    async def _typed(self, method: str, options: Mapping[str, Any], deadline_ms: int | None,
-                     on_progress: OnProgress | None = None) -> Any:
-        """Pre-flight (shape, funnel, gating), send with retries, decode the result."""
-        self._require(method)
-        wire = _wire_params(options)
-        try:
-            typed: Any = convert(wire, PARAMS[method])
-            if isinstance(typed, RetrieveParams):
-                check_funnel(typed)
-            if self.strict:
-                check_options(method, typed, self.capabilities)
-        except (InvalidParams, OptionUnsupported, CapabilityMissing) as exc:
-            detail = ", ".join(f"{key} {value!r}" for key, value in (exc.data or {}).items())
-            raise UsageError(f"{method}: {exc.message}" + (f" ({detail})" if detail else "")
-                             ) from exc
-        raw = await self._send(method, wire, deadline_ms, on_progress)
-        return _numpy_vectors(decode_result(method, raw))
-
     async def _send(self, method: str, wire: dict[str, Any], deadline_ms: int | None,
-                    on_progress: OnProgress | None) -> Any:
-        """One logical call: retries per §12.2 within the overall deadline."""
+                    callback: ProgressCallback | None) -> Any:
+        """One request: retries per §12.2 within the overall deadline."""
         policy = self.retry if is_retry_safe(method, wire) else NO_RETRY
-        callback = None if on_progress is None else (
-            lambda params: on_progress(ProgressEvent.from_wire(params)))
         loop = asyncio.get_running_loop()
         deadline = None if deadline_ms is None else loop.time() + deadline_ms / 1000
         attempt, reinitialized = 0, False
@@ -505,6 +540,151 @@ class AsyncClient:
                     raise
                 _log.info("%s failed (%s); retry %d in %.2fs", method, exc, attempt, delay)
                 await asyncio.sleep(delay)
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    """A call queued in a batch: its members are ``[start, stop)``; ``future`` gets its result."""
+
+    call: _Call
+    future: asyncio.Future[Any]
+    start: int
+    stop: int
+
+    def settle(self, outcomes: list[Any]) -> None:
+        """Resolve the future from its members' outcomes (results, or errors)."""
+        if self.future.done():  # its owner cancelled it
+            return
+        error = next((outcome for outcome in outcomes if isinstance(outcome, RcpError)), None)
+        if error is None:
+            try:
+                result = self.call.combine([self.call.decode(outcome) for outcome in outcomes])
+            except RcpError as exc:
+                error = exc
+        if error is None:
+            self.future.set_result(result)
+        else:
+            self.future.set_exception(error)
+
+
+class Batch(_Methods):
+    """Calls queued for ONE JSON-RPC batch frame (§11); open it with :meth:`AsyncClient.batch`.
+
+    Every §7 method (and :meth:`call`) queues a request and returns an
+    :class:`asyncio.Future` for its own result; :meth:`notify` queues a notification.
+    ``await batch.send()`` — or leaving ``async with client.batch() as batch:`` —
+    sends them as one frame: one NDJSON line over stdio, one ``POST <base>`` over HTTP.
+    Then each future holds its own result or error; one member's error never fails
+    the others. A call the client refuses before any I/O (gating, malformed params:
+    :class:`UsageError`, as for a single call) fails its own future and is not sent.
+
+    Semantics per member and per batch:
+
+    - pre-flight and result decoding are the single call's (gating, §7.7 funnel,
+      ``maxK`` pre-clamp, ``f32-base64``, an ``embed`` split at ``batchLimit`` into
+      several members whose vectors are stacked again);
+    - a member's ``deadline_ms`` travels as its ``_meta.deadlineMs`` (§13.1); the
+      batch's ``deadline_ms`` is the default for its members and bounds the wait for
+      the whole batch: when it elapses, the unanswered members fail with
+      :class:`~rcpkit.protocol.errors.Timeout` and are cancelled server-side (§7.14);
+    - cancelling the task awaiting :meth:`send` cancels the unanswered members
+      server-side and their futures;
+    - no §12.2 retries inside a batch: a retryable error is that member's outcome;
+    - ``on_progress`` reaches members over stdio only (HTTP answers a batch with one
+      buffered body, no SSE);
+    - RCP/1 advertises no batch-size limit (§6); a server that caps batches refuses an
+      oversized one whole (rcpkit: ``-32013`` with ``data.limit``), and every member
+      then fails with that error: split the batch.
+
+    Nothing is sent for an empty batch (§11 would make it ``-32600``); a batch of
+    notifications only awaits no reply (HTTP 204). A batch is sent once.
+    """
+
+    def __init__(self, client: AsyncClient, *, deadline_ms: int | None = None) -> None:
+        self.capabilities = client.capabilities
+        self.deadline_ms = deadline_ms
+        self._client = client
+        self._members: list[Outgoing] = []
+        self._queued: list[_Queued] = []
+        self._sent = False
+
+    def __len__(self) -> int:
+        """The members queued so far (requests and notifications)."""
+        return len(self._members)
+
+    def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Queue a notification (§4.5); it gets no reply."""
+        self._check_unsent()
+        self._members.append(Outgoing(method, params, notification=True))
+
+    async def send(self) -> None:
+        """Send the queued members as one frame (§11) and settle every future.
+
+        Only cancellation propagates: any other failure, even of the transport
+        (:class:`~rcpkit.protocol.errors.TransportClosed`), is each member's outcome.
+        """
+        self._check_unsent()
+        self._sent = True
+        if not self._members:
+            return
+        try:
+            outcomes = await self._client.session.batch(self._members,
+                                                        deadline_ms=self.deadline_ms)
+        except asyncio.CancelledError:
+            self._cancel_futures()
+            raise
+        except RcpError as exc:  # the frame could not be sent
+            outcomes = [copy.copy(exc) for _ in self._members]
+        for queued in self._queued:
+            queued.settle(outcomes[queued.start:queued.stop])
+
+    async def __aenter__(self) -> Batch:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        """Send on a clean exit; after an exception nothing is sent, the futures are cancelled."""
+        if exc_type is None:
+            await self.send()
+        else:
+            self._sent = True
+            self._cancel_futures()
+
+    def _dispatch(self, call: _Call) -> asyncio.Future[Any]:
+        self._check_unsent()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        try:
+            wires = [self._client._prepare(call, part) for part in call.parts]
+        except UsageError as exc:
+            future.set_exception(exc)
+            return future
+        start = len(self._members)
+        callback = _progress_callback(call.on_progress)
+        self._members.extend(Outgoing(call.method, wire, deadline_ms=call.deadline_ms,
+                                      on_progress=callback) for wire in wires)
+        self._queued.append(_Queued(call, future, start, len(self._members)))
+        return future
+
+    def _check_unsent(self) -> None:
+        if self._sent:
+            raise UsageError("this batch was already sent; open another with client.batch()")
+
+    def _cancel_futures(self) -> None:
+        for queued in self._queued:
+            queued.future.cancel()
+
+
+def _progress_callback(on_progress: OnProgress | None) -> ProgressCallback | None:
+    """Raw ``notifications/progress`` params → typed :class:`ProgressEvent` (§9)."""
+    if on_progress is None:
+        return None
+    return lambda params: on_progress(ProgressEvent.from_wire(params))
+
+
+def _stack_embeddings(parts: list[EmbedResult]) -> EmbedResult:
+    """One result for an ``embed`` sent in several requests (``batchLimit``, §7.3)."""
+    if len(parts) == 1:
+        return parts[0]
+    return msgspec.structs.replace(parts[0], vectors=np.vstack([part.vectors for part in parts]))
 
 
 def _camel(name: str) -> str:

@@ -123,16 +123,18 @@ class HttpPool:
         self._closed = False
 
     @contextlib.asynccontextmanager
-    async def post(self, path: str, body: bytes,
+    async def post(self, path: str | None, body: bytes,
                    headers: Sequence[tuple[str, str]]) -> AsyncIterator[HttpResponse]:
-        """``POST <base path>/<path>``; the response body must be read inside the block."""
+        """``POST <base path>/<path>`` (the base path itself when ``path`` is None); the
+        response body must be read inside the block."""
+        target = f"{self.path}/{path}" if path is not None else self.path or "/"
         async with self._slots:
             connection = await self._acquire()
             reusable = False
             try:
                 try:
                     connection.send(
-                        h11.Request(method="POST", target=f"{self.path}/{path}", headers=[
+                        h11.Request(method="POST", target=target, headers=[
                             ("Host", self.authority), ("Content-Length", str(len(body))),
                             *headers]),
                         h11.Data(data=body), h11.EndOfMessage())

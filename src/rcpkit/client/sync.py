@@ -1,12 +1,13 @@
 """``Client``: the blocking facade over :class:`AsyncClient`.
 
 It owns a private event loop running in a daemon thread and delegates every
-attribute to the async client generically: a coroutine method is run on that
-loop and its result returned; a method returning an async iterator (such as
-``retrieve_stream``) returns a blocking iterator; anything else is returned
-as is. No method body is duplicated. Callbacks (``on_progress``,
-``log_handler``) run on the loop thread. Interrupting a blocking call
-(e.g. Ctrl-C) cancels the request, which sends ``notifications/cancel``.
+attribute to the async client generically: a method is called on that loop and a
+coroutine it returns is awaited there; an async iterator (such as
+``retrieve_stream``'s) becomes a blocking iterator, a :class:`Batch` a
+:class:`BlockingBatch`; anything else is returned as is. No method body is
+duplicated. Callbacks (``on_progress``, ``log_handler``) run on the loop thread.
+Interrupting a blocking call (e.g. Ctrl-C) cancels the request, which sends
+``notifications/cancel``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from ..protocol.errors import TransportClosed
-from .client import AsyncClient, connect_http, connect_stdio
+from .client import AsyncClient, Batch, connect_http, connect_stdio
 
-__all__ = ["Client"]
+__all__ = ["BlockingBatch", "Client"]
 
 T = TypeVar("T")
 
@@ -55,7 +56,20 @@ class _LoopThread:
         self.loop.close()
 
 
-class Client:
+class _Proxy:
+    """Blocking access to an object of the async client that lives on ``_loop``."""
+
+    _target: Any
+    _loop: _LoopThread
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._target, name)
+        if not callable(attribute):
+            return attribute
+        return _blocking(attribute, self._loop)
+
+
+class Client(_Proxy):
     """Blocking RCP client: ``Client.connect_stdio([...])`` / ``Client.connect_http(url)``.
 
     Every :class:`AsyncClient` method and attribute is available with the same
@@ -65,7 +79,7 @@ class Client:
     def __init__(self, connect: Coroutine[Any, Any, AsyncClient]) -> None:
         self._loop = _LoopThread()
         try:
-            self._async = self._loop.run(connect)
+            self._target = self._loop.run(connect)
         except BaseException:
             self._loop.stop()
             raise
@@ -83,31 +97,15 @@ class Client:
     @property
     def aio(self) -> AsyncClient:
         """The wrapped async client (use it only from the facade's loop)."""
-        return self._async
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._async, name)
-        if not callable(attribute):
-            return attribute
-        return self._blocking(attribute)
-
-    def _blocking(self, method: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(method)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if inspect.iscoroutinefunction(method):
-                return self._loop.run(method(*args, **kwargs))
-            result = method(*args, **kwargs)
-            if isinstance(result, AsyncIterator):
-                return _BlockingIterator(result, self._loop)
-            return result
-        return call
+        client: AsyncClient = self._target
+        return client
 
     def close(self) -> None:
         """Close the connection and stop the loop thread."""
         if self._loop.loop.is_closed():
             return
         try:
-            self._loop.run(self._async.close())
+            self._loop.run(self.aio.close())
         except concurrent.futures.CancelledError:
             pass
         finally:
@@ -118,6 +116,51 @@ class Client:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class BlockingBatch(_Proxy):
+    """:class:`Batch` for the blocking :class:`Client` (§11)::
+
+        with client.batch() as batch:
+            hits = batch.retrieve("paris")
+            pong = batch.ping()
+        print(hits.result().hits, pong.result())
+
+    Each queued call returns a future; read it with ``future.result()`` once the
+    batch was sent (leaving the ``with`` block, or ``batch.send()``).
+    """
+
+    def __init__(self, batch: Batch, loop: _LoopThread) -> None:
+        self._target = batch
+        self._loop = loop
+
+    def __len__(self) -> int:
+        return len(self._target)
+
+    def __enter__(self) -> BlockingBatch:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        self._loop.run(self._target.__aexit__(exc_type, *exc_info))
+
+
+def _blocking(method: Callable[..., Any], loop: _LoopThread) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        result = loop.run(_invoke(method, args, kwargs))
+        if isinstance(result, Batch):
+            return BlockingBatch(result, loop)
+        if isinstance(result, AsyncIterator):
+            return _BlockingIterator(result, loop)
+        return result
+    return call
+
+
+async def _invoke(method: Callable[..., Any], args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+    """Call ``method`` on the loop (a batch makes its futures there); await a coroutine."""
+    result = method(*args, **kwargs)
+    return await result if inspect.iscoroutine(result) else result
 
 
 class _BlockingIterator(Iterator[T]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import copy
 import email.utils
 import logging
 import os
@@ -88,6 +89,14 @@ class StdioTransport:
 
     async def send(self, frame: dict[str, Any], *, method: str,
                    request_id: RequestId | None, stream: bool) -> None:
+        await self._write(frame)
+
+    async def send_batch(self, frames: list[dict[str, Any]], *,
+                         request_ids: Sequence[RequestId]) -> None:
+        """The whole batch is one NDJSON line (§5.1, §11)."""
+        await self._write(frames)
+
+    async def _write(self, frame: dict[str, Any] | list[dict[str, Any]]) -> None:
         stdin = self._process.stdin if self._process else None
         if stdin is None or stdin.is_closing():
             raise TransportClosed("the server's stdin is closed")
@@ -169,7 +178,8 @@ class StdioTransport:
 
 
 class HttpTransport:
-    """POST each message to ``<base>/<method>`` (§5.2) over pooled keep-alive connections.
+    """POST each message to ``<base>/<method>`` (§5.2), and a batch to ``<base>`` (§11), over
+    pooled keep-alive connections.
 
     A response is read as SSE when the server answers ``text/event-stream``
     (asked for with ``stream=True``), else as one JSON body. ``session_token``,
@@ -203,15 +213,33 @@ class HttpTransport:
 
     async def send(self, frame: dict[str, Any], *, method: str,
                    request_id: RequestId | None, stream: bool) -> None:
+        self._start_post(frame, method, () if request_id is None else (request_id,), stream)
+
+    async def send_batch(self, frames: list[dict[str, Any]], *,
+                         request_ids: Sequence[RequestId]) -> None:
+        """One POST to the base path; its reply is buffered (no SSE for a batch).
+
+        A batch of notifications only is answered 204. Abandoning any member
+        abandons the whole POST (the batch reply arrives all at once).
+        """
+        self._start_post(frames, None, tuple(request_ids), False)
+
+    def _start_post(self, frame: dict[str, Any] | list[dict[str, Any]], method: str | None,
+                    request_ids: tuple[RequestId, ...], stream: bool) -> None:
         if self._closed or self._sink is None:
             raise TransportClosed("the HTTP client is closed")
-        task = asyncio.ensure_future(self._post(self._sink, frame, method, request_id, stream))
-        if request_id is None:
+        task = asyncio.ensure_future(self._post(self._sink, frame, method, request_ids, stream))
+        if not request_ids:
             self._notifications.add(task)
             task.add_done_callback(self._notifications.discard)
-        else:
+            return
+        for request_id in request_ids:
             self._tasks[request_id] = task
-            task.add_done_callback(lambda _: self._tasks.pop(request_id, None))
+        task.add_done_callback(lambda _: self._forget(request_ids))
+
+    def _forget(self, request_ids: tuple[RequestId, ...]) -> None:
+        for request_id in request_ids:
+            self._tasks.pop(request_id, None)
 
     def abandon(self, request_id: RequestId) -> None:
         task = self._tasks.pop(request_id, None)
@@ -228,42 +256,49 @@ class HttpTransport:
         if self._sink is not None:
             self._sink.connection_lost(TransportClosed("the client closed the connection"))
 
-    async def _post(self, sink: Sink, frame: dict[str, Any], method: str,
-                    request_id: RequestId | None, stream: bool) -> None:
+    async def _post(self, sink: Sink, frame: dict[str, Any] | list[dict[str, Any]],
+                    method: str | None, request_ids: tuple[RequestId, ...], stream: bool) -> None:
+        """POST one frame; a request it leaves unanswered fails with the reason."""
         headers = [*self._headers, ("Accept", "text/event-stream, application/json" if stream
                                     else "application/json")]
         if self.session_token:
             headers.append(("RCP-Session", self.session_token))
+        what = method or "batch"
         try:
             async with self._pool.post(method, messages.encode(frame), headers) as response:
                 if response.status == 200:
-                    await self._read_body(sink, response)
-                    error: RcpError = ProtocolViolation(
-                        "the HTTP response carried no JSON-RPC response for this request")
+                    error: RcpError = await self._read_body(sink, response, method is None) \
+                        or ProtocolViolation(
+                            "the HTTP response carried no JSON-RPC response for this request")
                 elif response.status in (202, 204):
                     await response.read()
                     return
                 else:
                     error = _status_error(response, await response.read(), self.url)
         except HttpError as exc:
-            error = TransportClosed(f"HTTP {method} to {self.url} failed ({exc}); it may or "
+            error = TransportClosed(f"HTTP {what} to {self.url} failed ({exc}); it may or "
                                     "may not have taken effect")
-        if request_id is not None:
-            sink.fail(request_id, error)  # a no-op when the response was already delivered
-        else:
-            _log.debug("notification %s failed: %s", method, error)
+        if not request_ids:
+            _log.debug("notification %s failed: %s", what, error)
+        for request_id in request_ids:  # a no-op for those whose response was delivered
+            sink.fail(request_id, copy.copy(error))  # one instance per waiter
 
     @staticmethod
-    async def _read_body(sink: Sink, response: HttpResponse) -> None:
+    async def _read_body(sink: Sink, response: HttpResponse, batch: bool) -> RcpError | None:
+        """Deliver the body's frames; for a batch answered by a single error (``id: null``,
+        e.g. ``-32013`` for too many members, §11), return that error instead."""
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             events = SseParser()
             async for chunk in response.iter_bytes():
                 for event in events.feed(chunk):
                     sink.deliver(event)
-            return
+            return None
         body = await response.read()
+        if batch and body.lstrip()[:1] == b"{":
+            return _batch_refusal(body)
         if body.strip():
             sink.deliver(body)
+        return None
 
 
 _STATUS_ERRORS: dict[int, type[RcpError]] = {
@@ -287,6 +322,15 @@ def _status_error(response: HttpResponse, body: bytes, url: str) -> RcpError:
     if retry_after is not None and error.retry_after_ms is None:
         error.data = {**(error.data or {}), "retryAfterMs": retry_after}
     return error
+
+
+def _batch_refusal(body: bytes) -> RcpError:
+    """The error a server answered a whole batch with (§11), instead of an array."""
+    with contextlib.suppress(RcpError):
+        message = messages.classify(messages.decode(body))
+        if isinstance(message, messages.Response) and message.error is not None:
+            return error_from_wire(message.error)
+    return ProtocolViolation("a batch must be answered with an array of responses (§11)")
 
 
 def _retry_after_ms(value: str | None) -> int | None:
