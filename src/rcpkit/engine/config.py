@@ -38,6 +38,13 @@ class EngineConfig:
     ``pg_recall`` says where recall runs: ``"database"`` (pgvector HNSW and BM25 in SQL: no
     in-memory index to build on open or to catch up; docs/postgres.md) or ``"memory"`` (derived
     indexes in ``data_dir``, as on SQLite).
+
+    Bookkeeping retention: an ``idempotencyKey`` (§7.10) replays its first reply for
+    ``idempotency_retention_seconds`` and is new again afterwards. The spec sets no lifetime;
+    a key only has to outlive the retries of one write after a transport failure (§13.1,
+    §12.2), so a day is ample. Write-log rows are dropped once the saved index state covers
+    them and they are older than ``write_log_retention_seconds`` (never less than
+    ``retain_seconds``, whose time rule reads the log); a process lagging further reloads.
     """
 
     data_dir: Path = Path("rcpkit-data")
@@ -59,6 +66,8 @@ class EngineConfig:
     field_types: Mapping[str, str] = field(default_factory=dict)
     retain_versions: int = 64
     retain_seconds: float = 600.0
+    idempotency_retention_seconds: float = 86_400.0
+    write_log_retention_seconds: float = 3_600.0
     session_ttl_seconds: int = 1800
     cross_encoder_model_path: Path | None = None
     cross_encoder_tokenizer_path: Path | None = None

@@ -18,6 +18,9 @@ policy scale them down, and MMR caps them so they never increase down the list.
 
 The indexes are saved under ``<data_dir>/indexes`` with the write-log position they
 reflect (the ``CURRENT`` pointer flips last) and reconciled with the record on open.
+Writes also prune the store's bookkeeping (:meth:`Engine._prune_bookkeeping`): expired
+idempotency keys, and write-log rows the saved state covers once they are old enough; a
+process whose position falls below the pruned log reloads the saved state, or rebuilds.
 
 Several processes may share one record (N HTTP workers on one data directory, or engines on
 one PostgreSQL database, issue 8): :meth:`Engine.refresh` runs before every search and write,
@@ -67,6 +70,7 @@ from rcpkit.engine.store import (
     DatabaseSearch,
     DocumentWrite,
     FeedbackRecord,
+    IndexDelta,
     SqliteStore,
     Store,
     indexed_text,
@@ -179,8 +183,11 @@ class Engine:
     """Hybrid retrieval over a durable store; see the module docstring."""
 
     def __init__(self, config: EngineConfig, store: Store, embedder: Embedder,
-                 rerankers: Mapping[str, Reranker]) -> None:
+                 rerankers: Mapping[str, Reranker], *,
+                 clock: Callable[[], float] = time.time) -> None:
         self.config = config
+        self._clock = clock
+        """Epoch seconds for retention decisions (snapshots, keys, log); tests inject one."""
         self._store = store
         if config.pg_recall not in ("database", "memory"):
             raise ValueError(f"pg_recall must be database or memory, not {config.pg_recall!r}")
@@ -195,6 +202,8 @@ class Engine:
         self._dense = self._new_dense_index()
         self._columns = FilterColumns()
         self._log_position = 0
+        self._saved_position = 0
+        """Log position of the newest index state known to be saved in ``data_dir``."""
         self._published = store.current_seq()
         self._schema = store.field_types()
         self._poisoned = self._poisoned_documents(store.feedback_position())
@@ -223,11 +232,12 @@ class Engine:
 
     @classmethod
     def open(cls, config: EngineConfig, *, embedder: Embedder | None = None,
-             store: Store | None = None) -> Engine:
+             store: Store | None = None, clock: Callable[[], float] = time.time) -> Engine:
         """Open (or create) the engine and reconcile its indexes with the record.
 
         The record is ``store`` when given (e.g. a PostgreSQL backend), else the embedded
         SQLite store in ``config.data_dir``; derived indexes always live in ``data_dir``.
+        ``clock`` (epoch seconds) drives the retention windows.
         """
         chosen = embedder or _make_embedder(config)
         store = store or _open_store(config)
@@ -241,7 +251,7 @@ class Engine:
                 config.cross_encoder_model_path, config.cross_encoder_tokenizer_path,
                 identity=f"onnx:{Path(config.cross_encoder_model_path).name}")
             rerankers[cross.method] = cross
-        return cls(config, store, chosen, rerankers)
+        return cls(config, store, chosen, rerankers, clock=clock)
 
     def wait_for_indexes(self, timeout: float | None = None) -> bool:
         """Block until background index work (the dense graph build) is done, or ``timeout``
@@ -303,7 +313,9 @@ class Engine:
                                       f"{self.config.max_text_bytes} bytes")
         with self._write_lock:
             if idempotency_key is not None:
-                replay = self._store.idempotent_reply(idempotency_key)
+                replay = self._store.idempotent_reply(
+                    idempotency_key,
+                    not_before=self._clock() - self.config.idempotency_retention_seconds)
                 if replay is not None:
                     reply, seq = replay
                     return AddResult(ids=reply["ids"], chunks=reply["chunks"],
@@ -326,7 +338,8 @@ class Engine:
             chunks = sum(len(p.pieces) for p in prepared)
             outcome = self._store.write(upserts, [], new_fields=new_fields,
                                         idempotency_key=idempotency_key,
-                                        reply={"ids": ids, "chunks": chunks})
+                                        reply={"ids": ids, "chunks": chunks},
+                                        now=self._clock())
             self._after_write()
             return AddResult(ids=ids, chunks=chunks, index_version=self.version_token(outcome.seq))
 
@@ -336,19 +349,36 @@ class Engine:
             raise PayloadTooLarge(f"at most {self.config.max_documents_per_add} ids per delete")
         self.refresh()
         with self._write_lock:
-            outcome = self._store.write([], list(dict.fromkeys(ids)))
+            outcome = self._store.write([], list(dict.fromkeys(ids)), now=self._clock())
             self._after_write()
             return DeleteResult(deleted=outcome.deleted,
                                 index_version=self.version_token(outcome.seq))
 
     def _after_write(self) -> None:
-        """Collect old snapshots, then publish the write."""
+        """Collect old snapshots, publish the write, then prune the bookkeeping."""
+        now = self._clock()
         self._store.collect_garbage(self.config.retain_versions, self.config.retain_seconds,
-                                    time.time())
+                                    now)
         self._publish()
         self._writes_since_save += 1
         if self._writes_since_save >= self.config.index_save_every:
             self._save_indexes()
+        self._prune_bookkeeping(now)
+
+    def _prune_bookkeeping(self, now: float) -> None:
+        """The retention policy the store executes (cheap: indexed deletes, usually none).
+
+        Idempotency keys older than ``idempotency_retention_seconds`` go (§7.10: an expired
+        key is new). A write-log row goes once it is older than
+        ``write_log_retention_seconds`` — and than ``retain_seconds``, as the §7.7.1 time rule
+        of :meth:`Store.collect_garbage` reads write times from the log — and, with derived
+        indexes, at or below the saved state's position, so a restart loads that state and
+        catches up. With database recall nothing else reads the log: any position goes."""
+        config = self.config
+        log_age = max(config.write_log_retention_seconds, config.retain_seconds)
+        self._store.prune_bookkeeping(
+            log_up_to=None if self._database is not None else self._saved_position,
+            log_before=now - log_age, keys_before=now - config.idempotency_retention_seconds)
 
     def _publish(self) -> None:
         """Bring indexes and schema up to the record, then publish its latest version (the
@@ -438,7 +468,8 @@ class Engine:
 
     def _load_indexes(self) -> None:
         """Load persisted indexes and catch up from the write log; rebuild when they cannot
-        be trusted (missing, corrupt, foreign, or ahead of the record)."""
+        be trusted (missing, corrupt, foreign, ahead of the record, or below its pruned
+        log). Also how a process that fell below the pruned log starts over."""
         if self._database is not None:
             return
         try:
@@ -446,18 +477,27 @@ class Engine:
                 saved = self._saved_state()
                 if saved is None or saved[1] > self._store.log_position():
                     raise ValueError("persisted indexes do not belong to this record")
+                if saved[1] < self._store.log_floor():
+                    raise ValueError("the write log no longer reaches the persisted indexes")
                 state_dir, position = saved
                 lexical = LexicalIndex.load(state_dir / "lexical")
                 dense = DenseIndex.load(state_dir / "dense")
         except Exception:  # any unreadable state means: rebuild from the record
             self._rebuild()
             return
-        self._lexical, self._dense, self._log_position = lexical, dense, position
+        self._saved_position = position
         # The filter columns are not persisted: built from every stored row, they already
         # hold what the catch-up below adds (a re-added row is a no-op).
+        columns = FilterColumns()
         for batch in self._store.iter_rows():
-            self._columns.add(*self._filter_rows(batch.rowids))
-        self._catch_up()
+            columns.add(*self._filter_rows(batch.rowids))
+        # Caught up before the swap: a running process must not serve the older state.
+        delta = self._store.delta_since(position)
+        if delta is None:  # pruned past the state while it was loading
+            self._rebuild()
+            return
+        self._delta_applier(delta)(lexical, dense, columns)
+        self._install(lexical, dense, columns, delta.position)
 
     @contextmanager
     def _indexes_locked(self, *, exclusive: bool) -> Iterator[None]:
@@ -492,29 +532,54 @@ class Engine:
             lexical.add(rowids, batch.texts)
             dense.add(rowids, batch.vectors)
             columns.add(*self._filter_rows(batch.rowids))
+        self._install(lexical, dense, columns, position)
+
+    def _install(self, lexical: LexicalIndex, dense: DenseIndex, columns: FilterColumns,
+                 position: int) -> None:
+        """Swap in a whole set of derived indexes at ``position``: a read sees the old set or
+        the new one, never a mix; the replaced dense index stops its background build."""
         with self._index_lock.writing():
-            self._lexical, self._dense, self._log_position = lexical, dense, position
-            self._columns = columns
+            replaced = self._dense
+            self._lexical, self._dense, self._columns = lexical, dense, columns
+            self._log_position = position
+        replaced.close()
+        self._masks.clear()
 
     def _catch_up(self) -> None:
+        """Apply the write log after this process's position to the live indexes; below the
+        pruned log, start over from the saved state (or the rows)."""
         if self._database is not None:
             return
         delta = self._store.delta_since(self._log_position)
-        batches = list(self._store.iter_rows(delta.added)) if delta.added else []
-        filter_rows = [self._filter_rows(batch.rowids) for batch in batches]
+        if delta is None:
+            self._load_indexes()
+            return
+        apply = self._delta_applier(delta)
         with self._index_lock.writing():
-            if delta.removed:
-                removed = np.asarray(delta.removed, dtype=np.int64)
-                self._lexical.remove(removed)
-                self._dense.remove(removed)
-                self._columns.remove(removed)
-            for batch, (filtered, metas) in zip(batches, filter_rows, strict=True):
-                rowids = np.asarray(batch.rowids, dtype=np.int64)
-                self._lexical.add(rowids, batch.texts)
-                self._dense.add(rowids, batch.vectors)
-                self._columns.add(filtered, metas)
+            apply(self._lexical, self._dense, self._columns)
             self._log_position = delta.position
         self._masks.clear()
+
+    def _delta_applier(self, delta: IndexDelta
+                       ) -> Callable[[LexicalIndex, DenseIndex, FilterColumns], None]:
+        """Read the rows ``delta`` adds now (no lock held) and return what applies the whole
+        delta to a set of indexes (quickly, under the caller's lock if they are live)."""
+        batches = list(self._store.iter_rows(delta.added)) if delta.added else []
+        filter_rows = [self._filter_rows(batch.rowids) for batch in batches]
+        removed = np.asarray(delta.removed, dtype=np.int64)
+
+        def apply(lexical: LexicalIndex, dense: DenseIndex, columns: FilterColumns) -> None:
+            if len(removed):
+                lexical.remove(removed)
+                dense.remove(removed)
+                columns.remove(removed)
+            for batch, (filtered, metas) in zip(batches, filter_rows, strict=True):
+                rowids = np.asarray(batch.rowids, dtype=np.int64)
+                lexical.add(rowids, batch.texts)
+                dense.add(rowids, batch.vectors)
+                columns.add(filtered, metas)
+
+        return apply
 
     def _filter_rows(self, rowids: Sequence[int]
                      ) -> tuple[list[int], list[Mapping[str, Any]]]:
@@ -533,6 +598,9 @@ class Engine:
             saved = self._saved_state()
             if saved is None or saved[1] < self._log_position:
                 self._write_state(self._index_dir())
+                self._saved_position = self._log_position
+            else:
+                self._saved_position = saved[1]
         self._writes_since_save = 0
 
     def _write_state(self, root: Path) -> None:

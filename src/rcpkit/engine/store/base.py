@@ -198,17 +198,21 @@ class Store(abc.ABC):
     def write(self, upserts: Sequence[DocumentWrite], deletes: Sequence[str], *,
               new_fields: Mapping[str, str] | None = None,
               idempotency_key: str | None = None,
-              reply: Mapping[str, Any] | None = None) -> WriteOutcome:
+              reply: Mapping[str, Any] | None = None,
+              now: float | None = None) -> WriteOutcome:
         """Apply upserts and deletes in one committed transaction at a new version.
 
         A document whose live ``content_hash`` is unchanged is left alone; a write that
         changes nothing does not create a version. ``reply`` is remembered under
-        ``idempotency_key`` together with the resulting version.
+        ``idempotency_key`` together with the resulting version. ``now`` (epoch seconds,
+        default the wall clock) stamps the log row and the key for the retention windows.
         """
 
     @abc.abstractmethod
-    def idempotent_reply(self, key: str) -> tuple[dict[str, Any], int] | None:
-        """The reply and version stored for an idempotency key, if any (§7.10)."""
+    def idempotent_reply(self, key: str, *,
+                         not_before: float = 0.0) -> tuple[dict[str, Any], int] | None:
+        """The reply and version stored for an idempotency key at or after ``not_before``
+        (epoch seconds), if any (§7.10); an older key has expired and counts as new."""
 
     @abc.abstractmethod
     def collect_garbage(self, keep_versions: int, keep_seconds: float, now: float) -> list[int]:
@@ -221,8 +225,22 @@ class Store(abc.ABC):
         """The write-log position the current row set corresponds to."""
 
     @abc.abstractmethod
-    def delta_since(self, position: int) -> IndexDelta:
-        """Net rows added/removed after ``position`` (catch-up of persisted indexes)."""
+    def delta_since(self, position: int) -> IndexDelta | None:
+        """Net rows added/removed after ``position`` (catch-up of persisted indexes), or
+        ``None`` when the log was pruned past ``position`` (below :meth:`log_floor`): the
+        caller must start again from a saved state that is not, or from the rows."""
+
+    @abc.abstractmethod
+    def log_floor(self) -> int:
+        """The highest pruned write-log position (0: none); the log is complete above it."""
+
+    @abc.abstractmethod
+    def prune_bookkeeping(self, *, log_up_to: int | None, log_before: float,
+                          keys_before: float) -> tuple[int, int]:
+        """Execute the engine's retention policy in one transaction, through indexes: drop
+        write-log rows at or below ``log_up_to`` (``None``: any position) written before
+        ``log_before``, raising :meth:`log_floor` to the highest dropped, and idempotency keys
+        stored before ``keys_before``. Returns ``(log rows, keys)`` dropped."""
 
     @abc.abstractmethod
     def iter_rows(self, rowids: Sequence[int] | None = None,

@@ -138,6 +138,11 @@ CREATE TABLE feedback (
 );
 CREATE INDEX feedback_poison ON feedback(doc_id) WHERE poison_suspected;
 """
+# Added with bookkeeping retention; also created on databases made before it.
+_RETENTION_SCHEMA = """
+CREATE INDEX write_log_time ON write_log(at);
+CREATE INDEX idempotency_time ON idempotency(at);
+"""
 
 _VISIBLE = "c.added_seq <= %s AND (c.deleted_seq IS NULL OR c.deleted_seq > %s)"
 _CHUNK_COLUMNS = ("c.chunk_id, c.doc_id, c.idx, c.start_offset, c.end_offset, c.text, "
@@ -244,11 +249,15 @@ class PostgresStore(Store):
             found = setup.execute("SELECT to_regclass('versions')").fetchone()
             if found is None or found[0] is None:
                 setup.execute(_SCHEMA)
+                setup.execute(_RETENTION_SCHEMA)
                 setup.execute(
                     "INSERT INTO settings(key, value) VALUES ('database_id', %s), "
                     "('secret', %s), ('seq', '0'), ('gc_floor', '0'), ('log_pos', '0')",
                     (secrets.token_hex(8), secrets.token_hex(32)))
                 setup.execute("INSERT INTO versions(seq, chunks, total_length) VALUES (0, 0, 0)")
+            elif (setup.execute("SELECT to_regclass('idempotency_time')").fetchone()
+                  or (None,))[0] is None:
+                setup.execute(_RETENTION_SCHEMA)
 
     @classmethod
     def open(cls, dsn: str, *, lexical: LexicalRanking = "bm25") -> PostgresStore:
@@ -361,7 +370,9 @@ class PostgresStore(Store):
     def write(self, upserts: Sequence[DocumentWrite], deletes: Sequence[str], *,
               new_fields: Mapping[str, str] | None = None,
               idempotency_key: str | None = None,
-              reply: Mapping[str, Any] | None = None) -> WriteOutcome:
+              reply: Mapping[str, Any] | None = None,
+              now: float | None = None) -> WriteOutcome:
+        at = time.time() if now is None else now
         with self._transaction() as db:
             seq = int(self._setting(db, "seq")) + 1
             live = dict(db.execute(
@@ -398,7 +409,7 @@ class PostgresStore(Store):
                     "INSERT INTO versions(seq, chunks, total_length) "
                     "SELECT %s, chunks + %s, total_length + %s FROM versions WHERE seq = %s",
                     (seq, len(added) - removed_chunks, added_length - removed_length, seq - 1))
-                self._log(db, seq, "write", time.time(), changed, added, [])
+                self._log(db, seq, "write", at, changed, added, [])
             else:
                 seq -= 1
             if idempotency_key is not None and reply is not None:
@@ -406,7 +417,7 @@ class PostgresStore(Store):
                     "INSERT INTO idempotency(key, reply, seq, at) VALUES (%s, %s, %s, %s) "
                     "ON CONFLICT (key) DO UPDATE SET reply = EXCLUDED.reply, seq = EXCLUDED.seq, "
                     "at = EXCLUDED.at",
-                    (idempotency_key, json.dumps(dict(reply)), seq, time.time()))
+                    (idempotency_key, json.dumps(dict(reply)), seq, at))
         self._refresh_statistics(len(added))
         return WriteOutcome(seq=seq, added_rowids=added, changed_ids=changed, deleted=deleted)
 
@@ -505,9 +516,10 @@ class PostgresStore(Store):
         db.execute("INSERT INTO settings(key, value) VALUES ('dimension', %s)", (str(dimension),))
 
     @_database_errors
-    def idempotent_reply(self, key: str) -> tuple[dict[str, Any], int] | None:
-        row = self._reader().execute("SELECT reply, seq FROM idempotency WHERE key = %s",
-                                     (key,)).fetchone()
+    def idempotent_reply(self, key: str, *,
+                         not_before: float = 0.0) -> tuple[dict[str, Any], int] | None:
+        row = self._reader().execute("SELECT reply, seq FROM idempotency "
+                                     "WHERE key = %s AND at >= %s", (key, not_before)).fetchone()
         return None if row is None else (dict(row[0]), int(row[1]))
 
     @_database_errors
@@ -541,18 +553,48 @@ class PostgresStore(Store):
         return int(self._setting(self._reader(), "log_pos"))
 
     @_database_errors
-    def delta_since(self, position: int) -> IndexDelta:
+    def delta_since(self, position: int) -> IndexDelta | None:
+        db = self._reader()
         added: set[int] = set()
         removed: set[int] = set()
         last = position
-        for pos, added_ids, removed_ids in self._reader().execute(
+        for pos, added_ids, removed_ids in db.execute(
                 "SELECT pos, added, removed FROM write_log WHERE pos > %s ORDER BY pos",
                 (position,)):
             added.update(added_ids)
             removed.update(removed_ids)
             last = int(pos)
+        # Read after the rows: the floor only grows, so a floor still at or below
+        # ``position`` now was so while they were read, and none of them was missing.
+        if _log_floor(db) > position:
+            return None
         return IndexDelta(position=last, added=sorted(added - removed),
                           removed=sorted(removed - added))
+
+    @_database_errors
+    def log_floor(self) -> int:
+        return _log_floor(self._reader())
+
+    @_database_errors
+    def prune_bookkeeping(self, *, log_up_to: int | None, log_before: float,
+                          keys_before: float) -> tuple[int, int]:
+        # Not versioned: pruning allocates no version, so writers are not held up; the
+        # floor row lock orders concurrent pruners and GREATEST keeps the floor monotonic.
+        bound, params = ("", [log_before]) if log_up_to is None else \
+            (" AND pos <= %s", [log_before, log_up_to])
+        with self._transaction(versioned=False) as db:
+            newest = (db.execute(f"SELECT MAX(pos) FROM write_log WHERE at < %s{bound}",
+                                 params).fetchone() or (None,))[0]
+            log_rows = 0
+            if newest is not None:
+                log_rows = db.execute("DELETE FROM write_log WHERE pos <= %s AND at < %s",
+                                      (newest, log_before)).rowcount
+                db.execute("INSERT INTO settings(key, value) VALUES ('log_floor', %s) "
+                           "ON CONFLICT (key) DO UPDATE SET value = "
+                           "GREATEST(settings.value::bigint, EXCLUDED.value::bigint)::text",
+                           (str(newest),))
+            keys = db.execute("DELETE FROM idempotency WHERE at < %s", (keys_before,)).rowcount
+        return log_rows, keys
 
     def iter_rows(self, rowids: Sequence[int] | None = None,
                   batch_size: int = 512) -> Iterator[RowBatch]:
@@ -731,6 +773,11 @@ class PostgresStore(Store):
         return {str(doc_id): int(n) for doc_id, n in self._reader().execute(
             "SELECT doc_id, COUNT(*) FROM feedback WHERE poison_suspected AND id <= %s "
             "GROUP BY doc_id", (up_to,))}
+
+
+def _log_floor(db: psycopg.Connection[Any]) -> int:
+    row = db.execute("SELECT value FROM settings WHERE key = 'log_floor'").fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _allocate(db: psycopg.Connection[Any], table: str, column: str, count: int) -> list[int]:

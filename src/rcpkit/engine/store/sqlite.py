@@ -82,10 +82,12 @@ CREATE TABLE IF NOT EXISTS write_log (
     removed TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS write_log_at ON write_log(kind, at);
+CREATE INDEX IF NOT EXISTS write_log_time ON write_log(at);
 CREATE TABLE IF NOT EXISTS field_schema (name TEXT PRIMARY KEY, type TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS idempotency (
     key TEXT PRIMARY KEY, reply TEXT NOT NULL, seq INTEGER NOT NULL, at REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS idempotency_time ON idempotency(at);
 CREATE TABLE IF NOT EXISTS feedback (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     at REAL NOT NULL,
@@ -224,7 +226,9 @@ class SqliteStore(Store):
     def write(self, upserts: Sequence[DocumentWrite], deletes: Sequence[str], *,
               new_fields: Mapping[str, str] | None = None,
               idempotency_key: str | None = None,
-              reply: Mapping[str, Any] | None = None) -> WriteOutcome:
+              reply: Mapping[str, Any] | None = None,
+              now: float | None = None) -> WriteOutcome:
+        at = time.time() if now is None else now
         with self._transaction() as db:
             seq = int(self._setting(db, "seq")) + 1
             added: list[int] = []
@@ -250,13 +254,13 @@ class SqliteStore(Store):
                 db.execute("UPDATE settings SET value = ? WHERE key = 'seq'", (str(seq),))
                 db.execute("INSERT INTO write_log(seq, kind, at, doc_ids, added, removed) "
                            "VALUES (?, 'write', ?, ?, ?, '[]')",
-                           (seq, time.time(), json.dumps(changed), json.dumps(added)))
+                           (seq, at, json.dumps(changed), json.dumps(added)))
             else:
                 seq -= 1
             if idempotency_key is not None and reply is not None:
                 db.execute("INSERT OR REPLACE INTO idempotency(key, reply, seq, at) "
                            "VALUES (?, ?, ?, ?)",
-                           (idempotency_key, json.dumps(dict(reply)), seq, time.time()))
+                           (idempotency_key, json.dumps(dict(reply)), seq, at))
         return WriteOutcome(seq=seq, added_rowids=added, changed_ids=changed, deleted=deleted)
 
     @staticmethod
@@ -290,9 +294,10 @@ class SqliteStore(Store):
             rowids.append(rowid)
         return rowids
 
-    def idempotent_reply(self, key: str) -> tuple[dict[str, Any], int] | None:
-        row = self._reader().execute("SELECT reply, seq FROM idempotency WHERE key = ?",
-                                     (key,)).fetchone()
+    def idempotent_reply(self, key: str, *,
+                         not_before: float = 0.0) -> tuple[dict[str, Any], int] | None:
+        row = self._reader().execute("SELECT reply, seq FROM idempotency "
+                                     "WHERE key = ? AND at >= ?", (key, not_before)).fetchone()
         return None if row is None else (json.loads(row[0]), int(row[1]))
 
     def collect_garbage(self, keep_versions: int, keep_seconds: float, now: float) -> list[int]:
@@ -322,21 +327,48 @@ class SqliteStore(Store):
     # ── derived-index support ──────────────────────────────────────────────
 
     def log_position(self) -> int:
-        row = self._reader().execute("SELECT MAX(pos) FROM write_log").fetchone()
-        return int(row[0] or 0)
+        # The AUTOINCREMENT counter, not MAX(pos): pruning may have emptied the log.
+        row = self._reader().execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'write_log'").fetchone()
+        return 0 if row is None else int(row[0])
 
-    def delta_since(self, position: int) -> IndexDelta:
+    def delta_since(self, position: int) -> IndexDelta | None:
+        db = self._reader()
         added: set[int] = set()
         removed: set[int] = set()
         last = position
-        for pos, added_json, removed_json in self._reader().execute(
+        for pos, added_json, removed_json in db.execute(
                 "SELECT pos, added, removed FROM write_log WHERE pos > ? ORDER BY pos",
                 (position,)):
             added.update(json.loads(added_json))
             removed.update(json.loads(removed_json))
             last = int(pos)
+        # Read after the rows: the floor only grows, so a floor still at or below
+        # ``position`` now was so while they were read, and none of them was missing.
+        if _log_floor(db) > position:
+            return None
         return IndexDelta(position=last, added=sorted(added - removed),
                           removed=sorted(removed - added))
+
+    def log_floor(self) -> int:
+        return _log_floor(self._reader())
+
+    def prune_bookkeeping(self, *, log_up_to: int | None, log_before: float,
+                          keys_before: float) -> tuple[int, int]:
+        bound, params = ("", [log_before]) if log_up_to is None else \
+            (" AND pos <= ?", [log_before, log_up_to])
+        with self._transaction() as db:
+            newest = db.execute(f"SELECT MAX(pos) FROM write_log INDEXED BY write_log_time "
+                                f"WHERE at < ?{bound}", params).fetchone()[0]
+            log_rows = 0
+            if newest is not None:
+                log_rows = db.execute("DELETE FROM write_log WHERE pos <= ? AND at < ?",
+                                      (newest, log_before)).rowcount
+                if newest > _log_floor(db):
+                    db.execute("INSERT OR REPLACE INTO settings(key, value) "
+                               "VALUES ('log_floor', ?)", (str(newest),))
+            keys = db.execute("DELETE FROM idempotency WHERE at < ?", (keys_before,)).rowcount
+        return log_rows, keys
 
     def iter_rows(self, rowids: Sequence[int] | None = None,
                   batch_size: int = 512) -> Iterator[RowBatch]:
@@ -427,6 +459,11 @@ class SqliteStore(Store):
         return {doc_id: int(n) for doc_id, n in self._reader().execute(
             "SELECT doc_id, COUNT(*) FROM feedback WHERE poison_suspected = 1 AND id <= ? "
             "GROUP BY doc_id", (up_to,))}
+
+
+def _log_floor(db: sqlite3.Connection) -> int:
+    row = db.execute("SELECT value FROM settings WHERE key = 'log_floor'").fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _row_batch(rows: list[Any]) -> RowBatch:
