@@ -396,6 +396,31 @@ def test_rows_added_after_the_build_are_searched_in_the_tail(
         assert scores[0] == pytest.approx(1.0, abs=1e-5)
 
 
+def test_graph_plus_long_tail_scores_like_exact_search(
+        held_builds: threading.Event, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk load can outrun the background build, leaving most rows in the tail: the
+    graph's candidates plus the tail (scored in place when contiguous, gathered when
+    scattered by a filter) must rank as exact search does."""
+    monkeypatch.setattr(dense, "SELECTIVE_ROWS", 100)  # let a 1-in-3 filter use the graph
+    vectors = unit_vectors(4000, seed=31)
+    index = DenseIndex(DIM, exact_threshold=500)
+    index.add(np.arange(1000), vectors[:1000])
+    held_builds.set()
+    assert index.wait_for_graph(60) and index.uses_graph
+    held_builds.clear()  # the next build waits: rows 1000..3999 stay in the tail
+    index.add(np.arange(1000, 4000), vectors[1000:])
+    assert index.uses_graph and index.graph_tail == 3000
+    every_third = np.zeros(4000, dtype=bool)
+    every_third[::3] = True
+    for query in unit_vectors(20, seed=32):
+        assert index.search(query, 10)[0].tolist() == \
+            index.search(query, 10, exact=True)[0].tolist()
+        assert index.search(query, 10, allow=every_third)[0].tolist() == \
+            index.search(query, 10, allow=every_third, exact=True)[0].tolist()
+    held_builds.set()
+    index.close()
+
+
 def test_a_long_tail_is_folded_into_the_graph(
     graph_index: tuple[DenseIndex, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:

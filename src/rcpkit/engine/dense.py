@@ -584,9 +584,22 @@ class DenseIndex:
         positions = positions[present]
         if allowed is not None:
             positions = positions[allowed[positions]]
-        positions = np.concatenate([positions, tail])
-        scores = snapshot.vectors[positions] @ query
-        return _top_k(scores, snapshot.rowids[positions], k)
+        scores = np.concatenate([snapshot.vectors[positions] @ query,
+                                 _tail_scores(snapshot.vectors, tail, query)])
+        return _top_k(scores, snapshot.rowids[np.concatenate([positions, tail])], k)
+
+
+def _tail_scores(vectors: np.ndarray, tail: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``vectors[tail] @ query`` for sorted positions. Rows appended after a build sit at the
+    end of the buffer, so the tail is usually (nearly) one contiguous span: scoring the span
+    in place avoids copying the rows out, which for a long tail (a bulk load outrunning the
+    build) would cost more than an exact search over every row."""
+    if len(tail) == 0:
+        return np.zeros(0, dtype=np.float32)
+    first, span = int(tail[0]), int(tail[-1]) - int(tail[0]) + 1
+    if span > GATHER_BELOW * len(tail):
+        return vectors[tail] @ query
+    return (vectors[first:first + span] @ query)[tail - first]
 
 
 def _fsync(path: Path) -> None:
