@@ -3,7 +3,7 @@
 It runs the very app :func:`rcpkit.transports.http.create_app` returns — the same
 endpoint, sessions, auth, CORS and SSE code that any ASGI server runs — so it adds
 no protocol logic of its own; it only replaces uvicorn's general-purpose HTTP layer
-(measured: 1.15–1.8× the requests/s of uvicorn with httptools + uvloop on the same app,
+(measured: 1.3–1.8× the requests/s of uvicorn with httptools + uvloop on the same app,
 see docs/benchmarks.md "Protocol").
 
 Scope, on purpose: ``http`` scopes only (no lifespan, no WebSocket — the RCP app
