@@ -15,18 +15,25 @@ with a JSON null there) is *unknown*, so neither it nor its ``not`` selects the 
 ``eq``/``in``/``exists`` are two-valued (``ne``/``nin`` match rows without the field). Strings
 compare case-sensitively by bytes. Array elements or object members that are themselves
 containers are matched by their compact JSON text, as SQLite's ``json_each`` renders them.
+
+Persistence (:meth:`FilterColumns.save` / :meth:`FilterColumns.load`) follows the other
+derived indexes: no pickle, one ``.npz`` of arrays under a fresh generation tag and a JSON
+manifest (field names, posting keys with their JSON types, object texts) replaced last.
 """
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import orjson
 
+from rcpkit.engine.persist import commit_manifest, save_arrays
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
 __all__ = ["FilterColumns"]
@@ -39,6 +46,8 @@ _ABSENT, _NULL, _INTEGER, _REAL, _BOOL, _STRING, _ARRAY, _OBJECT = range(8)
 _NUMERIC = (_INTEGER, _REAL)  # what json_type calls 'integer' and 'real'
 _SCALAR_NUMBERS = (_INTEGER, _REAL, _BOOL)  # json_each yields booleans as integers
 _COMPARE = {"gt": np.greater, "gte": np.greater_equal, "lt": np.less, "lte": np.less_equal}
+_FORMAT = "rcpkit-columns/1"
+_MANIFEST = "columns.json"
 
 
 def _sql_text(value: Any) -> str:
@@ -62,6 +71,11 @@ def _grow(column: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
     grown = np.full(max(size, 2 * len(column)), fill, dtype=column.dtype)
     grown[:len(column)] = column
     return grown
+
+
+def _within(rowids: IntArray, size: int) -> bool:
+    """Whether every rowid lies in ``[0, size)``."""
+    return not len(rowids) or (int(rowids.min()) >= 0 and int(rowids.max()) < size)
 
 
 def _fit(column: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
@@ -119,6 +133,53 @@ class _Column:
             else:
                 del self.postings[key]
         self.object_texts = {r: t for r, t in self.object_texts.items() if kept[r]}
+
+    def image(self, held: BoolMask, size: int
+              ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+        """The arrays and JSON parts of this column over the rows ``held`` marks (all of
+        them ``< size``): postings as one CSR block (rows, per-key counts) beside the keys."""
+        in_size = _fit(held, size, False)
+        kind = np.where(in_size, _fit(self.kind, size, _ABSENT), _ABSENT).astype(np.int8)
+        number = np.where(in_size, _fit(self.number, size, np.nan), np.nan)
+        keys = list(self.postings)
+        lengths = np.fromiter(map(len, self.postings.values()), dtype=np.int64,
+                              count=len(keys))
+        rows = np.frombuffer(b"".join(self.postings.values()), dtype=np.int64)
+        keep = held[rows]  # a posting row was held once, so it lies inside ``held``
+        kept_before = np.concatenate(([0], np.cumsum(keep)))
+        ends = np.cumsum(lengths)
+        counts = kept_before[ends] - kept_before[ends - lengths]
+        used = counts > 0
+        object_rowids = np.asarray(sorted(r for r in self.object_texts if held[r]),
+                                   dtype=np.int64)
+        arrays = {"kind": kind, "number": number, "rows": rows[keep], "counts": counts[used],
+                  "object_rowids": object_rowids}
+        parts = {"keys": [key for key, kept in zip(keys, used.tolist(), strict=True) if kept],
+                 "object_texts": [self.object_texts[int(r)] for r in object_rowids]}
+        return arrays, parts
+
+    @classmethod
+    def from_image(cls, arrays: Mapping[str, npt.NDArray[Any]], parts: Mapping[str, Any],
+                   size: int) -> _Column:
+        """The column :meth:`image` described; ``ValueError`` if the parts disagree."""
+        column = cls()
+        column.kind = np.asarray(arrays["kind"], dtype=np.int8)
+        column.number = np.asarray(arrays["number"], dtype=np.float64)
+        rows = np.asarray(arrays["rows"], dtype=np.int64)
+        counts = np.asarray(arrays["counts"], dtype=np.int64)
+        object_rowids = np.asarray(arrays["object_rowids"], dtype=np.int64)
+        keys, texts = parts["keys"], parts["object_texts"]
+        if (len(column.kind) != size or len(column.number) != size
+                or len(counts) != len(keys) or int(counts.sum()) != len(rows)
+                or len(object_rowids) != len(texts)
+                or not all(_within(ids, size) for ids in (rows, object_rowids))):
+            raise ValueError("saved filter column is inconsistent")
+        ends = np.cumsum(counts)
+        column.postings = {key: array("q", rows[end - count:end].tobytes())
+                           for key, count, end in zip(keys, counts.tolist(), ends.tolist(),
+                                                      strict=True)}
+        column.object_texts = dict(zip(object_rowids.tolist(), texts, strict=True))
+        return column
 
     def members(self, values: Collection[Any], kind: npt.NDArray[np.int8]) -> BoolMask:
         """Rows with a ``json_each`` value equal to one of ``values`` (SQL ``=``, where
@@ -184,6 +245,44 @@ class FilterColumns:
             for column in self._fields.values():
                 column.drop(self._held)
             self._dropped = 0
+
+    def save(self, directory: Path) -> None:
+        """Write the columns under ``directory`` atomically: the ``.npz`` goes to a fresh
+        file, then replacing the manifest that names it commits. Rows removed since the last
+        compaction are left out, so the saved image is compact."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        held_rows = np.flatnonzero(self._held)
+        size = int(held_rows[-1]) + 1 if len(held_rows) else 0
+        arrays: dict[str, npt.NDArray[Any]] = {"held": self._held[:size]}
+        fields: list[dict[str, Any]] = []
+        for position, (name, column) in enumerate(self._fields.items()):
+            column_arrays, parts = column.image(self._held, size)
+            arrays.update({f"{part}_{position}": values
+                           for part, values in column_arrays.items()})
+            fields.append({"name": name, **parts})
+        arrays_name = save_arrays(directory, "columns", arrays)
+        commit_manifest(directory, _MANIFEST,
+                        {"format": _FORMAT, "arrays": arrays_name, "fields": fields},
+                        prefix="columns", arrays=arrays_name)
+
+    @classmethod
+    def load(cls, directory: Path) -> FilterColumns:
+        """Read columns written by :meth:`save` (no pickle). ``OSError`` when they are
+        missing, ``ValueError`` (or a decoding error) when they are damaged or foreign."""
+        directory = Path(directory)
+        manifest = json.loads((directory / _MANIFEST).read_text(encoding="utf-8"))
+        if manifest.get("format") != _FORMAT:
+            raise ValueError(f"{directory} does not hold {_FORMAT} filter columns")
+        columns = cls()
+        with np.load(directory / manifest["arrays"], allow_pickle=False) as arrays:
+            columns._held = np.asarray(arrays["held"], dtype=np.bool_)
+            size = len(columns._held)
+            for position, field in enumerate(manifest["fields"]):
+                saved = {part: arrays[f"{part}_{position}"]
+                         for part in ("kind", "number", "rows", "counts", "object_rowids")}
+                columns._fields[field["name"]] = _Column.from_image(saved, field, size)
+        return columns
 
     def mask(self, node: FilterNode, size: int, known: Collection[str]) -> BoolMask:
         """Rows ``< size`` held here that ``node`` selects; ``known`` are the store's schema

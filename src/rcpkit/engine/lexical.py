@@ -23,8 +23,6 @@ Not thread-safe for writes: ``add``/``remove``/``save`` need exclusive access; c
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from itertools import chain
@@ -34,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rcpkit.engine.persist import commit_manifest, save_arrays
 from rcpkit.engine.text import Analyzer
 
 __all__ = ["LexicalIndex"]
@@ -192,18 +191,9 @@ class LexicalIndex:
         self._fold_delta()
         used = np.diff(self._ptr) > 0
         ptr = np.concatenate(([0], np.cumsum(np.diff(self._ptr)[used])))
-        arrays_name = f"lexical-{uuid.uuid4().hex}.npz"
-        with open(directory / arrays_name, "wb") as handle:
-            np.savez(
-                handle,
-                ptr=ptr,
-                rows=self._rows,
-                tf=self._tf,
-                present=self._present,
-                length=self._length,
-            )
-            handle.flush()
-            os.fsync(handle.fileno())
+        arrays_name = save_arrays(directory, "lexical", {
+            "ptr": ptr, "rows": self._rows, "tf": self._tf, "present": self._present,
+            "length": self._length})
         manifest: dict[str, Any] = {
             "format": _FORMAT,
             "k1": self.k1,
@@ -216,15 +206,7 @@ class LexicalIndex:
             "arrays": arrays_name,
             "terms": [term for term, keep in zip(self._terms, used.tolist(), strict=True) if keep],
         }
-        temporary = directory / f"{_MANIFEST}.tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(manifest, handle, ensure_ascii=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, directory / _MANIFEST)
-        for stale in directory.glob("lexical-*.npz"):
-            if stale.name != arrays_name:
-                stale.unlink()
+        commit_manifest(directory, _MANIFEST, manifest, prefix="lexical", arrays=arrays_name)
 
     @classmethod
     def load(cls, directory: Path, analyzer: Analyzer | None = None) -> LexicalIndex:

@@ -39,6 +39,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import math
 import os
 import shutil
@@ -103,6 +104,8 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 __all__ = ["MODES", "STAGES", "Engine", "Progress"]
+
+logger = logging.getLogger(__name__)
 
 MODES = ("dense", "sparse", "hybrid")
 FUSION_METHODS = ("rrf", "weighted", "convex")
@@ -204,6 +207,9 @@ class Engine:
         self._log_position = 0
         self._saved_position = 0
         """Log position of the newest index state known to be saved in ``data_dir``."""
+        self._saved_state_partial = False
+        """The saved state at this process's position lacked a part (rebuilt here from the
+        record): the next save rewrites it even though no write moved the position."""
         self._published = store.current_seq()
         self._schema = store.field_types()
         self._poisoned = self._poisoned_documents(store.feedback_position())
@@ -482,15 +488,14 @@ class Engine:
                 state_dir, position = saved
                 lexical = LexicalIndex.load(state_dir / "lexical")
                 dense = DenseIndex.load(state_dir / "dense")
+                columns = _saved_columns(state_dir / "columns")
         except Exception:  # any unreadable state means: rebuild from the record
             self._rebuild()
             return
         self._saved_position = position
-        # The filter columns are not persisted: built from every stored row, they already
-        # hold what the catch-up below adds (a re-added row is a no-op).
-        columns = FilterColumns()
-        for batch in self._store.iter_rows():
-            columns.add(*self._filter_rows(batch.rowids))
+        if columns is None:
+            columns = self._columns_from_store()
+            self._saved_state_partial = True
         # Caught up before the swap: a running process must not serve the older state.
         delta = self._store.delta_since(position)
         if delta is None:  # pruned past the state while it was loading
@@ -522,11 +527,20 @@ class Engine:
             return None
         return state_dir, int(state["position"])
 
+    def _columns_from_store(self) -> FilterColumns:
+        """Filter columns over every stored row: they already hold what a catch-up adds (a
+        re-added row is a no-op), and removing a row they never held is one too."""
+        columns = FilterColumns()
+        for batch in self._store.iter_rows():
+            columns.add(*self._filter_rows(batch.rowids))
+        return columns
+
     def _rebuild(self) -> None:
         lexical = LexicalIndex(Analyzer())
         dense = self._new_dense_index()
         columns = FilterColumns()
         position = self._store.log_position()
+        self._saved_state_partial = True
         for batch in self._store.iter_rows():
             rowids = np.asarray(batch.rowids, dtype=np.int64)
             lexical.add(rowids, batch.texts)
@@ -590,18 +604,21 @@ class Engine:
         return kept, [records[rowid].filter_meta for rowid in kept]
 
     def _save_indexes(self) -> None:
-        """Persist both indexes with the log position they reflect; ``CURRENT`` flips last.
-        Skipped when another process already saved a state at least as recent."""
+        """Persist the derived indexes (lexical, dense, filter columns) with the log position
+        they reflect; ``CURRENT`` flips last. Skipped when another process already saved a
+        state at least as recent, unless the one at this position was partial."""
         if self._database is not None:
             return
         with self._indexes_locked(exclusive=True):
             saved = self._saved_state()
-            if saved is None or saved[1] < self._log_position:
+            if (saved is None or saved[1] < self._log_position
+                    or (self._saved_state_partial and saved[1] == self._log_position)):
                 self._write_state(self._index_dir())
                 self._saved_position = self._log_position
             else:
                 self._saved_position = saved[1]
         self._writes_since_save = 0
+        self._saved_state_partial = False
 
     def _write_state(self, root: Path) -> None:
         name = f"state-{self._log_position}-{uuid.uuid4().hex[:8]}"
@@ -609,6 +626,7 @@ class Engine:
         target.mkdir(parents=True)
         self._lexical.save(target / "lexical")
         self._dense.save(target / "dense")
+        self._columns.save(target / "columns")
         (target / "state.json").write_text(json.dumps({
             "database_id": self._store.database_id, "embedder": self._embedder.identity,
             "position": self._log_position}))
@@ -1119,6 +1137,17 @@ def _doc_id_of(hit_id: str) -> str:
     """The document of a hit id: ``"doc#3"`` → ``"doc"``; a document-unit id is itself."""
     prefix, separator, suffix = hit_id.rpartition("#")
     return prefix if separator and suffix.isdigit() else hit_id
+
+
+def _saved_columns(directory: Path) -> FilterColumns | None:
+    """The filter columns of a saved state, or ``None`` (logged) when they cannot be read —
+    a state saved before they were persisted, or a damaged file: the caller rebuilds them."""
+    try:
+        return FilterColumns.load(directory)
+    except Exception as exc:  # whatever is unreadable is rebuilt from the record
+        logger.warning("saved filter columns in %s are unusable (%s: %s); rebuilding them "
+                       "from the store", directory, type(exc).__name__, exc)
+        return None
 
 
 def _open_store(config: EngineConfig) -> Store:
