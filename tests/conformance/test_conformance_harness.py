@@ -21,11 +21,11 @@ from rcpkit.conformance import CHECKS, Level, Outcome, Report, Target, run_check
 from rcpkit.conformance.driver import parse_frame, sse_payloads
 from rcpkit.conformance.model import same_id
 from rcpkit.conformance.report import CheckResult
+from support.schema import schema_cli_args
 
 SERVERS = Path(__file__).parent / "servers"
 MINI = [sys.executable, str(SERVERS / "mini_server.py")]
 REFERENCE = [sys.executable, str(SERVERS / "reference_server.py")]
-SCHEMA = Path("/work/shared/rcp-spec/schema/rcp-1.0.json")
 
 #: mutation → a check that must FAIL because of it (None: only the overclaim fails).
 MUTANTS: dict[str, str | None] = {
@@ -128,7 +128,7 @@ def test_failure_detail_shows_sent_got_expected(
 
 def test_text_output_junit_and_schema(tmp_path: Path) -> None:
     junit = tmp_path / "report.xml"
-    status, out = run_cli("--junit", str(junit), "--schema", str(SCHEMA), "--", *MINI)
+    status, out = run_cli("--junit", str(junit), *schema_cli_args(), "--", *MINI)
     assert status == 0, out
     assert re.search(r"\[L0\] PASS +§4\.7 +id\.echo\.string: ", out)
     assert "CERTIFIED LEVEL: L1" in out

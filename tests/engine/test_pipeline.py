@@ -31,8 +31,7 @@ from rcpkit.protocol.errors import (
     OptionUnsupported,
     PayloadTooLarge,
 )
-
-SCHEMA_PATH = Path("/work/shared/rcp-spec/schema/rcp-1.0.json")
+from support.schema import load_schema
 
 CORPUS = [
     DocumentIn("Honeybees dance to tell nest mates where the flowers are.", id="bees",
@@ -192,7 +191,7 @@ def test_hits_carry_citation_trust_chunk_and_valid_wire_form(engine: Engine) -> 
     assert all(0.0 <= h.confidence <= 1.0 for h in result.hits if h.confidence is not None)
     others = [h for h in result.hits if h.doc_id == "compost"]
     assert all(h.trust_level == "untrusted" for h in others)  # never trusted by default
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema = load_schema()
     result_schema = {**schema["$defs"]["RetrieveResult"], "$defs": schema["$defs"]}
     wire = result.to_wire()
     jsonschema.validate(wire, result_schema)

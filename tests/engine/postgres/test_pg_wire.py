@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from support.quality import assert_faq_quality
-from support.schema import SCHEMA_PATH
+from support.schema import schema_cli_args
 
 RCPKIT = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
 HASHING = 'embedder = "hashing"\nhashing_dimension = 64\n'
@@ -25,8 +25,7 @@ def test_postgres_engine_certifies_l2_over_stdio(pg_dsn: str, tmp_path: Path) ->
     data = tmp_path / "kb"
     data.mkdir()
     (data / "rcpkit.toml").write_text(HASHING)
-    schema = ["--schema", str(SCHEMA_PATH)] if SCHEMA_PATH.exists() else []
-    run = subprocess.run([*RCPKIT, "check", "--json", "--timeout", "30", *schema, "--",
+    run = subprocess.run([*RCPKIT, "check", "--json", "--timeout", "30", *schema_cli_args(), "--",
                           *serve_argv(data, pg_dsn)],
                          capture_output=True, text=True, timeout=600)
     report = json.loads(run.stdout)
