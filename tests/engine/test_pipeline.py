@@ -13,9 +13,11 @@ from typing import Any
 import jsonschema
 import pytest
 
+from rcpkit.client import Client
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.sample import sample_documents
+from rcpkit.engine.service import bind
 from rcpkit.engine.types import (
     DocumentIn,
     FeedbackSignal,
@@ -193,7 +195,9 @@ def test_hits_carry_citation_trust_chunk_and_valid_wire_form(engine: Engine) -> 
     assert all(h.trust_level == "untrusted" for h in others)  # never trusted by default
     schema = load_schema()
     result_schema = {**schema["$defs"]["RetrieveResult"], "$defs": schema["$defs"]}
-    wire = result.to_wire()
+    with Client.connect_memory(bind(engine)) as client:  # the reply the binding sends (§7.7)
+        wire = client.call("retrieve", {"query": "honeybees dance", "k": 5,
+                                        "includeVectors": True})
     jsonschema.validate(wire, result_schema)
     assert all(hit["chunk"]["docId"] and len(hit["vector"]) == 64 for hit in wire["hits"])
 

@@ -1,4 +1,4 @@
-"""The CI evaluation (issue 5): the embedded engine on the FAQ, through the RCP wire."""
+"""The CI evaluation: the embedded engine on the FAQ, through the RCP wire."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HTTP transport on real loopback servers, uvicorn and the lean one (§5.2; DESIGN §4)."""
+"""HTTP transport on real loopback servers, uvicorn and the lean one (§5.2)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ idempotency keys, and write-log rows the saved state covers once they are old en
 process whose position falls below the pruned log reloads the saved state, or rebuilds.
 
 Several processes may share one record (N HTTP workers on one data directory, or engines on
-one PostgreSQL database, issue 8): :meth:`Engine.refresh` runs before every search and write,
+one PostgreSQL database): :meth:`Engine.refresh` runs before every search and write,
 polls the store's change marks (one small query) and, when another process moved them, catches
 the indexes, schema and poison state up before publishing the newer version. Index saves take
 an exclusive ``flock`` on ``indexes/LOCK`` and loads a shared one, so one process saves at a
@@ -1151,7 +1151,7 @@ def _saved_columns(directory: Path) -> FilterColumns | None:
 
 
 def _open_store(config: EngineConfig) -> Store:
-    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL (issue 8)."""
+    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL."""
     if config.backend == "sqlite":
         return SqliteStore.open(config.data_dir)
     if config.backend != "postgres":

@@ -1,5 +1,5 @@
 """The engine served over RCP: binds :class:`~rcpkit.engine.pipeline.Engine` to the server
-framework exactly as a user's own engine would (DESIGN §1).
+framework exactly as a user's own engine would.
 
 :func:`build_server` opens the engine and returns a :class:`~rcpkit.server.Server` whose
 capabilities (§6, §6.1) are derived from :meth:`Engine.describe` — only what is configured is
@@ -327,7 +327,7 @@ class _Handlers:
                            for indices, values in encoded]}
 
     def rerank(self, params: RerankParams, ctx: Context) -> dict[str, Any]:
-        """§7.6 plus DESIGN §4: ``scores`` aligned with the input, ``order`` and ``results``
+        """§7.6, as peers expect: ``scores`` aligned with the input, ``order`` and ``results``
         best first (cut at ``topN``)."""
         method = params.method or self.default_rerank
         assert method is not None  # registered only with a reranker

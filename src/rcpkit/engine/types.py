@@ -200,14 +200,6 @@ class SearchResult:
     usage: Usage
     next_cursor: str | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"hits": [hit.to_wire() for hit in self.hits],
-                                "indexVersion": self.index_version,
-                                "usage": self.usage.to_wire()}
-        if self.next_cursor:
-            wire["nextCursor"] = self.next_cursor
-        return wire
-
 
 @dataclass(frozen=True, slots=True)
 class FeedbackSignal:

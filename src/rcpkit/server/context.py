@@ -16,7 +16,6 @@ from typing import Any
 
 from ..protocol import messages
 from ..protocol.errors import Cancelled
-from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import LOG_LEVELS, Session
 from ..protocol.methods import LOG, PROGRESS
 
@@ -42,12 +41,11 @@ class Context:
     """Per-request handle given to every handler alongside its typed params."""
 
     __slots__ = ("_cancel", "_log_level", "_loop", "_loop_thread", "_notify", "_progress_token",
-                 "deadline", "filter", "meta", "method", "notes", "request_id", "session")
+                 "deadline", "meta", "method", "notes", "request_id", "session")
 
     def __init__(self, *, request_id: Any, method: str, meta: Mapping[str, Any],
                  session: ServerSession, notify: Notify | None, streaming: bool,
-                 deadline: float | None, notes: list[str] | None = None,
-                 filter: FilterNode | None = None) -> None:
+                 deadline: float | None, notes: list[str] | None = None) -> None:
         self.request_id = request_id
         self.method = method
         self.meta = meta
@@ -57,8 +55,6 @@ class Context:
         """Absolute ``time.monotonic()`` instant after which the request fails with -32014."""
         self.notes = notes or []
         """What a ``strict: false`` request asked for but will not get (for ``usage.notes``)."""
-        self.filter = filter
-        """The request's §8 filter, validated and normalised (None without a filter)."""
         self._cancel = threading.Event()
         self._notify = notify
         self._loop = asyncio.get_running_loop()

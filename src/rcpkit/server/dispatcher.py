@@ -50,7 +50,6 @@ from ..protocol.errors import (
     RcpError,
     Timeout,
 )
-from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import PROTOCOL_VERSION, Event, negotiate
 from ..protocol.messages import Invalid, Message, Notification, Request
 from ..protocol.methods import CANCEL
@@ -84,7 +83,7 @@ class _Call:
 class Dispatcher:
     """Turns frames into replies for one session. See the module docstring.
 
-    ``stateless=True`` is the HTTP stateless policy (DESIGN §4): the session is
+    ``stateless=True`` is the HTTP stateless session policy (§5.2): the session is
     implicitly initialized at the advertised capabilities, and ``initialize`` /
     ``info`` are answered idempotently without changing state.
     Without a connection, ids are not unique across stateless clients, so
@@ -218,13 +217,13 @@ class Dispatcher:
             if method in _BUILTINS:
                 return messages.success_response(req.id, _BUILTINS[method](self, params))
             handler = self.server.handlers[method]
-            typed, notes, tree = self._decode(handler, params)
+            typed, notes = self._decode(handler, params)
         except RcpError as exc:
             return messages.error_response(req.id, exc)
         meta = params.get("_meta")
         ctx = Context(request_id=req.id, method=method,
                       meta=meta if isinstance(meta, Mapping) else {}, session=self.session,
-                      notify=notify, deadline=self._deadline(meta), notes=notes, filter=tree,
+                      notify=notify, deadline=self._deadline(meta), notes=notes,
                       streaming="streaming" in (self.session.protocol.capabilities or {}))
         call = _Call(ctx)
         call.task = task = asyncio.ensure_future(self._run(req, handler, typed, call))
@@ -234,22 +233,17 @@ class Dispatcher:
         return task
 
     def _decode(self, handler: Handler,
-                params: dict[str, Any]) -> tuple[Any, list[str], FilterNode | None]:
-        """§12 order after admission: params and funnel (-32602), then options (-32005).
-
-        Returns the typed params, the degrade notes of a ``strict: false`` request and
-        the validated §8 filter tree.
+                params: dict[str, Any]) -> tuple[Any, list[str]]:
+        """§12 order after admission: params and funnel (-32602), then options and the §8
+        filter (-32005). Returns the typed params and the degrade notes of a
+        ``strict: false`` request.
         """
         if handler.params_type is not None:
-            return wire_params.convert(params, handler.params_type), [], None
+            return wire_params.convert(params, handler.params_type), []
         if handler.method not in wire_params.PARAMS:
-            return params, [], None
+            return params, []
         typed = wire_params.decode_params(handler.method, params)  # includes the §3.3 funnel
-        caps = self._capabilities()
-        notes = gating.check_options(handler.method, typed, caps)
-        tree = gating.validate_filter(typed, caps) if isinstance(
-            typed, wire_params.RetrieveParams) else None
-        return typed, notes, tree
+        return typed, gating.check_options(handler.method, typed, self._capabilities())
 
     def _capabilities(self) -> Capabilities:
         # A stateless session is the server's live set; a stateful one froze its copy (§13.2).

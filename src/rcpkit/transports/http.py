@@ -3,7 +3,7 @@ and served by :mod:`.httpserver` (optionally in several worker processes).
 
 Routes: ``POST <base>/<method>`` for one message (the body's method must match
 the path, else ``-32600``) and ``POST <base>`` for a batch or any single
-message (DESIGN §4). Status mapping (§5.2):
+message. Status mapping (§5.2):
 
 =====  ==================================================================
 200    every JSON-RPC response, errors included (JSON, or SSE on request)
@@ -20,7 +20,7 @@ message (DESIGN §4). Status mapping (§5.2):
 Back-end failures travel as JSON-RPC errors (``-32010``) with status 200,
 because a JSON-RPC response was produced (§5.2), so 503 is never needed.
 
-Session policies (DESIGN §4):
+Session policies (§5.2, §13):
 
 - ``stateless`` — every request is implicitly initialized at the advertised
   capabilities; ``initialize``/``info`` are idempotent; ``-32003`` still applies.

@@ -1,4 +1,4 @@
-"""Issue 8: the engine on PostgreSQL keeps the embedded engine's behaviour on the wire — the
+"""The engine on PostgreSQL keeps the embedded engine's behaviour on the wire — the
 same L2 certification by ``rcpkit check`` and the same FAQ quality floors."""
 
 from __future__ import annotations

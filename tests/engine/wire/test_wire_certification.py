@@ -1,4 +1,4 @@
-"""Issue 4's "done means": the engine certifies L2 with ``rcpkit check`` over stdio and over
+"""The engine certifies L2 with ``rcpkit check`` over stdio and over
 HTTP (every session policy), every received frame validated against the normative schema."""
 
 from __future__ import annotations

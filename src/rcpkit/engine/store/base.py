@@ -288,7 +288,7 @@ class Store(abc.ABC):
 class DatabaseSearch(Protocol):
     """Recall computed by the database itself, at a snapshot and under a §8 filter (§7.7).
 
-    A store offering it lets the engine recall without in-memory indexes (issue 8)."""
+    A store offering it lets the engine recall without in-memory indexes."""
 
     def dense_search(self, query: npt.NDArray[np.float32], k: int, seq: int,
                      node: FilterNode | None = None, *, exact: bool = False) -> ScoredRows:
