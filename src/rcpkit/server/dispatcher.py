@@ -49,6 +49,7 @@ from ..protocol.errors import (
     PayloadTooLarge,
     RcpError,
     Timeout,
+    UsageError,
 )
 from ..protocol.lifecycle import PROTOCOL_VERSION, Event, negotiate
 from ..protocol.messages import Invalid, Message, Notification, Request
@@ -166,7 +167,8 @@ class Dispatcher:
         if self.closed:
             return
         emit = self._emit
-        assert emit is not None, "call start(emit) before feed()"
+        if emit is None:
+            raise UsageError("call Dispatcher.start(emit) before feed()")
         parsed = messages.parse(frame)
         if isinstance(parsed, list):
             started = self._begin_batch(parsed, emit)
