@@ -23,6 +23,11 @@ import numpy.typing as npt
 
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
+
+class StoreVersionError(ValueError):
+    """The store was written with a schema this rcpkit does not know (a newer release):
+    opening it would misread or damage it, so it is refused before anything is written."""
+
 __all__ = [
     "ChunkRecord",
     "ChunkWrite",
@@ -34,6 +39,7 @@ __all__ = [
     "ScoredRows",
     "Store",
     "StoreCounts",
+    "StoreVersionError",
     "WriteOutcome",
     "compile_filter",
     "indexed_text",
