@@ -190,7 +190,8 @@ class Engine:
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self._clock = clock
-        """Epoch seconds for retention decisions (snapshots, keys, log); tests inject one."""
+        """Epoch seconds for retention (snapshots, keys, log), recency decay and session
+        expiry; tests inject one."""
         self._store = store
         if config.pg_recall not in ("database", "memory"):
             raise ValueError(f"pg_recall must be database or memory, not {config.pg_recall!r}")
@@ -243,7 +244,7 @@ class Engine:
 
         The record is ``store`` when given (e.g. a PostgreSQL backend), else the embedded
         SQLite store in ``config.data_dir``; derived indexes always live in ``data_dir``.
-        ``clock`` (epoch seconds) drives the retention windows.
+        ``clock`` (epoch seconds) drives the retention windows, recency and session expiry.
         """
         chosen = embedder or _make_embedder(config)
         store = store or _open_store(config)
@@ -735,7 +736,7 @@ class Engine:
         fingerprint = _fingerprint(request, self._store.secret)
         plan = _Plan(k=k, candidate_k=candidate_k, top_n=top_n, offset=0,
                      fingerprint=fingerprint, pinned=request.index_version, notes=tuple(notes),
-                     schema=self._schema, poisoned=self._poisoned, now_ms=time.time() * 1000)
+                     schema=self._schema, poisoned=self._poisoned, now_ms=self._clock() * 1000)
         if request.cursor is None:
             return plan
         # A continuation page replays the first page's ranking inputs exactly (§10): the
@@ -946,14 +947,14 @@ class Engine:
         return state
 
     def _session_seen(self, session_id: str) -> set[str]:
-        now = time.monotonic()
+        now = self._clock()
         with self._sessions_lock:
             self._expire_sessions(now)
             entry = self._sessions.get(session_id)
             return set(entry[1]) if entry else set()
 
     def _remember(self, session_id: str, hit_ids: Sequence[str]) -> None:
-        now = time.monotonic()
+        now = self._clock()
         with self._sessions_lock:
             self._expire_sessions(now)
             _, seen = self._sessions.get(session_id, (now, set()))
