@@ -16,8 +16,11 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPT = BENCHMARKS / "bench_shards.py"
+pytestmark = pytest.mark.slow
 ROW = re.compile(r"^(sparse|dense|hybrid)\s+gateway (rrf|weighted|convex)\s+"
                  r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([+-][\d.]+)$")
 

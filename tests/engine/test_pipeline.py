@@ -372,6 +372,7 @@ def test_reads_never_see_half_a_write(tmp_path: Path) -> None:
         assert errors == []
 
 
+@pytest.mark.slow
 def test_minilm_on_the_sample_corpus(tmp_path: Path) -> None:
     with Engine.open(EngineConfig(data_dir=tmp_path)) as eng:
         eng.add(sample_documents(), chunk=True, contextual=True)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from support.quality import assert_faq_quality
 from support.schema import schema_cli_args
 
@@ -35,5 +37,6 @@ def test_postgres_engine_certifies_l2_over_stdio(pg_dsn: str, tmp_path: Path) ->
     assert run.returncode == 0
 
 
+@pytest.mark.slow
 async def test_postgres_engine_meets_the_faq_quality_floors(pg_dsn: str, tmp_path: Path) -> None:
     await assert_faq_quality(shlex.join(serve_argv(tmp_path / "faq", pg_dsn)))
