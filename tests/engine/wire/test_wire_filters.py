@@ -1,5 +1,6 @@
-"""§8 filter semantics as served (the engine and its binding, in memory), table-driven: every operator on every field type, nested
-``and``/``or``/``not``, and the exact ``-32602`` errors with ``data.field``.
+"""§8 filter semantics as served (the engine and its binding, in memory), table-driven:
+every operator on every field type, nested ``and``/``or``/``not``, and the exact ``-32602``
+errors with ``data.field``.
 
 Each case is checked against a reference evaluator over the same documents. Semantics the
 engine documents: ``ne``/``nin`` are the negations of ``eq``/``in`` (a document without the
