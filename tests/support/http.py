@@ -21,12 +21,14 @@ LOOPBACK_KINDS: tuple[ServerKind, ...] = get_args(ServerKind)
 class LoopbackServer:
     """``with LoopbackServer(app) as srv: httpx.post(srv.url + "/rcp/ping", ...)``.
 
-    ``kind`` picks the HTTP server; ``keep_alive_s`` applies to rcpkit's. ``server`` is
-    the running server object (``uvicorn.Server`` or :class:`HttpServer`).
+    ``kind`` picks the HTTP server; ``keep_alive_s`` and ``limits`` (more
+    :class:`HttpServer` options) apply to rcpkit's. ``server`` is the running server object
+    (``uvicorn.Server`` or :class:`HttpServer`).
     """
 
     def __init__(self, app: Any, *, kind: ServerKind = "uvicorn",
-                 graceful_timeout_s: float = 5.0, keep_alive_s: float = 30.0) -> None:
+                 graceful_timeout_s: float = 5.0, keep_alive_s: float = 30.0,
+                 **limits: Any) -> None:
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))
@@ -35,6 +37,8 @@ class LoopbackServer:
         self.kind = kind
         self.server: Any
         if kind == "uvicorn":
+            if limits:
+                raise TypeError(f"options for rcpkit's server only: {sorted(limits)}")
             config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                     timeout_graceful_shutdown=graceful_timeout_s)
             self.server = uvicorn.Server(config)
@@ -43,7 +47,7 @@ class LoopbackServer:
         else:
             self._socket.listen(128)
             self.server = HttpServer(app, graceful_timeout_s=graceful_timeout_s,
-                                     keep_alive_s=keep_alive_s)
+                                     keep_alive_s=keep_alive_s, **limits)
             self._thread = threading.Thread(target=self.server.run, args=(self._socket,),
                                             kwargs={"handle_signals": False}, daemon=True)
 
