@@ -99,6 +99,7 @@ from rcpkit.protocol.errors import (
     PayloadTooLarge,
 )
 from rcpkit.protocol.filters import OPERATORS, FilterNode, parse_date, validate
+from rcpkit.protocol.messages import require_scalar
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -314,6 +315,9 @@ class Engine:
         for position, document in enumerate(documents):
             if not isinstance(document.text, str):
                 raise InvalidParams("text must be a string", field=f"documents[{position}].text")
+            # Before anything is written: the store could not read such a row back (§4.6).
+            require_scalar({"id": document.id, "text": document.text, "meta": document.meta},
+                           f"documents[{position}]")
             if len(document.text.encode()) > self.config.max_text_bytes:
                 raise PayloadTooLarge(f"documents[{position}].text exceeds "
                                       f"{self.config.max_text_bytes} bytes")

@@ -1,0 +1,81 @@
+"""Hostile input over the real wire against the served engine: it is refused with the right
+error before anything is written, and the data directory keeps opening (§4.6, §12, §15.5)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_wire import Engine, HttpEngine
+
+LONE = "\ud800"
+
+SURROGATE_PARAMS = [
+    ("index/add", {"documents": [{"id": "x", "text": "fine", "meta": {"source": LONE}}]},
+     "documents[0].meta.source"),
+    ("index/add", {"documents": [{"id": "x", "text": "fine", "meta": {LONE: 1}}]},
+     "documents[0].meta"),
+    ("index/add", {"documents": [{"id": LONE, "text": "fine"}]}, "documents[0].id"),
+    ("index/add", {"documents": [{"id": "x", "text": "bad " + LONE}]}, "documents[0].text"),
+    ("retrieve", {"query": "q" + LONE, "k": 3}, "query"),
+    ("retrieve", {"query": "bees", "k": 3, "filter": {"field": "lang", "op": "eq",
+                                                      "value": LONE}}, "filter.value"),
+    ("retrieve", {"query": "bees", "k": 3, "cursor": LONE}, "cursor"),
+    ("retrieve", {"query": "bees", "k": 3, "_meta": {"trace": LONE}}, "_meta.trace"),
+    ("ping", {"nonce": LONE}, "nonce"),
+]
+
+
+@pytest.mark.parametrize(("method", "params", "field"), SURROGATE_PARAMS,
+                         ids=[field for _, _, field in SURROGATE_PARAMS])
+def test_lone_surrogates_are_refused_over_stdio(serve: Any, method: str,
+                                                params: dict[str, Any], field: str) -> None:
+    engine: Engine = serve()
+    error = engine.error(method, params)
+    assert error["code"] == -32602
+    assert error["data"]["field"] == field
+    assert engine.retrieve("fine")["hits"] == []  # nothing was written
+    engine.close()
+
+
+def test_lone_surrogate_add_over_http_is_refused_and_the_store_reopens(data_dir: Path) -> None:
+    engine = HttpEngine(data_dir)
+    try:
+        frame = {"jsonrpc": "2.0", "id": 1, "method": "index/add", "params": {"documents": [
+            {"id": "bad", "text": "bees", "meta": {"source": LONE}}]}}
+        reply = engine.client.post(f"{engine.base}/index/add", content=json.dumps(frame),
+                                   headers={"content-type": "application/json"})
+        assert reply.status_code == 200
+        assert reply.json()["error"]["code"] == -32602
+        assert engine.ok("index/add", {"documents": [{"id": "ok", "text": "bees"}]})
+        hits = engine.ok("retrieve", {"query": "bees", "k": 5, "unit": "document"})["hits"]
+        assert [hit["id"] for hit in hits] == ["ok"]
+    finally:
+        engine.close()
+    reopened = HttpEngine(data_dir)
+    try:
+        assert reopened.ok("retrieve", {"query": "bees", "k": 5})["hits"]
+    finally:
+        reopened.close()
+
+
+def test_a_store_already_holding_a_surrogate_row_still_opens(serve: Any,
+                                                             data_dir: Path) -> None:
+    """A row written before the wire refused such strings: it is skipped with a warning,
+    the rest is served."""
+    first: Engine = serve()
+    first.add([{"id": "good", "text": "honey bees", "meta": {"source": "a"}},
+               {"id": "bad", "text": "honey bees", "meta": {"source": "b"}}])
+    first.close()
+    with sqlite3.connect(data_dir / "store.sqlite3") as db:  # what the old server committed
+        db.execute("UPDATE documents SET meta = ? WHERE doc_id = 'bad'",
+                   ('{"source": "\\ud800"}',))
+    second: Engine = serve()
+    assert second.ids("honey bees", unit="document") == ["good"]
+    second.add([{"id": "later", "text": "honey bees later"}])
+    assert set(second.ids("honey bees", unit="document")) == {"good", "later"}
+    second.close()
+    assert any("not valid Unicode" in line for line in second.peer.stderr_lines)
