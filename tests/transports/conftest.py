@@ -22,14 +22,14 @@ class LeanLoopback:
     port in a background thread (the same interface as ``support.http.LoopbackServer``)."""
 
     def __init__(self, app: Any, *, graceful_timeout_s: float = 5.0,
-                 keep_alive_s: float = 30.0) -> None:
+                 keep_alive_s: float = 30.0, **limits: Any) -> None:
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.bind(("127.0.0.1", 0))
         self._socket.listen(128)
         self.port: int = self._socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = HttpServer(app, graceful_timeout_s=graceful_timeout_s,
-                                 keep_alive_s=keep_alive_s)
+                                 keep_alive_s=keep_alive_s, **limits)
         self._thread = threading.Thread(target=self.server.run, args=(self._socket,),
                                         kwargs={"handle_signals": False}, daemon=True)
 
