@@ -219,7 +219,8 @@ class Engine:
         self._recalled: _Recent[tuple[str, str], tuple[list[_Candidate], int]] = _Recent(64)
         """First pages recalled approximately (HNSW), kept so their cursor pages replay the
         very same candidates instead of an exact recall that could differ (§10)."""
-        self._sessions: dict[str, tuple[float, set[str]]] = {}
+        self._sessions: dict[tuple[str | None, str], tuple[float, set[str]]] = {}
+        """(caller, sessionId) → (last use, hit ids returned so far), §7.7.3."""
         self._sessions_lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
         self._check_embedder()
@@ -677,7 +678,7 @@ class Engine:
         if request.unit == "document":
             ranked = _best_per_document(ranked)
         if request.session_id is not None and request.cursor is None:
-            seen = self._session_seen(request.session_id)
+            seen = self._session_seen((request.caller, request.session_id))
             ranked = [c for c in ranked if _hit_id(c.record, request.unit) not in seen]
         page = [self._hit(c, request, query_vector)
                 for c in ranked[plan.offset:plan.offset + plan.k]]
@@ -694,7 +695,7 @@ class Engine:
                 and not _exact_dense(request, plan)):
             self._recalled.put((plan.fingerprint, self.version_token(seq)), (candidates, seq))
         if request.session_id is not None:
-            self._remember(request.session_id, [hit.id for hit in page])
+            self._remember((request.caller, request.session_id), [hit.id for hit in page])
         stage("pack", 1.0)
         usage = Usage(candidates=plan.candidate_k, reranked=reranked, k=plan.k,
                       latency_ms=(time.perf_counter() - started) * 1000, tokens=tokens,
@@ -949,14 +950,14 @@ class Engine:
             raise NotFound("cursor expired: its snapshot was garbage-collected")
         return state
 
-    def _session_seen(self, session_id: str) -> set[str]:
+    def _session_seen(self, session_id: tuple[str | None, str]) -> set[str]:
         now = time.monotonic()
         with self._sessions_lock:
             self._expire_sessions(now)
             entry = self._sessions.get(session_id)
             return set(entry[1]) if entry else set()
 
-    def _remember(self, session_id: str, hit_ids: Sequence[str]) -> None:
+    def _remember(self, session_id: tuple[str | None, str], hit_ids: Sequence[str]) -> None:
         now = time.monotonic()
         with self._sessions_lock:
             self._expire_sessions(now)

@@ -246,7 +246,7 @@ class _Handlers:
 
     # ── retrieve (§7.7, §9, §10) ───────────────────────────────────────────
     def retrieve(self, params: RetrieveParams, ctx: Context) -> dict[str, Any]:
-        request = self._search_request(params)
+        request = self._search_request(params, ctx.caller)
         encoding = params.encoding or "json"
 
         def wire(hit: Hit) -> dict[str, Any]:
@@ -275,8 +275,9 @@ class _Handlers:
             body["nextCursor"] = result.next_cursor
         return body
 
-    def _search_request(self, params: RetrieveParams) -> SearchRequest:
-        """Typed §7.7 params → the engine's request; absent options keep engine defaults."""
+    def _search_request(self, params: RetrieveParams, caller: str) -> SearchRequest:
+        """Typed §7.7 params → the engine's request; absent options keep engine defaults.
+        ``caller`` scopes session dedup and cursors (:attr:`Context.caller`)."""
         fusion = params.fusion
         rerank = params.rerank_options
         recency = None
@@ -301,7 +302,7 @@ class _Handlers:
             unit=params.unit or "chunk", token_budget=params.token_budget,
             session_id=params.session_id, include_text=params.include_text,
             include_vectors=params.include_vectors, seed=params.seed,
-            index_version=params.index_version, cursor=params.cursor)
+            index_version=params.index_version, cursor=params.cursor, caller=caller)
 
     # ── embeddings (§7.3, §7.4, §7.5) and rerank (§7.6) ────────────────────
     def embed(self, params: EmbedParams, ctx: Context) -> dict[str, Any]:

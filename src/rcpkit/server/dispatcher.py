@@ -120,7 +120,7 @@ class Dispatcher:
 
     # ── frame-at-a-time API (HTTP) ──────────────────────────────────────────
     async def handle(self, data: bytes, *, notify: Notify | None = None,
-                     path_method: str | None = None) -> bytes | None:
+                     path_method: str | None = None, caller: str | None = None) -> bytes | None:
         """Process one complete frame; return the encoded reply, or None if none is due.
 
         ``notify`` receives progress/log frames (HTTP SSE). ``path_method`` is the
@@ -128,17 +128,18 @@ class Dispatcher:
         (§5.2). Batches are only accepted without a path method.
         """
         return await self.handle_message(messages.parse(data), notify=notify,
-                                         path_method=path_method)
+                                         path_method=path_method, caller=caller)
 
     async def handle_message(self, parsed: Message | list[Message], *,
-                             notify: Notify | None = None,
-                             path_method: str | None = None) -> bytes | None:
-        """:meth:`handle` for a frame already parsed by ``messages.parse``."""
+                             notify: Notify | None = None, path_method: str | None = None,
+                             caller: str | None = None) -> bytes | None:
+        """:meth:`handle` for a frame already parsed by ``messages.parse``. ``caller`` names
+        who sent it when the session is shared by several (:attr:`Context.caller`)."""
         if isinstance(parsed, list):
             if path_method is not None:
                 return self._encode(messages.error_response(
                     None, InvalidRequest("a batch must be posted to the base path")))
-            started = self._begin_batch(parsed, notify)
+            started = self._begin_batch(parsed, notify, caller)
             if isinstance(started, dict):
                 return self._encode(started)
             replies = await self._collect(started)
@@ -148,7 +149,7 @@ class Dispatcher:
             rid = parsed.id if isinstance(parsed, Request) else None
             return self._encode(messages.error_response(
                 rid, InvalidRequest("the method in the body does not match the URL path")))
-        outcome = self._begin(parsed, notify)
+        outcome = self._begin(parsed, notify, caller)
         if outcome is None:
             return None
         reply = await outcome if isinstance(outcome, asyncio.Task) else outcome
@@ -191,10 +192,11 @@ class Dispatcher:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     # ── core ────────────────────────────────────────────────────────────────
-    def _begin(self, msg: Message, notify: Notify | None) -> Reply | asyncio.Task[Reply] | None:
+    def _begin(self, msg: Message, notify: Notify | None,
+               caller: str | None = None) -> Reply | asyncio.Task[Reply] | None:
         """Admit one message now; return its reply, a task computing it, or None."""
         if isinstance(msg, Request):
-            return self._begin_request(msg, notify)
+            return self._begin_request(msg, notify, caller)
         if isinstance(msg, Invalid):
             return messages.error_response(msg.id, msg.error)
         if isinstance(msg, Notification) and msg.method == CANCEL:
@@ -203,7 +205,8 @@ class Dispatcher:
         # are ignored: they are never answered (§4.5).
         return None
 
-    def _begin_request(self, req: Request, notify: Notify | None) -> Reply | asyncio.Task[Reply]:
+    def _begin_request(self, req: Request, notify: Notify | None,
+                       caller: str | None = None) -> Reply | asyncio.Task[Reply]:
         method = req.method
         if method == CANCEL:
             return messages.error_response(req.id, InvalidRequest(
@@ -225,7 +228,8 @@ class Dispatcher:
         ctx = Context(request_id=req.id, method=method,
                       meta=meta if isinstance(meta, Mapping) else {}, session=self.session,
                       notify=notify, deadline=self._deadline(meta), notes=notes, filter=tree,
-                      streaming="streaming" in (self.session.protocol.capabilities or {}))
+                      streaming="streaming" in (self.session.protocol.capabilities or {}),
+                      caller=caller)
         call = _Call(ctx)
         call.task = task = asyncio.ensure_future(self._run(req, handler, typed, call))
         self._track(task)
@@ -318,8 +322,9 @@ class Dispatcher:
             call.task.cancel()
 
     # ── batches (§11) ───────────────────────────────────────────────────────
-    def _begin_batch(self, members: list[Message],
-                     notify: Notify | None) -> list[Reply | asyncio.Task[Reply] | None] | Reply:
+    def _begin_batch(self, members: list[Message], notify: Notify | None,
+                     caller: str | None = None
+                     ) -> list[Reply | asyncio.Task[Reply] | None] | Reply:
         """Admit every member now, in order (so an ``initialize`` or ``shutdown`` early in a
         batch governs the members after it); or refuse an oversized batch as a whole."""
         if len(members) > self.max_batch:
@@ -328,7 +333,7 @@ class Dispatcher:
                 data={"limit": self.max_batch}))
         # §11: a malformed member is answered with id null, whatever id it may carry.
         return [messages.error_response(None, member.error) if isinstance(member, Invalid)
-                else self._begin(member, notify) for member in members]
+                else self._begin(member, notify, caller) for member in members]
 
     @staticmethod
     async def _collect(outcomes: list[Reply | asyncio.Task[Reply] | None]) -> list[Reply]:

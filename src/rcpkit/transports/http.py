@@ -72,6 +72,7 @@ from starlette.types import Receive, Scope, Send
 from ..protocol import messages
 from ..protocol.errors import (
     InternalError,
+    InvalidRequest,
     NotInitialized,
     ParseError,
     PayloadTooLarge,
@@ -87,7 +88,7 @@ from ..protocol.messages import Request as RpcRequest
 from ..server.context import ServerSession
 from ..server.dispatcher import Dispatcher
 from ..server.framework import Server
-from .httpserver import DirectRoute, HttpServer, Reply
+from .httpserver import DirectRoute, HttpServer, Reply, header_map
 
 __all__ = ["SESSION_HEADER", "SessionPolicy", "create_app", "serve_http"]
 
@@ -221,17 +222,29 @@ class _Endpoint:
         self.max_pending = max_pending
         self.pending = 0
 
-    def authorized(self, headers: Headers) -> bool:
+    def authenticate(self, headers: Headers) -> str | Reply | None:
+        """The principal of the credentials presented (``credential-<n>``: which accepted
+        token), None when no auth is configured, or the refusal: 400 when a credential
+        header came more than once (combined with commas, which no token holds), 401 when
+        none is right."""
         if not self.auth_tokens:
-            return True
+            return None
+        authorization = headers.get(b"authorization")
+        api_key = headers.get(self.api_key_header) if self.api_key_header is not None else None
+        if (authorization is not None and b"," in authorization) \
+                or (api_key is not None and b"," in api_key):
+            return 400, [], _error_body(InvalidRequest("a credential header appears twice"))
         presented: list[bytes] = []
-        authorization = headers.get(b"authorization", b"")
-        if authorization[:7].lower() == b"bearer ":
+        if authorization is not None and authorization[:7].lower() == b"bearer ":
             presented.append(authorization[7:].strip())
-        if self.api_key_header is not None and self.api_key_header in headers:
-            presented.append(headers[self.api_key_header])
-        return any(hmac.compare_digest(offered, known)
-                   for offered in presented for known in self.auth_tokens)
+        if api_key is not None:
+            presented.append(api_key.strip())
+        for offered in presented:
+            for index, known in enumerate(self.auth_tokens):
+                if hmac.compare_digest(offered, known):
+                    return f"credential-{index}"
+        return 401, [(b"www-authenticate", b"Bearer")], _error_body(
+            Unauthorized("missing or invalid credentials"))
 
     async def read_body(self, headers: Headers, receive: Receive) -> bytes | None:
         """The body, or None when it exceeds the limit (declared or actual)."""
@@ -252,7 +265,7 @@ class _Endpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry; ``scope["path_params"]["method"]`` is the method named by the path."""
         reply = await self.answer(scope.get("path_params", {}).get("method"),
-                                  dict(scope["headers"]), receive, (receive, send))
+                                  header_map(scope["headers"]), receive, (receive, send))
         if reply is not None:
             await _respond(send, *reply)
 
@@ -263,9 +276,9 @@ class _Endpoint:
         ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
         ``stream`` the reply is always buffered. Credentials are checked first, then load
         (429), then the body; an unexpected failure here is a 500 (``-32603``)."""
-        if not self.authorized(headers):
-            return 401, [(b"www-authenticate", b"Bearer")], _error_body(
-                Unauthorized("missing or invalid credentials"))
+        principal = self.authenticate(headers)
+        if isinstance(principal, tuple):
+            return principal
         if self.pending >= self.max_pending:
             return _shed(_PENDING_RETRY_S, "server busy")
         self.pending += 1
@@ -275,7 +288,7 @@ class _Endpoint:
                 if received is None:
                     return self.too_large()
                 body = received
-            return await self.dispatch(path_method, headers, body, stream)
+            return await self.dispatch(path_method, headers, body, stream, principal)
         except ClientDisconnect:
             return None
         except Exception:
@@ -289,7 +302,9 @@ class _Endpoint:
             f"the body exceeds {self.max_body_bytes} bytes", data={"limit": self.max_body_bytes}))
 
     async def dispatch(self, path_method: str | None, headers: Headers, body: bytes,
-                       stream: Stream | None) -> Reply | None:
+                       stream: Stream | None, principal: str | None) -> Reply | None:
+        """``principal`` is the caller of a stateless request, whose session all share; a
+        token or single session is the caller itself."""
         parsed = messages.parse(body)
         if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
             return 400, [], _error_body(parsed.error)
@@ -302,11 +317,12 @@ class _Endpoint:
         if self.sessions.policy == "token" and presented is not None \
                 and dispatcher.session.token != presented:
             parsed = _refuse_unknown_session(parsed)
+        caller = principal if self.sessions.policy == "stateless" else None
         if stream is not None and isinstance(parsed, RpcRequest) \
                 and self.wants_sse(headers, dispatcher):
-            await self.stream(*stream, dispatcher, parsed, path_method)
+            await self.stream(*stream, dispatcher, parsed, path_method, caller)
             return None
-        reply = await dispatcher.handle_message(parsed, path_method=path_method)
+        reply = await dispatcher.handle_message(parsed, path_method=path_method, caller=caller)
         self.sessions.after(dispatcher)
         return (204, [], b"") if reply is None else (200, [], reply)
 
@@ -315,12 +331,12 @@ class _Endpoint:
         return "streaming" in advertised and b"text/event-stream" in headers.get(b"accept", b"")
 
     async def stream(self, receive: Receive, send: Send, dispatcher: Dispatcher,
-                     parsed: RpcRequest, path_method: str | None) -> None:
+                     parsed: RpcRequest, path_method: str | None, caller: str | None) -> None:
         """Progress/log frames as they come, then exactly one final frame (§5.2). A client
         that disconnects cancels the call: nobody is left to read its result."""
         frames: asyncio.Queue[bytes] = asyncio.Queue()
         call = asyncio.ensure_future(dispatcher.handle_message(
-            parsed, notify=frames.put_nowait, path_method=path_method))
+            parsed, notify=frames.put_nowait, path_method=path_method, caller=caller))
         gone = asyncio.ensure_future(_disconnect(receive))
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})

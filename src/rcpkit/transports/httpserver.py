@@ -52,7 +52,7 @@ from urllib.parse import unquote
 import httptools
 from starlette.types import ASGIApp, Message
 
-__all__ = ["DirectRoute", "HttpServer"]
+__all__ = ["DirectRoute", "HttpServer", "header_map"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -81,6 +81,17 @@ class _DateHeader:
             self._second = now
             self._line = b"date: " + email.utils.formatdate(now, usegmt=True).encode() + b"\r\n"
         return self._line
+
+
+def header_map(pairs: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    """Lower-cased names → values; a field given on several lines is one comma-joined value
+    (RFC 9110 §5.3), so a repeated singleton such as ``Authorization`` stays visible."""
+    headers = {name.lower(): value for name, value in pairs}
+    if len(headers) != len(pairs):
+        for name in headers:
+            values = [value for other, value in pairs if other.lower() == name]
+            headers[name] = b", ".join(values)
+    return headers
 
 
 Reply = tuple[int, list[tuple[bytes, bytes]], bytes]
@@ -378,7 +389,7 @@ class _Connection(asyncio.Protocol):
         self.reading_head = False
         self.head_bytes = 0
         self.read_started = self.loop.time()  # now the body's deadline
-        headers = dict(self.headers)
+        headers = header_map(self.headers)
         expect = headers.get(b"expect", b"").lower() == b"100-continue"
         if b"upgrade" in headers and b"upgrade" in headers.get(b"connection", b"").lower():
             length = headers.get(b"content-length", b"0")

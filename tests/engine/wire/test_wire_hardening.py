@@ -4,6 +4,7 @@ error before anything is written, and the data directory keeps opening (§4.6, �
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -79,3 +80,75 @@ def test_a_store_already_holding_a_surrogate_row_still_opens(serve: Any,
     assert set(second.ids("honey bees", unit="document")) == {"good", "later"}
     second.close()
     assert any("not valid Unicode" in line for line in second.peer.stderr_lines)
+
+
+def _hit_ids(reply: Any) -> list[str]:
+    body = reply.json()
+    assert "result" in body, body
+    return [hit["id"] for hit in body["result"]["hits"]]
+
+
+BEES = [{"id": f"d{i}", "text": f"bees and honey, note {i}"} for i in range(6)]
+
+
+def test_session_dedup_and_cursors_are_scoped_to_the_authenticated_caller(
+        data_dir: Path) -> None:
+    """§7.7.3: a ``sessionId`` names one caller's trajectory; two stateless callers choosing
+    the same one neither see nor poison each other's seen-set, nor use each other's cursors."""
+    engine = HttpEngine(data_dir, "--auth-token", "alice-key", "--auth-token", "bob-key")
+    alice = {"Authorization": "Bearer alice-key"}
+    bob = {"Authorization": "Bearer bob-key"}
+    try:
+        assert "result" in engine.post("index/add", {"documents": BEES}, **alice).json()
+        query = {"query": "bees honey", "k": 2, "unit": "document", "sessionId": "shared"}
+        first = _hit_ids(engine.post("retrieve", query, **alice))
+        assert _hit_ids(engine.post("retrieve", query, **bob)) == first  # not deduped by alice
+        second = _hit_ids(engine.post("retrieve", query, **alice))
+        assert len(second) == 2 and not set(second) & set(first)  # alice's own dedup holds
+        paged = engine.post("retrieve", {"query": "bees honey", "k": 2}, **alice).json()
+        cursor = paged["result"]["nextCursor"]
+        stolen = engine.post("retrieve", {"query": "bees honey", "k": 2, "cursor": cursor},
+                             **bob).json()
+        assert stolen["error"]["code"] == -32015
+        own = engine.post("retrieve", {"query": "bees honey", "k": 2, "cursor": cursor},
+                          **alice).json()
+        assert len(own["result"]["hits"]) == 2
+    finally:
+        engine.close()
+
+
+def test_session_dedup_is_scoped_to_the_rcp_session(data_dir: Path) -> None:
+    engine = HttpEngine(data_dir, "--sessions", "token")
+    try:
+        sessions = []
+        for _ in range(2):
+            init = engine.post("initialize", {"protocolVersion": 1}).json()
+            sessions.append({"RCP-Session": init["result"]["_meta"]["session"]})
+        assert "result" in engine.post("index/add", {"documents": BEES},
+                                       **sessions[0]).json()
+        query = {"query": "bees honey", "k": 2, "unit": "document", "sessionId": "shared"}
+        first = _hit_ids(engine.post("retrieve", query, **sessions[0]))
+        assert _hit_ids(engine.post("retrieve", query, **sessions[1])) == first
+    finally:
+        engine.close()
+
+
+def test_credential_headers_are_stripped_and_never_ambiguous(data_dir: Path) -> None:
+    engine = HttpEngine(data_dir, "--auth-token", "k1", "--api-key-header", "X-API-Key")
+    try:
+        frame = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
+        url = f"{engine.base}/ping"
+        body = json.dumps(frame).encode()
+        with socket.create_connection(("127.0.0.1", engine.port), timeout=30) as raw:
+            raw.sendall(b"POST /rcp/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                        b"X-API-Key: k1 \t\r\nContent-Length: %d\r\n\r\n%s"
+                        % (len(body), body))
+            assert raw.makefile("rb").read().startswith(b"HTTP/1.1 200 ")
+        twice = engine.client.post(url, json=frame, headers=[
+            ("Authorization", "Bearer wrong"), ("Authorization", "Bearer k1")])
+        assert twice.status_code == 400 and twice.json()["error"]["code"] == -32600
+        keys = engine.client.post(url, json=frame, headers=[("X-API-Key", "k1"),
+                                                            ("X-API-Key", "k1")])
+        assert keys.status_code == 400
+    finally:
+        engine.close()
