@@ -486,15 +486,20 @@ class Engine:
         try:
             with self._indexes_locked(exclusive=False):
                 saved = self._saved_state()
-                if saved is None or saved[1] > self._store.log_position():
-                    raise ValueError("persisted indexes do not belong to this record")
-                if saved[1] < self._store.log_floor():
-                    raise ValueError("the write log no longer reaches the persisted indexes")
-                state_dir, position = saved
-                lexical = LexicalIndex.load(state_dir / "lexical")
-                dense = DenseIndex.load(state_dir / "dense")
-                columns = _saved_columns(state_dir / "columns")
-        except Exception:  # any unreadable state means: rebuild from the record
+                if saved is not None:  # else none yet, or another record's / embedder's
+                    if saved[1] > self._store.log_position():
+                        raise ValueError("persisted indexes do not belong to this record")
+                    if saved[1] < self._store.log_floor():
+                        raise ValueError("the write log no longer reaches the saved indexes")
+                    state_dir, position = saved
+                    lexical = LexicalIndex.load(state_dir / "lexical")
+                    dense = DenseIndex.load(state_dir / "dense")
+                    columns = _saved_columns(state_dir / "columns")
+        except Exception as exc:  # any unreadable state means: rebuild from the record
+            logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
+                           "store", type(exc).__name__, exc)
+            saved = None
+        if saved is None:
             self._rebuild()
             return
         self._saved_position = position
@@ -765,8 +770,11 @@ class Engine:
             wanted = list(dict.fromkeys([*dense_hits, *sparse_hits]))
             records = self._store.chunks(wanted)
             order = [rowid for rowid in wanted if rowid in records]
-            vectors = (self._database.vectors(order) if self._database is not None
-                       else self._dense.get(np.asarray(order, dtype=np.int64)))
+            try:
+                vectors = (self._database.vectors(order) if self._database is not None
+                           else self._dense.get(np.asarray(order, dtype=np.int64)))
+            except NotFound as exc:  # the indexes disagree with the record: our fault, not -32015
+                raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
             if seq < self._store.gc_floor():
                 # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
                 raise BackendUnavailable("indexVersion was garbage-collected during the read")

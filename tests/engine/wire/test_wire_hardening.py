@@ -152,3 +152,37 @@ def test_credential_headers_are_stripped_and_never_ambiguous(data_dir: Path) -> 
         assert keys.status_code == 400
     finally:
         engine.close()
+
+
+def _saved_dense(data_dir: Path) -> tuple[Path, dict[str, str]]:
+    root = data_dir / "indexes"
+    dense = root / (root / "CURRENT").read_text().strip() / "dense"
+    return dense, json.loads((dense / "dense.json").read_text())["files"]
+
+
+def _damage(path: Path, how: str) -> None:
+    """Keep the file's size and its ``.npy`` header; zero or reverse what follows."""
+    data = path.read_bytes()
+    header = data.index(b"\n") + 1
+    body = data[header:]
+    if how == "zero":
+        body = bytes(len(body))
+    else:  # reverse the int64 row ids
+        body = b"".join(reversed([body[i:i + 8] for i in range(0, len(body), 8)]))
+    path.write_bytes(data[:header] + body)
+
+
+@pytest.mark.parametrize(("part", "how"), [("vectors", "zero"), ("rowids", "reverse")])
+def test_damaged_saved_indexes_are_rebuilt_from_the_record(serve: Any, data_dir: Path,
+                                                           part: str, how: str) -> None:
+    first: Engine = serve()
+    first.add([{"id": f"d{i}", "text": f"field notes {i} about {word}"}
+               for i, word in enumerate(["bees", "wasps", "ants", "moths", "flies", "gnats"])])
+    expected = first.ids("bees and moths", mode="dense", unit="document")
+    first.close()
+    dense, files = _saved_dense(data_dir)
+    _damage(dense / files[part], how)
+    second: Engine = serve()
+    assert second.ids("bees and moths", mode="dense", unit="document") == expected
+    second.close()
+    assert any("rebuilding them from the store" in line for line in second.peer.stderr_lines)
