@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol import messages
-from ..protocol.errors import Cancelled
+from ..protocol.errors import Cancelled, Timeout
 from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import LOG_LEVELS, Session
 from ..protocol.methods import LOG, PROGRESS
@@ -91,6 +91,13 @@ class Context:
         """Raise :class:`Cancelled` (-32006) if the client cancelled this request."""
         if self._cancel.is_set():
             raise Cancelled()
+
+    def check_stop(self) -> None:
+        """Raise :class:`Cancelled` (-32006) once cancelled, :class:`Timeout` (-32014) once
+        past the deadline: what long stages call between batches (:mod:`rcpkit.interrupts`)."""
+        self.check_cancelled()
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise Timeout()
 
     def cancel(self) -> None:
         """Mark the request cancelled (the dispatcher calls this on ``notifications/cancel``)."""

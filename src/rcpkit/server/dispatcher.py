@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import logging
 import math
 import time
@@ -39,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from ..interrupts import checked_by
 from ..protocol import gating, messages
 from ..protocol import params as wire_params
 from ..protocol.capabilities import Capabilities
@@ -293,10 +293,14 @@ class Dispatcher:
 
     @staticmethod
     async def _invoke(handler: Handler, typed: Any, ctx: Context) -> Any:
+        """Run the handler with the request's stop check installed, also in the worker
+        thread of a synchronous one: cancelling the task does not stop that thread, its
+        next :func:`rcpkit.interrupts.checkpoint` does."""
         if handler.is_async:
-            return await handler.fn(typed, ctx)
+            with checked_by(ctx.check_stop):
+                return await handler.fn(typed, ctx)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(handler.fn, typed, ctx))
+        return await loop.run_in_executor(None, _run_checked, handler, typed, ctx)
 
     def _deadline(self, meta: Any) -> float | None:
         """The earliest of ``_meta.deadlineMs`` (time remaining, §16.2) and the server default."""
@@ -420,6 +424,11 @@ def _encodable(reply: Reply) -> Reply:
         logger.exception("the result for request id %r cannot be serialised", reply.get("id"))
         return messages.error_response(reply.get("id"), InternalError())
     return reply
+
+
+def _run_checked(handler: Handler, typed: Any, ctx: Context) -> Any:
+    with checked_by(ctx.check_stop):
+        return handler.fn(typed, ctx)
 
 
 def _seconds_left(deadline: float | None) -> float | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_wire import Engine, HttpEngine
+from engine_wire import Engine, HttpEngine, make_data_dir
 
 LONE = "\ud800"
 
@@ -186,3 +186,35 @@ def test_damaged_saved_indexes_are_rebuilt_from_the_record(serve: Any, data_dir:
     assert second.ids("bees and moths", mode="dense", unit="document") == expected
     second.close()
     assert any("rebuilding them from the store" in line for line in second.peer.stderr_lines)
+
+
+@pytest.mark.parametrize("stop", ["cancel", "deadline"])
+def test_a_stopped_index_add_stops_embedding_and_writes_nothing(tmp_path: Path,
+                                                                stop: str) -> None:
+    """§7.14, §13.1 with the real MiniLM: a cancelled or overdue add's worker stops at its
+    next embedding batch and releases the write lock; without that it ran on and
+    committed anyway."""
+    data = make_data_dir(tmp_path / "minilm", 'embedder = "minilm"\n')
+    engine = Engine(data)
+    try:
+        engine.add([{"id": "warm", "text": "the model is loaded"}])
+        long_text = "Bees gather nectar and pollen from many flowering plants. " * 40
+        params: dict[str, Any] = {"documents": [{"id": f"big{i}", "text": f"{i} {long_text}"}
+                                                for i in range(600)]}
+        if stop == "deadline":
+            params["_meta"] = {"deadlineMs": 300}
+        engine.peer.send({"jsonrpc": "2.0", "id": "big", "method": "index/add",
+                          "params": params})
+        if stop == "cancel":
+            assert engine.peer.call("ping", {})["result"] == {}  # the add's task has started
+            engine.peer.send({"jsonrpc": "2.0", "method": "notifications/cancel",
+                              "params": {"id": "big"}})
+        code = engine.peer.reply("big", timeout=120)["error"]["code"]
+        assert code == (-32006 if stop == "cancel" else -32014)
+        small = engine.peer.call("index/add", {"documents": [{"id": "small", "text": "bees"}]})
+        assert "result" in small, small
+        hits = engine.ok("retrieve", {"query": "bees nectar pollen", "k": 50, "mode": "sparse",
+                                      "unit": "document"})["hits"]
+        assert {hit["id"] for hit in hits} <= {"warm", "small"}
+    finally:
+        engine.close()
