@@ -38,7 +38,7 @@ from rcpkit.engine.types import (
     RerankOptions,
     SearchRequest,
 )
-from rcpkit.protocol.content import ContentBlock, text_of
+from rcpkit.protocol.content import ContentBlock, plain_text
 from rcpkit.protocol.errors import BackendUnavailable, InvalidParams, UsageError
 from rcpkit.protocol.lifecycle import LOG_LEVELS
 from rcpkit.protocol.params import (
@@ -227,13 +227,9 @@ class _EngineServer(Server):
             self.capability("filter", refreshed)
 
 
-def _texts(inputs: Sequence[str | ContentBlock]) -> list[str]:
+def _texts(inputs: Sequence[str | ContentBlock], path: str) -> list[str]:
     """Bare strings or text Content blocks (§4.8; gating already refused other modalities)."""
-    return [item if isinstance(item, str) else text_of([item]) for item in inputs]
-
-
-def _query_text(query: str | ContentBlock | list[ContentBlock]) -> str:
-    return text_of([query] if isinstance(query, ContentBlock) else query)
+    return [plain_text(item, f"{path}[{index}]") for index, item in enumerate(inputs)]
 
 
 class _Handlers:
@@ -288,7 +284,7 @@ class _Handlers:
         rerank_method = (rerank.method if rerank is not None and rerank.method
                          else self.default_rerank)
         return SearchRequest(
-            query=_query_text(params.query), k=params.k, mode=params.mode or "hybrid",
+            query=plain_text(params.query, "query"), k=params.k, mode=params.mode or "hybrid",
             candidate_k=params.candidate_k,
             fusion=(fusion.method if fusion and fusion.method else "rrf"),
             rrf_k=(fusion.rrf_k if fusion and fusion.rrf_k is not None else 60),
@@ -307,19 +303,20 @@ class _Handlers:
     # ── embeddings (§7.3, §7.4, §7.5) and rerank (§7.6) ────────────────────
     def embed(self, params: EmbedParams, ctx: Context) -> dict[str, Any]:
         encoding = params.encoding or "json"
-        vectors = self.engine.embed(_texts(params.inputs), params.kind or "document")
+        vectors = self.engine.embed(_texts(params.inputs, "inputs"), params.kind or "document")
         return {"vectors": encode_vectors(vectors, encoding), "encoding": encoding,
                 "dimension": int(vectors.shape[1])}
 
     def embed_multi(self, params: MultiEmbedParams, ctx: Context) -> dict[str, Any]:
         encoding = params.encoding or "json"
-        matrices = self.engine.token_embeddings(_texts(params.inputs), params.kind or "document")
+        matrices = self.engine.token_embeddings(_texts(params.inputs, "inputs"),
+                                                params.kind or "document")
         return {"matrices": [encode_vectors(matrix, encoding) for matrix in matrices],
                 "encoding": encoding, "dimension": self.engine.describe().embed_dimension}
 
     def embed_sparse(self, params: SparseEmbedParams, ctx: Context) -> dict[str, Any]:
         assert self.sparse is not None  # registered only with an encoder
-        texts = _texts(params.inputs)
+        texts = _texts(params.inputs, "inputs")
         if len(texts) > self.engine.config.max_batch_inputs:
             raise InvalidParams(f"at most {self.engine.config.max_batch_inputs} inputs per call",
                                 field="inputs")
@@ -332,7 +329,8 @@ class _Handlers:
         best first (cut at ``topN``)."""
         method = params.method or self.default_rerank
         assert method is not None  # registered only with a reranker
-        scores = self.engine.rerank(_query_text(params.query), _texts(params.passages), method)
+        scores = self.engine.rerank(plain_text(params.query, "query"),
+                                    _texts(params.passages, "passages"), method)
         order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
         if params.top_n is not None:
             order = order[:params.top_n]

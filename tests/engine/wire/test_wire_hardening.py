@@ -3,6 +3,7 @@ error before anything is written, and the data directory keeps opening (§4.6, �
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import sqlite3
@@ -218,3 +219,33 @@ def test_a_stopped_index_add_stops_embedding_and_writes_nothing(tmp_path: Path,
         assert {hit["id"] for hit in hits} <= {"warm", "small"}
     finally:
         engine.close()
+
+
+URI_BLOCK = {"type": "blob", "mimeType": "text/plain", "uri": "http://127.0.0.1:9/secret.txt"}
+
+
+@pytest.mark.parametrize(("method", "params", "field"), [
+    ("embed", {"inputs": ["fine", URI_BLOCK]}, "inputs[1].uri"),
+    ("embed/multi", {"inputs": [URI_BLOCK]}, "inputs[0].uri"),
+    ("rerank", {"query": "bees", "passages": ["bees", URI_BLOCK]}, "passages[1].uri"),
+    ("rerank", {"query": URI_BLOCK, "passages": ["bees"]}, "query.uri"),
+    ("retrieve", {"query": [{"type": "text", "text": "bees"}, URI_BLOCK], "k": 3},
+     "query[1].uri"),
+])
+def test_content_by_uri_is_refused_not_dropped(serve: Any, method: str, params: dict[str, Any],
+                                               field: str) -> None:
+    """§4.8: a uri the server will not fetch is -32602, never a silent zero vector."""
+    engine: Engine = serve()
+    error = engine.error(method, params)
+    assert error["code"] == -32602, error
+    assert error["data"]["field"] == field
+    engine.close()
+
+
+def test_inline_text_blobs_are_read_as_text(serve: Any) -> None:
+    engine: Engine = serve()
+    blob = {"type": "blob", "mimeType": "text/plain",
+            "data": base64.b64encode(b"honey bees").decode()}
+    vectors = engine.ok("embed", {"inputs": ["honey bees", blob]})["vectors"]
+    assert vectors[0] == vectors[1] and any(vectors[0])
+    engine.close()
