@@ -128,15 +128,17 @@ def write_plots(report: EvalReport, directory: Path) -> list[Path]:
     names = metric_names()
     width = 0.8 / len(results)
 
-    figure, axes = plt.subplots(figsize=(max(6.0, 1.4 * len(names)), 4.0))
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.4 * len(names)) + 2.0, 4.0))
     for offset, result in enumerate(results):
         positions = [i + offset * width for i in range(len(names))]
         axes.bar(positions, [result.metrics[n] for n in names], width, label=result.name)
     axes.set_xticks([i + width * (len(results) - 1) / 2 for i in range(len(names))], names)
-    axes.set_ylim(0, 1)
+    # Headroom above 1.0, so a perfect score is a visible bar, not the frame's top edge;
+    # the legend sits outside the axes, so it never covers a bar.
+    axes.set_ylim(0, 1.08)
     axes.set_ylabel("score")
     axes.set_title(f"Retrieval quality — {report.dataset}")
-    axes.legend()
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     figure.tight_layout()
     metrics_path = directory / "metrics.png"
     figure.savefig(metrics_path, dpi=120)
