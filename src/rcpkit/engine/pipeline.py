@@ -13,8 +13,8 @@ Thread safety: any number of concurrent reads; writes serialise on a lock and
 mutate the indexes under the exclusive side of a readers/writer lock.
 
 Scores (§4.6): cosine in ``dense`` mode, BM25 in ``sparse``, the fused score in
-``hybrid``, the reranker's score after ``rerank``; recency and the feedback poison
-policy scale them down, and MMR caps them so they never increase down the list.
+``hybrid``, the reranker's score after ``rerank``; recency (blended with relevance) and
+the feedback poison policy scale them down, and MMR caps them so they never increase down the list.
 
 The indexes are saved under ``<data_dir>/indexes`` with the write-log position they
 reflect (the ``CURRENT`` pointer flips last) and reconciled with the record on open.
@@ -116,6 +116,9 @@ STAGES = ("recall", "fuse", "rerank", "diversify", "pack")
 _FLOORS = {"dense": -1.0, "sparse": 0.0}
 _FIELD_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _MS_PER_DAY = 86_400_000
+# Passages per embedding call when the caller follows progress: small enough to report
+# every few seconds on a laptop CPU, large enough to keep length-sorted batching effective.
+_EMBED_SLICE = 128
 
 Progress = Callable[[str, float, list[Hit] | None], None]
 """``progress(stage, fraction, partial_hits)`` — called after each pipeline stage (§9)."""
@@ -308,8 +311,13 @@ class Engine:
     # ── writes ─────────────────────────────────────────────────────────────
 
     def add(self, documents: Sequence[DocumentIn], *, chunk: bool = False,
-            contextual: bool = False, idempotency_key: str | None = None) -> AddResult:
-        """§7.10 upsert; returns after the write is committed and published."""
+            contextual: bool = False, idempotency_key: str | None = None,
+            embedded: Callable[[int, int], None] | None = None) -> AddResult:
+        """§7.10 upsert; returns after the write is committed and published.
+
+        A document whose text is empty or only whitespace is refused (``-32602`` on
+        ``documents[i].text``): it has nothing to match, yet would rank and fill a
+        ``tokenBudget``. ``embedded(done, total)`` reports passages embedded so far."""
         if len(documents) > self.config.max_documents_per_add:
             raise PayloadTooLarge(f"at most {self.config.max_documents_per_add} documents "
                                   "per add")
@@ -320,6 +328,9 @@ class Engine:
             # Before anything is written: the store could not read such a row back (§4.6).
             require_scalar({"id": document.id, "text": document.text, "meta": document.meta},
                            f"documents[{position}]")
+            if not document.text.strip():
+                raise InvalidParams("text must not be empty or whitespace only",
+                                    field=f"documents[{position}].text")
             if len(document.text.encode()) > self.config.max_text_bytes:
                 raise PayloadTooLarge(f"documents[{position}].text exceeds "
                                       f"{self.config.max_text_bytes} bytes")
@@ -339,8 +350,7 @@ class Engine:
             live = self._store.live_hashes([p.doc_id for p in prepared])
             changed = [p for p in prepared if live.get(p.doc_id) != p.content_hash]
             texts = [piece.indexed for p in changed for piece in p.pieces]
-            vectors = (self._embedder.embed(texts, "document") if texts
-                       else np.zeros((0, self._embedder.dimension), dtype=np.float32))
+            vectors = self._embed_passages(texts, embedded)
             upserts: list[DocumentWrite] = []
             offset = 0
             for p in changed:
@@ -353,7 +363,35 @@ class Engine:
                                         reply={"ids": ids, "chunks": chunks},
                                         now=self._clock())
             self._after_write()
-            return AddResult(ids=ids, chunks=chunks, index_version=self.version_token(outcome.seq))
+            outcomes = tuple("unchanged" if live.get(p.doc_id) == p.content_hash
+                             else "updated" if p.doc_id in live else "added" for p in prepared)
+            return AddResult(ids=ids, chunks=chunks, index_version=self.version_token(outcome.seq),
+                             outcomes=outcomes)
+
+    def _embed_passages(self, texts: Sequence[str],
+                        embedded: Callable[[int, int], None] | None) -> npt.NDArray[np.float32]:
+        """Document vectors for ``texts``, in slices when someone watches the progress."""
+        if not texts:
+            return np.zeros((0, self._embedder.dimension), dtype=np.float32)
+        if embedded is None:
+            return self._embedder.embed(texts, "document")
+        parts = []
+        for start in range(0, len(texts), _EMBED_SLICE):
+            parts.append(self._embedder.embed(texts[start:start + _EMBED_SLICE], "document"))
+            embedded(min(start + _EMBED_SLICE, len(texts)), len(texts))
+        return np.concatenate(parts)
+
+    def documents_where(self, tree: Any) -> dict[str, Mapping[str, Any]]:
+        """The live documents matching the §8 filter ``tree`` (id → metadata) at the latest
+        version; none when the tree names a field no document has."""
+        self.refresh()
+        schema = self._schema
+        try:
+            node = validate(tree, schema, OPERATORS)
+        except InvalidParams:
+            return {}
+        records = self._store.chunks(self._store.filter_rowids(node, self._published).tolist())
+        return {record.doc_id: record.meta for record in records.values()}
 
     def delete(self, ids: Sequence[str]) -> DeleteResult:
         """§7.11: idempotent; counts only documents this call removed."""
@@ -878,24 +916,33 @@ class Engine:
 
     def _adjust(self, request: SearchRequest, plan: _Plan,
                 ranked: list[_Candidate]) -> list[_Candidate]:
-        """Recency decay (§7.7; no decay without a date value) and the feedback poison
-        policy (§7.16, §15.3)."""
+        """Recency (§7.7; no decay without a date value) blended with relevance by
+        ``recency_weight``, and the feedback poison policy (§7.16, §15.3)."""
         poisoned = plan.poisoned.documents
         recency = request.recency
         if recency is not None and plan.schema.get(recency.field) != "date":
             raise InvalidParams("recency.field must be a date field", field="recency.field")
         if recency is None and not poisoned:
             return ranked
+        floor = min((c.score for c in ranked), default=0.0)
+        weight = self.config.recency_weight
+        freshness: dict[int, float] = {}
         for candidate in ranked:
             if recency is not None:
                 stamp = candidate.record.filter_meta.get(recency.field)
                 if isinstance(stamp, int | float):
                     age_days = max(0.0, (plan.now_ms - stamp) / _MS_PER_DAY)
-                    candidate.score = _demote(candidate.score,
-                                              0.5 ** (age_days / recency.half_life_days))
+                    decay = 0.5 ** (age_days / recency.half_life_days)
+                    freshness[candidate.record.rowid] = decay
+                    # A blend, not a product: relevance above the candidates' floor keeps
+                    # (1 - weight) of its size however old the hit is, so an old on-topic
+                    # document still beats a new off-topic one.
+                    candidate.score = floor + (candidate.score - floor) * (
+                        1.0 - weight + weight * decay)
             if candidate.record.doc_id in poisoned:
                 candidate.score = _demote(candidate.score, self.config.poison_penalty)
-        return sorted(ranked, key=lambda c: -c.score)
+        # Equal relevance (at the floor, or duplicates): the newer hit first.
+        return sorted(ranked, key=lambda c: (-c.score, -freshness.get(c.record.rowid, 1.0)))
 
     def _diversify(self, request: SearchRequest, plan: _Plan, ranked: list[_Candidate],
                    query_vector: npt.NDArray[np.float32]) -> list[_Candidate]:
@@ -918,10 +965,13 @@ class Engine:
         meta = record.meta
         cosine = float(np.dot(candidate.vector, query_vector))
         uri = meta.get("uri") or meta.get("url")
+        page = meta.get("page")
         citation = Citation(source=str(meta.get("source") or record.doc_id),
                             uri=uri if isinstance(uri, str) else None,
                             title=meta["title"] if isinstance(meta.get("title"), str) else None,
-                            start=record.start, end=record.end)
+                            start=record.start, end=record.end,
+                            page=page if isinstance(page, int) and not isinstance(page, bool)
+                            else None)
         return Hit(
             id=_hit_id(record, request.unit),
             score=candidate.score, unit=request.unit, doc_id=record.doc_id,

@@ -147,6 +147,8 @@ def capabilities(engine: Engine, sparse: SparseEncoder | None) -> dict[str, dict
         caps["sparseEmbed"] = {"identity": sparse.identity}
     if described.pagination:
         caps["pagination"] = {}
+    if engine.config.read_only:
+        del caps["index"]
     return caps
 
 
@@ -189,8 +191,9 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
     server.add_method("retrieve", handlers.retrieve)
     server.add_method("embed", handlers.embed)
     server.add_method("embed/multi", handlers.embed_multi)
-    server.add_method("index/add", handlers.index_add)
-    server.add_method("index/delete", handlers.index_delete)
+    if "index" in caps:
+        server.add_method("index/add", handlers.index_add)
+        server.add_method("index/delete", handlers.index_delete)
     server.add_method("feedback", handlers.feedback)
     if "rerank" in caps:
         server.add_method("rerank", handlers.rerank)

@@ -131,6 +131,8 @@ migration of older stores) whenever the tables change."""
 class SqliteStore(Store):
     """:class:`Store` in one SQLite file (``<data_dir>/store.sqlite3``)."""
 
+    FILE_NAME = "store.sqlite3"
+
     def __init__(self, path: Path) -> None:
         self._path = path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,7 +172,7 @@ class SqliteStore(Store):
     @classmethod
     def open(cls, data_dir: str | Path) -> SqliteStore:
         """Open (creating if needed) the store under ``data_dir``."""
-        return cls(Path(data_dir) / "store.sqlite3")
+        return cls(Path(data_dir) / cls.FILE_NAME)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
