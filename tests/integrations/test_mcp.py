@@ -23,8 +23,9 @@ pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters
 
 from conftest import REF_SERVER, SLOW_ENGINE, free_port, rcpkit, wait_listening
-from rcpkit.integrations.engines import open_engine
+from rcpkit.integrations.engines import connect_in_process, open_engine
 from rcpkit.integrations.mcp import McpBridge
+from rcpkit.server import Server
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -68,6 +69,10 @@ async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> No
         assert schema["properties"]["mode"]["enum"] == ["dense", "sparse", "hybrid"]
         assert schema["properties"]["k"]["maximum"] == 200
         assert "lang (keyword)" in schema["properties"]["filter"]["description"]
+        condition = schema["$defs"]["Filter"]["anyOf"][0]["properties"]
+        assert {"lang", "tag", "year", "title", "source"} <= set(condition["field"]["enum"])
+        assert condition["op"]["enum"] == ["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin",
+                                           "contains", "exists"]
         assert "encoding" not in schema["properties"]
         assert retrieve.annotations is not None and retrieve.annotations.read_only_hint
 
@@ -275,3 +280,71 @@ def test_cli_refuses_bad_targets(tmp_path: Path) -> None:
         assert run.returncode == 2, run.stderr
         assert run.stdout == ""  # stdout belongs to MCP frames
         assert run.stderr.startswith("rcpkit mcp: ") and "Traceback" not in run.stderr
+
+
+# ── the optional methods: graph, transform, memory ───────────────────────────
+
+def agentic_server() -> Server:
+    """An engine advertising graph, transform and memory (§7.8, §7.9, §7.17), no filter."""
+    server = Server(name="agentic", version="0.1")
+    server.capability("retrieve", {"maxK": 8, "modes": ["dense"]})
+    server.capability("graph", {"ops": ["local", "global"]})
+    server.capability("transform", {"methods": ["rewrite", "multi-query"]})
+    server.capability("memory", {})
+    hit = {"id": "n1", "score": 0.9, "text": "Ada Lovelace wrote the first program.",
+           "trust": {"level": "community"}}
+
+    @server.method("retrieve")
+    def retrieve(params: Any, ctx: Any) -> dict[str, Any]:
+        return {"hits": [hit][:params.k]}
+
+    @server.method("graph")
+    def graph(params: Any, ctx: Any) -> dict[str, Any]:
+        if params.op == "global":
+            return {"summary": "Early computing.", "communities": [{"id": "c1", "score": 1.0}]}
+        return {"hits": [hit]}
+
+    @server.method("query/transform")
+    def transform(params: Any, ctx: Any) -> dict[str, Any]:
+        return {"queries": [f"{params.query} ({params.method} {n})"
+                            for n in range(params.n or 1)]}
+
+    @server.method("memory/build")
+    def memory_build(params: Any, ctx: Any) -> dict[str, Any]:
+        return {"memoryId": params.memory_id or "m1"}
+
+    @server.method("memory/recall")
+    def memory_recall(params: Any, ctx: Any) -> dict[str, Any]:
+        return {"clues": [{"query": params.query}], "hits": [hit]}
+
+    return server
+
+
+async def test_graph_transform_and_memory_tools_when_advertised() -> None:
+    async with await connect_in_process(agentic_server()) as engine:
+        async with Client(McpBridge(engine, allow_writes=False).server()) as client:
+            read_only = tool_names(await client.list_tools())
+        async with Client(McpBridge(engine).server()) as client:
+            listing = await client.list_tools()
+            local = await client.call_tool("graph", {"op": "local", "query": "Ada"})
+            summary = await client.call_tool("graph", {"op": "global"})
+            queries = await client.call_tool("transform", {"query": "ada", "method": "rewrite",
+                                                          "n": 2})
+            built = await client.call_tool("memory_build", {"memoryId": "m7"})
+            recalled = await client.call_tool("memory_recall", {"query": "who", "memoryId": "m7"})
+            refused = await client.call_tool("graph", {"op": "drift"})
+            listed = (await client.list_resources()).resources
+    assert read_only == {"retrieve", "graph", "transform", "memory_recall"}
+    schemas = {tool.name: tool.input_schema for tool in listing.tools}
+    assert set(schemas) == read_only | {"memory_build"}
+    assert schemas["graph"]["properties"]["op"]["enum"] == ["local", "global"]
+    assert schemas["transform"]["properties"]["method"]["enum"] == ["rewrite", "multi-query"]
+    assert "filter" not in schemas["retrieve"]["properties"]  # no filter advertised
+    assert local.structured_content["hits"][0]["id"] == "n1"
+    assert "community content: verify" in local.content[0].text
+    assert summary.structured_content["summary"] == "Early computing."
+    assert queries.structured_content["queries"] == ["ada (rewrite 0)", "ada (rewrite 1)"]
+    assert built.structured_content == {"memoryId": "m7"}
+    assert recalled.structured_content["clues"] == [{"query": "who"}]
+    assert refused.is_error and refused.structured_content["error"]["code"] == -32005
+    assert [resource.uri for resource in listed] == ["rcp://agentic/doc/n1"]

@@ -42,6 +42,7 @@ from .. import __version__
 from ..client import AsyncClient, ProgressEvent
 from ..protocol.capabilities import Capabilities
 from ..protocol.errors import CODE_NAMES, RcpError, UsageError
+from ..protocol.filters import OPERATORS
 from ..protocol.params import (
     GraphParams,
     GraphResult,
@@ -218,17 +219,28 @@ def _struct_schema(struct: type[msgspec.Struct]) -> tuple[dict[str, Any], dict[s
     return definitions.pop(struct.__name__), definitions
 
 
-def _filter_help(caps: Capabilities) -> str:
+def _filter_schema(caps: Capabilities) -> dict[str, Any] | None:
+    """The §8 filter tree over the advertised fields and operators (``None``: no field)."""
     advertised = caps.filter
-    assert advertised is not None
-    fields = advertised.fields or {}
-    listed = (", ".join(f"{name} ({kind})" for name, kind in fields.items())
-              if isinstance(fields, dict) else ", ".join(fields))
-    operators = ", ".join(advertised.operators or ("eq", "ne", "gt", "gte", "lt", "lte", "in",
-                                                   "nin", "contains", "exists"))
-    return ("Metadata filter: {\"field\": NAME, \"op\": OP, \"value\": V}, or "
-            "{\"and\": [...]}, {\"or\": [...]}, {\"not\": {...}}. "
-            f"Fields: {listed or 'none'}. Operators: {operators}.")
+    fields = (advertised.fields if advertised else None) or {}
+    if not fields:
+        return None
+    typed = fields if isinstance(fields, dict) else dict.fromkeys(fields, "keyword")
+    operators = list((advertised.operators if advertised else None) or OPERATORS)
+    listed = ", ".join(f"{name} ({kind})" for name, kind in typed.items())
+    node = {"$ref": "#/$defs/Filter"}
+    condition = {"type": "object", "required": ["field", "op"], "additionalProperties": False,
+                 "properties": {"field": {"enum": list(typed)}, "op": {"enum": operators},
+                                "value": {}}}
+    combinators = [{"type": "object", "required": [name], "additionalProperties": False,
+                    "properties": {name: {"type": "array", "items": node, "minItems": 1}}}
+                   for name in ("and", "or")]
+    negation = {"type": "object", "required": ["not"], "additionalProperties": False,
+                "properties": {"not": node}}
+    return {"anyOf": [condition, *combinators, negation],
+            "description": f"Metadata filter. Fields: {listed}. A condition is "
+                           '{"field", "op", "value"}; combine with {"and": [...]}, '
+                           '{"or": [...]}, {"not": {...}}.'}
 
 
 def input_schema(tool: _Tool, caps: Capabilities) -> dict[str, Any]:
@@ -250,7 +262,13 @@ def input_schema(tool: _Tool, caps: Capabilities) -> dict[str, Any]:
         if "unit" in properties and retrieve and retrieve.units:
             properties["unit"]["enum"] = list(retrieve.units)
         if "filter" in properties:
-            properties["filter"]["description"] = _filter_help(caps)
+            tree = _filter_schema(caps)
+            if tree is None:
+                del properties["filter"]
+            else:
+                definitions["Filter"] = tree
+                properties["filter"] = {"$ref": "#/$defs/Filter",
+                                        "description": tree["description"]}
     if tool.name == "graph" and caps.graph and caps.graph.ops:
         properties["op"]["enum"] = list(caps.graph.ops)
     if tool.name == "transform" and caps.transform and caps.transform.methods:
