@@ -3,22 +3,20 @@ our engine over stdio and in-process, the reference SDK's server, sync and async
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("langchain_core")
 
+from bridge_support import REF_SERVER, rcpkit
 from langchain_core.documents import Document
 from langchain_core.exceptions import LangChainException
 from langchain_core.retrievers import BaseRetriever
 
-from conftest import REF_SERVER, rcpkit
 from rcpkit.client import AsyncClient, Client
 from rcpkit.client import filters as f
-from rcpkit.engine.service import bind, open_engine
-from rcpkit.integrations.engines import connect_in_process
 from rcpkit.integrations.langchain import (
     RcpRetriever,
     RcpRetrieverError,
@@ -34,18 +32,6 @@ def engine_client(sample_kb: Path) -> Iterator[Client]:
     """``rcpkit serve --stdio`` on the sample notes, through the blocking client."""
     with Client.connect_stdio(rcpkit("serve", "--stdio", "--data", str(sample_kb))) as client:
         yield client
-
-
-@pytest.fixture
-async def writable_client(kb: Path) -> AsyncIterator[AsyncClient]:
-    """An AsyncClient on a private engine in this process."""
-    engine = open_engine(kb)
-    client = await connect_in_process(bind(engine))
-    try:
-        yield client
-    finally:
-        await client.close()
-        engine.close()
 
 
 def test_invoke_returns_documents_with_hit_metadata(engine_client: Client) -> None:

@@ -3,13 +3,13 @@ LLM): our engine over stdio and in-process, the reference SDK's server, sync and
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("llama_index.core")
 
+from bridge_support import REF_SERVER, rcpkit
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import (
     Document,
@@ -19,11 +19,8 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from conftest import REF_SERVER, rcpkit
 from rcpkit.client import AsyncClient, Client
 from rcpkit.client import filters as f
-from rcpkit.engine.service import bind, open_engine
-from rcpkit.integrations.engines import connect_in_process
 from rcpkit.integrations.llama_index import (
     RcpRetriever,
     RcpRetrieverError,
@@ -32,17 +29,6 @@ from rcpkit.integrations.llama_index import (
 )
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-async def writable_client(kb: Path) -> AsyncIterator[AsyncClient]:
-    engine = open_engine(kb)
-    client = await connect_in_process(bind(engine))
-    try:
-        yield client
-    finally:
-        await client.close()
-        engine.close()
 
 
 def test_retrieve_returns_scored_nodes(sample_kb: Path) -> None:

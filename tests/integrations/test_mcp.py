@@ -20,9 +20,9 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from bridge_support import REF_SERVER, SLOW_ENGINE, listening, rcpkit
 from mcp import Client, StdioServerParameters
 
-from conftest import REF_SERVER, SLOW_ENGINE, free_port, rcpkit, wait_listening
 from rcpkit.integrations.engines import connect_in_process, open_engine
 from rcpkit.integrations.mcp import McpBridge
 from rcpkit.server import Server
@@ -174,15 +174,9 @@ async def test_documents_are_resources_once_returned(sample_kb: Path) -> None:
 @pytest.fixture
 def mcp_http(sample_kb: Path) -> Iterator[str]:
     """``rcpkit mcp --data KB --listen`` in a subprocess: its MCP endpoint URL."""
-    port = free_port()
-    process = subprocess.Popen(rcpkit("mcp", "--data", str(sample_kb), "--listen",
-                                      f"127.0.0.1:{port}"), stderr=subprocess.DEVNULL)
-    try:
-        wait_listening(port, process)
+    with listening(lambda port: rcpkit("mcp", "--data", str(sample_kb), "--listen",
+                                       f"127.0.0.1:{port}")) as port:
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 async def test_streamable_http_with_progress(mcp_http: str) -> None:
@@ -231,15 +225,8 @@ async def test_mcp_cancellation_cancels_the_rcp_request(tmp_path: Path) -> None:
 @pytest.fixture
 def ref_http() -> Iterator[str]:
     """The reference-SDK server on loopback HTTP (it streams progress over SSE only)."""
-    port = free_port()
-    process = subprocess.Popen([*REF_SERVER[:-1], "http", str(port)],
-                               stderr=subprocess.DEVNULL)
-    try:
-        wait_listening(port, process)
+    with listening(lambda port: [*REF_SERVER[:-1], "http", str(port)]) as port:
         yield f"http://127.0.0.1:{port}/rcp"
-    finally:
-        process.kill()
-        process.wait(10)
 
 
 async def test_reference_sdk_server_over_http(ref_http: str) -> None:

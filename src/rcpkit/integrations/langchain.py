@@ -19,7 +19,6 @@ A failed call raises :class:`RcpRetrieverError`, a ``LangChainException``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -31,19 +30,9 @@ from langchain_core.exceptions import LangChainException
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, field_validator
 
-from ..client import AsyncClient, Client
 from ..protocol.params import Hit
+from . import retriever as core
 from .hits import hit_metadata, hit_text
-from .retriever import (
-    RetrievalError,
-    aadd_documents,
-    add_documents,
-    aretrieve_hits,
-    check_client,
-    json_safe,
-    retrieve_hits,
-    retrieve_options,
-)
 
 __all__ = ["RcpRetriever", "RcpRetrieverError", "aindex_documents", "index_documents"]
 
@@ -51,7 +40,7 @@ __all__ = ["RcpRetriever", "RcpRetrieverError", "aindex_documents", "index_docum
 _RUN_KEYS = ("verbose",)
 
 
-class RcpRetrieverError(RetrievalError, LangChainException):
+class RcpRetrieverError(core.RetrievalError, LangChainException):
     """An RCP retrieve or index call failed; ``code``/``data`` are the §12 error's."""
 
 
@@ -69,26 +58,28 @@ class RcpRetriever(BaseRetriever):
     @field_validator("client")
     @classmethod
     def _rcp_client(cls, client: Any) -> Any:
-        check_client(client)
+        core.check_client(client)
         return client
 
     def _kwargs(self, overrides: dict[str, Any]) -> dict[str, Any]:
         for key in _RUN_KEYS:
             overrides.pop(key, None)
-        return retrieve_options(self.k, self.mode, self.filter, self.rerank, self.options,
-                                overrides)
+        settings = core.RetrieveSettings(self.k, self.mode, self.filter, self.rerank,
+                                         self.options)
+        return settings.kwargs(overrides)
 
     def _get_relevant_documents(self, query: str, *,
                                 run_manager: CallbackManagerForRetrieverRun,
                                 **overrides: Any) -> list[Document]:
-        hits = retrieve_hits(self.client, query, self._kwargs(overrides), RcpRetrieverError)
+        hits = core.retrieve_hits(self.client, query, self._kwargs(overrides),
+                                  RcpRetrieverError)
         return [_document(hit) for hit in hits]
 
     async def _aget_relevant_documents(self, query: str, *,
                                        run_manager: AsyncCallbackManagerForRetrieverRun,
                                        **overrides: Any) -> list[Document]:
-        hits = await aretrieve_hits(self.client, query, self._kwargs(overrides),
-                                    RcpRetrieverError)
+        hits = await core.aretrieve_hits(self.client, query, self._kwargs(overrides),
+                                         RcpRetrieverError)
         return [_document(hit) for hit in hits]
 
 
@@ -102,23 +93,13 @@ def _wire(document: Document) -> dict[str, Any]:
     if document.id is not None:
         wire["id"] = str(document.id)
     if document.metadata:
-        wire["meta"] = json_safe(document.metadata)
+        wire["meta"] = core.json_safe(document.metadata)
     return wire
 
 
-def index_documents(client: Client, documents: Sequence[Document], *, batch_size: int = 64,
-                    **options: Any) -> list[str]:
-    """Add LangChain Documents to the engine (``index/add``, §7.10); returns their ids.
-
-    ``options`` go to ``index_add`` (``chunk=True``, ``contextual=True``). Give documents
-    an ``id`` so that indexing them again replaces them rather than adding copies.
-    """
-    return add_documents(client, [_wire(document) for document in documents],
-                         RcpRetrieverError, batch_size=batch_size, **options)
-
-
-async def aindex_documents(client: Client | AsyncClient, documents: Sequence[Document], *,
-                           batch_size: int = 64, **options: Any) -> list[str]:
-    """:func:`index_documents` for async callers."""
-    return await aadd_documents(client, [_wire(document) for document in documents],
-                                RcpRetrieverError, batch_size=batch_size, **options)
+_INDEXER = core.DocumentIndexer(_wire, RcpRetrieverError)
+index_documents = _INDEXER.add
+"""``index_documents(client, documents, chunk=True)``: LangChain Documents into the engine
+(``index/add``, §7.10), their ids back; a Document with an ``id`` is replaced, not copied."""
+aindex_documents = _INDEXER.aadd
+""":func:`index_documents` for async callers."""

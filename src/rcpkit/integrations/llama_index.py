@@ -18,7 +18,6 @@ which passages are untrusted (§15.2). A failed call raises :class:`RcpRetriever
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -35,17 +34,8 @@ from llama_index.core.schema import (
 
 from ..client import AsyncClient, Client
 from ..protocol.params import Hit
+from . import retriever as core
 from .hits import hit_metadata, hit_text
-from .retriever import (
-    RetrievalError,
-    aadd_documents,
-    add_documents,
-    aretrieve_hits,
-    check_client,
-    json_safe,
-    retrieve_hits,
-    retrieve_options,
-)
 
 __all__ = ["RcpRetriever", "RcpRetrieverError", "aindex_documents", "index_documents"]
 
@@ -53,7 +43,7 @@ __all__ = ["RcpRetriever", "RcpRetrieverError", "aindex_documents", "index_docum
 _LLM_KEYS = ("citation", "trust")
 
 
-class RcpRetrieverError(RetrievalError, RuntimeError):
+class RcpRetrieverError(core.RetrievalError, RuntimeError):
     """An RCP retrieve or index call failed; ``code``/``data`` are the §12 error's.
     (LlamaIndex has no exception hierarchy of its own to join.)"""
 
@@ -64,28 +54,19 @@ class RcpRetriever(BaseRetriever):
     def __init__(self, client: Client | AsyncClient, *, k: int = 4, mode: str | None = None,
                  filter: Any = None, rerank: Any = None, options: dict[str, Any] | None = None,
                  callback_manager: CallbackManager | None = None, verbose: bool = False) -> None:
-        check_client(client)
-        if k < 1:
-            raise ValueError("k must be at least 1")
+        core.check_client(client)
         self.client = client
-        self.k = k
-        self.mode = mode
-        self.filter = filter
-        self.rerank = rerank
-        self.options = dict(options or {})
+        self.settings = core.RetrieveSettings(k, mode, filter, rerank, dict(options or {}))
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
-    def _kwargs(self) -> dict[str, Any]:
-        return retrieve_options(self.k, self.mode, self.filter, self.rerank, self.options, {})
-
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        hits = retrieve_hits(self.client, query_bundle.query_str, self._kwargs(),
-                             RcpRetrieverError)
+        hits = core.retrieve_hits(self.client, query_bundle.query_str,
+                                  self.settings.kwargs({}), RcpRetrieverError)
         return [_node(hit) for hit in hits]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        hits = await aretrieve_hits(self.client, query_bundle.query_str, self._kwargs(),
-                                    RcpRetrieverError)
+        hits = await core.aretrieve_hits(self.client, query_bundle.query_str,
+                                         self.settings.kwargs({}), RcpRetrieverError)
         return [_node(hit) for hit in hits]
 
 
@@ -106,20 +87,13 @@ def _wire(node: BaseNode) -> dict[str, Any]:
     wire: dict[str, Any] = {"id": node.node_id,
                             "text": node.get_content(metadata_mode=MetadataMode.NONE)}
     if node.metadata:
-        wire["meta"] = json_safe(node.metadata)
+        wire["meta"] = core.json_safe(node.metadata)
     return wire
 
 
-def index_documents(client: Client, documents: Sequence[BaseNode], *, batch_size: int = 64,
-                    **options: Any) -> list[str]:
-    """Add LlamaIndex Documents or nodes to the engine (``index/add``, §7.10); returns
-    their ids. ``options`` go to ``index_add`` (``chunk=True``, ``contextual=True``)."""
-    return add_documents(client, [_wire(document) for document in documents],
-                         RcpRetrieverError, batch_size=batch_size, **options)
-
-
-async def aindex_documents(client: Client | AsyncClient, documents: Sequence[BaseNode], *,
-                           batch_size: int = 64, **options: Any) -> list[str]:
-    """:func:`index_documents` for async callers."""
-    return await aadd_documents(client, [_wire(document) for document in documents],
-                                RcpRetrieverError, batch_size=batch_size, **options)
+_INDEXER = core.DocumentIndexer(_wire, RcpRetrieverError)
+index_documents = _INDEXER.add
+"""``index_documents(client, documents, chunk=True)``: LlamaIndex Documents or nodes into the
+engine (``index/add``, §7.10) under their ids (re-adding one replaces it); the ids back."""
+aindex_documents = _INDEXER.aadd
+""":func:`index_documents` for async callers."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -20,14 +21,15 @@ from ..client import AsyncClient, Client
 from ..protocol.errors import RcpError, UsageError
 from ..protocol.params import Hit, RetrieveParams
 
-__all__ = ["RetrievalError", "aadd_documents", "add_documents", "aretrieve_hits", "check_client",
-           "json_safe", "rcp_error", "retrieve_hits", "retrieve_options"]
+__all__ = ["DocumentIndexer", "RetrievalError", "RetrieveSettings", "aretrieve_hits",
+           "check_client", "json_safe", "rcp_error", "retrieve_hits"]
 
 _CLIENTS = (Client, AsyncClient)
 # Vectors and their encoding mean nothing to a framework Document; ``_meta`` is the client's.
 _RETRIEVE_OPTIONS = frozenset(field.name for field in msgspec.structs.fields(RetrieveParams)
                               ) - {"query", "meta", "encoding", "include_vectors"}
 _INDEX_BATCH = 64
+D = TypeVar("D")
 
 
 class RetrievalError(Exception):
@@ -64,16 +66,34 @@ def check_client(client: Any) -> None:
                         "Client.connect_stdio(['rcpkit', 'serve', '--stdio'])")
 
 
-def retrieve_options(k: int, mode: str | None, filter: Any, rerank: Any,
-                     options: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments of ``client.retrieve``: the retriever's settings, then its
-    ``options`` (any other §7.7 option, e.g. ``candidate_k``), then per-call overrides."""
-    unknown = sorted(set(options).union(overrides) - _RETRIEVE_OPTIONS)
+@dataclass(frozen=True, slots=True)
+class RetrieveSettings:
+    """A retriever's ``retrieve`` settings (§7.7): ``options`` holds any other option by
+    its client keyword (``candidate_k``, ``unit``…)."""
+
+    k: int = 4
+    mode: str | None = None
+    filter: Any = None
+    rerank: Any = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError("k must be at least 1")
+        _check_names(self.options)
+
+    def kwargs(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """Keyword arguments of ``client.retrieve``: these settings, then per-call overrides."""
+        _check_names(overrides)
+        merged: dict[str, Any] = {"k": self.k, "mode": self.mode, "filter": self.filter,
+                                  "rerank": self.rerank, **self.options, **overrides}
+        return {name: value for name, value in merged.items() if value is not None}
+
+
+def _check_names(options: Mapping[str, Any]) -> None:
+    unknown = sorted(set(options) - _RETRIEVE_OPTIONS)
     if unknown:
         raise TypeError(f"not a retrieve option (§7.7): {', '.join(unknown)}")
-    merged: dict[str, Any] = {"k": k, "mode": mode, "filter": filter, "rerank": rerank,
-                              **options, **overrides}
-    return {name: value for name, value in merged.items() if value is not None}
 
 
 def retrieve_hits(client: Client | AsyncClient, query: str, kwargs: Mapping[str, Any],
@@ -100,42 +120,48 @@ async def aretrieve_hits(client: Client | AsyncClient, query: str, kwargs: Mappi
         raise error_type(exc) from exc
 
 
-def add_documents(client: Client | AsyncClient, documents: Sequence[Mapping[str, Any]],
-                  error_type: type[RetrievalError], *, batch_size: int = _INDEX_BATCH,
-                  **options: Any) -> list[str]:
-    """``index/add`` (§7.10) in batches; the engine's ids in input order."""
-    if not isinstance(client, Client):
-        raise TypeError("an AsyncClient serves the async API only; use the async helper")
-    ids: list[str] = []
-    try:
-        for batch in _batches(documents, batch_size):
-            ids += client.index_add(batch, **options).ids
-    except (RcpError, UsageError) as exc:
-        raise error_type(exc) from exc
-    return ids
+class DocumentIndexer(Generic[D]):
+    """``index/add`` (§7.10) for one framework's documents, in batches; ``to_wire`` makes
+    each a §7.10 document (keep its id: re-adding an id replaces, never duplicates)."""
 
+    def __init__(self, to_wire: Callable[[D], Mapping[str, Any]],
+                 error_type: type[RetrievalError]) -> None:
+        self._to_wire = to_wire
+        self._error_type = error_type
 
-async def aadd_documents(client: Client | AsyncClient, documents: Sequence[Mapping[str, Any]],
-                         error_type: type[RetrievalError], *, batch_size: int = _INDEX_BATCH,
-                         **options: Any) -> list[str]:
-    """:func:`add_documents` for async callers."""
-    if isinstance(client, Client):
-        return await asyncio.to_thread(add_documents, client, documents, error_type,
-                                       batch_size=batch_size, **options)
-    ids: list[str] = []
-    try:
-        for batch in _batches(documents, batch_size):
-            ids += (await client.index_add(batch, **options)).ids
-    except (RcpError, UsageError) as exc:
-        raise error_type(exc) from exc
-    return ids
+    def add(self, client: Client | AsyncClient, documents: Sequence[D], *,
+            batch_size: int = _INDEX_BATCH, **options: Any) -> list[str]:
+        """Add ``documents`` through a blocking Client; the engine's ids in input order.
+        ``options`` go to ``index_add`` (``chunk=True``, ``contextual=True``)."""
+        if not isinstance(client, Client):
+            raise TypeError("an AsyncClient serves the async API only; use the async helper")
+        ids: list[str] = []
+        try:
+            for batch in self._batches(documents, batch_size):
+                ids += client.index_add(batch, **options).ids
+        except (RcpError, UsageError) as exc:
+            raise self._error_type(exc) from exc
+        return ids
 
+    async def aadd(self, client: Client | AsyncClient, documents: Sequence[D], *,
+                   batch_size: int = _INDEX_BATCH, **options: Any) -> list[str]:
+        """:meth:`add` for async callers (either client)."""
+        if isinstance(client, Client):
+            return await asyncio.to_thread(self.add, client, documents, batch_size=batch_size,
+                                           **options)
+        ids: list[str] = []
+        try:
+            for batch in self._batches(documents, batch_size):
+                ids += (await client.index_add(batch, **options)).ids
+        except (RcpError, UsageError) as exc:
+            raise self._error_type(exc) from exc
+        return ids
 
-def _batches(documents: Sequence[Mapping[str, Any]],
-             size: int) -> list[list[Mapping[str, Any]]]:
-    if size < 1:
-        raise ValueError("batch_size must be at least 1")
-    return [list(documents[start:start + size]) for start in range(0, len(documents), size)]
+    def _batches(self, documents: Sequence[D], size: int) -> list[list[Mapping[str, Any]]]:
+        if size < 1:
+            raise ValueError("batch_size must be at least 1")
+        wire = [self._to_wire(document) for document in documents]
+        return [wire[start:start + size] for start in range(0, len(wire), size)]
 
 
 def json_safe(value: Any) -> Any:
