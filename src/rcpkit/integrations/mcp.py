@@ -212,11 +212,30 @@ def _plain(schema: Any) -> Any:
     return plain
 
 
-def _struct_schema(struct: type[msgspec.Struct]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(root, $defs)`` of ``struct``'s JSON Schema, made plain."""
+def _inline(schema: Any, definitions: Mapping[str, Any], expanding: frozenset[str] = frozenset(),
+            ) -> Any:
+    """``schema`` with each ``$ref`` to ``definitions`` replaced by its body: hosts and
+    validators handle a flat schema better (the SDK client validates every result)."""
+    if isinstance(schema, list):
+        return [_inline(item, definitions, expanding) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    name = str(schema.get("$ref", "")).removeprefix("#/$defs/")
+    if name in definitions and name not in expanding:
+        rest = {key: value for key, value in schema.items() if key != "$ref"}
+        return {**_inline(definitions[name], definitions, expanding | {name}), **rest}
+    return {key: _inline(value, definitions, expanding) for key, value in schema.items()}
+
+
+def _struct_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    """``struct``'s JSON Schema, made plain and flat (its nested structs inlined)."""
     generated = msgspec.json.schema(struct)
     definitions = {name: _plain(body) for name, body in generated["$defs"].items()}
-    return definitions.pop(struct.__name__), definitions
+    flat: dict[str, Any] = _inline(definitions[struct.__name__], definitions,
+                                   frozenset({struct.__name__}))
+    if "$ref" in json.dumps(flat):  # a recursive struct keeps its definitions
+        flat["$defs"] = definitions
+    return flat
 
 
 def _filter_schema(caps: Capabilities) -> dict[str, Any] | None:
@@ -245,7 +264,8 @@ def _filter_schema(caps: Capabilities) -> dict[str, Any] | None:
 
 def input_schema(tool: _Tool, caps: Capabilities) -> dict[str, Any]:
     """The tool's JSON Schema: our typed params (§7), narrowed to what ``caps`` advertise."""
-    root, definitions = _struct_schema(tool.params)
+    root = _struct_schema(tool.params)
+    definitions: dict[str, Any] = root.pop("$defs", {})
     properties = {name: body for name, body in root["properties"].items()
                   if _offered(tool, name, caps)}
     for name, body in properties.items():
@@ -286,9 +306,9 @@ def input_schema(tool: _Tool, caps: Capabilities) -> dict[str, Any]:
 
 def output_schema(tool: _Tool) -> dict[str, Any]:
     """The structured content's JSON Schema: the RCP result type (§7)."""
-    root, definitions = _struct_schema(tool.result)
+    root = _struct_schema(tool.result)
     root["properties"].pop("_meta", None)
-    return {**root, "$defs": definitions} if definitions else root
+    return root
 
 
 def _snake(name: str) -> str:
