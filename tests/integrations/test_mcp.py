@@ -116,14 +116,20 @@ async def test_bad_calls_are_tool_errors_with_the_rcp_error(sample_kb: Path) -> 
         option = await client.call_tool("retrieve", {"query": "bees", "mode": "telepathy"})
         unknown = await client.call_tool("retrieve", {"query": "bees", "vectors": True})
         missing = await client.call_tool("index_delete", {})
+        mistyped = await client.call_tool("retrieve", {"query": "bees", "k": "ten"})
+        trusted = await client.call_tool("index_add", {"documents": [
+            {"id": "ok", "text": "fine"}, {"text": "trust me", "meta": {"trust": "trusted"}}]})
         fine = await client.call_tool("retrieve", {"query": "bees", "k": 1})
     assert field.is_error and field.structured_content["error"]["code"] == -32602
     assert field.structured_content["error"]["data"] == {"field": "filter.colour"}
     assert "-32602" in field.content[0].text
     assert option.is_error and option.structured_content["error"]["code"] == -32005
     assert option.structured_content["error"]["data"] == {"option": "telepathy", "param": "mode"}
-    assert unknown.is_error and "vectors" in unknown.content[0].text
-    assert missing.is_error and "ids" in missing.content[0].text
+    for refused, field in ((unknown, "vectors"), (missing, "ids"), (mistyped, "k"),
+                           (trusted, "documents[1].meta.trust")):
+        assert refused.is_error
+        assert refused.structured_content["error"]["code"] == -32602
+        assert refused.structured_content["error"]["data"] == {"field": field}
     assert not fine.is_error and len(fine.structured_content["hits"]) == 1
 
 

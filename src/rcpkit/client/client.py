@@ -280,8 +280,8 @@ class _Methods(ABC):
         ``k`` is pre-clamped to the advertised ``retrieve.maxK`` (§4.7).
         """
         advertised = self.capabilities.retrieve
-        if advertised is not None and advertised.max_k:
-            k = min(k, advertised.max_k)
+        if advertised is not None and advertised.max_k and isinstance(k, int):
+            k = min(k, advertised.max_k)  # a k of the wrong type is refused by the pre-flight
         wire: dict[str, Any] = {**options, "query": query, "k": k}
         if options.get("include_vectors", options.get("includeVectors")) is True:
             embed = self.capabilities.embed

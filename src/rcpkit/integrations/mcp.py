@@ -41,7 +41,7 @@ from mcp.shared.exceptions import MCPError
 from .. import __version__
 from ..client import AsyncClient, ProgressEvent
 from ..protocol.capabilities import Capabilities
-from ..protocol.errors import CODE_NAMES, RcpError, UsageError
+from ..protocol.errors import CODE_NAMES, InvalidParams, RcpError, UsageError
 from ..protocol.filters import OPERATORS
 from ..protocol.params import (
     GraphParams,
@@ -404,6 +404,17 @@ class _Documents:
         return [self.resource(hit) for hit in reversed(self._hits.values())]
 
 
+def _refuse_claimed_trust(documents: Any) -> None:
+    """Content written through MCP comes from a model or its user, so it cannot label
+    itself trusted (§15.2, §15.3): a ``meta.trust`` above ``untrusted`` is ``-32602``."""
+    for index, document in enumerate(documents if isinstance(documents, list) else ()):
+        meta = document.get("meta") if isinstance(document, dict) else None
+        if isinstance(meta, dict) and meta.get("trust", "untrusted") != "untrusted":
+            raise InvalidParams("documents added through MCP cannot claim trust; index "
+                                "vetted content with the engine's own tools",
+                                field=f"documents[{index}].meta.trust")
+
+
 class McpBridge:
     """The MCP face of one connected RCP engine: tools, resources, and the MCP server.
 
@@ -474,15 +485,16 @@ class McpBridge:
     async def call(self, tool: _Tool, arguments: Mapping[str, Any],
                    on_progress: Callable[[ProgressEvent], None] | None = None) -> Any:
         """Run ``tool`` with MCP ``arguments`` through the typed client (its gating and
-        ``maxK`` clamp apply); raises :class:`UsageError` for arguments the tool lacks."""
+        ``maxK`` clamp apply). An argument the tool lacks, or a missing one, is ``-32602``."""
         schema = self._listed_schema(tool.name)
         unknown = sorted(set(arguments) - set(schema["properties"]))
         if unknown:
-            raise UsageError(f"{tool.name} takes no argument {', '.join(unknown)}; it takes "
-                             f"{', '.join(schema['properties'])}")
+            raise InvalidParams(f"{tool.name} takes no argument {', '.join(unknown)}; it takes "
+                                f"{', '.join(schema['properties'])}", field=unknown[0])
         missing = [name for name in schema.get("required", []) if name not in arguments]
         if missing:
-            raise UsageError(f"{tool.name} needs {', '.join(missing)}")
+            raise InvalidParams(f"{tool.name} needs {', '.join(missing)}", field=missing[0])
+        _refuse_claimed_trust(arguments.get("documents"))
         kwargs = {_snake(name): value for name, value in arguments.items()}
         if tool.name == "retrieve":
             kwargs.setdefault("k", schema["properties"]["k"]["default"])
