@@ -6,6 +6,7 @@ schema, so each successful call here is a schema check too."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shlex
@@ -341,3 +342,32 @@ async def test_graph_transform_and_memory_tools_when_advertised() -> None:
     assert recalled.structured_content["clues"] == [{"query": "who"}]
     assert refused.is_error and refused.structured_content["error"]["code"] == -32005
     assert [resource.uri for resource in listed] == ["rcp://agentic/doc/n1"]
+
+
+async def test_stdio_stdout_carries_only_mcp_frames(sample_kb: Path) -> None:
+    """A raw host: every stdout line is a JSON-RPC frame; EOF ends the bridge cleanly."""
+    argv = rcpkit("mcp", "--data", str(sample_kb))
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL)
+    assert process.stdin is not None and process.stdout is not None
+    frames = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                  "protocolVersion": "2025-06-18", "capabilities": {},
+                  "clientInfo": {"name": "raw-host", "version": "1"}}},
+              {"jsonrpc": "2.0", "method": "notifications/initialized"},
+              {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "retrieve", "arguments": {"query": "bees", "k": 1}}}]
+    process.stdin.write(b"".join(json.dumps(frame).encode() + b"\n" for frame in frames))
+    await process.stdin.drain()
+    lines = []
+    while not any(json.loads(line).get("id") == 2 for line in lines):
+        line = await asyncio.wait_for(process.stdout.readline(), 60)
+        assert line, "the bridge closed stdout before answering"
+        lines.append(line)
+    process.stdin.close()
+    lines += (await asyncio.wait_for(process.stdout.read(), 60)).splitlines()
+    assert await asyncio.wait_for(process.wait(), 60) == 0
+    replies = [json.loads(line) for line in lines if line.strip()]
+    assert all(reply["jsonrpc"] == "2.0" for reply in replies)
+    answer = next(reply for reply in replies if reply.get("id") == 2)
+    assert answer["result"]["structuredContent"]["hits"][0]["id"]
