@@ -322,12 +322,12 @@ class _Methods(ABC):
         ``k`` is pre-clamped to the advertised ``retrieve.maxK`` (§4.7).
         """
         advertised = self.capabilities.retrieve
-        if advertised is not None and advertised.max_k:
-            k = min(k, advertised.max_k)
+        if advertised is not None and advertised.max_k and isinstance(k, int):
+            k = min(k, advertised.max_k)  # a k of the wrong type is refused by the pre-flight
         named: dict[str, Any] = dict(options)
         extra: Mapping[str, Any] = named.pop("extra", None) or {}
         wire: dict[str, Any] = {**extra, **named, "query": query, "k": k}
-        if options.get("include_vectors") is True:
+        if wire.get("include_vectors", wire.get("includeVectors")) is True:
             embed = self.capabilities.embed
             if embed and _F32 in (embed.encodings or ()):
                 wire.setdefault("encoding", _F32)
