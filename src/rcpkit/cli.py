@@ -23,6 +23,7 @@ _AREAS = (
     "rcpkit.federation.cli",
     "rcpkit.conformance.cli",
     "rcpkit.eval.cli",
+    "rcpkit.inspector.cli",
 )
 
 for _name in _AREAS:
