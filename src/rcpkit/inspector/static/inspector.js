@@ -431,7 +431,7 @@ function hitView(hit, rank, { partial = false } = {}) {
 // Score by rank as SVG bars; each stage's scores (hit.scores) as a line on its own scale,
 // since stages score on different scales (BM25 vs cosine vs fused, §7.7).
 function scorePlot(hits, offset = 0) {
-  const width = 480, height = 150, pad = { l: 40, r: 8, t: 10, b: 22 };
+  const width = 480, height = 150, pad = { l: 48, r: 8, t: 10, b: 22 };
   const stageNames = [...new Set(hits.flatMap((hit) => Object.keys(hit.scores || {})))];
   const scaleOf = (values) => {
     const max = Math.max(...values, 0), min = Math.min(...values, 0);
@@ -665,7 +665,7 @@ async function runEval() {
 }
 
 function groupedBars(title, groups, seriesNames, values, { max = null, unit = "" } = {}) {
-  const width = 420, height = 170, pad = { l: 36, r: 6, t: 14, b: 30 };
+  const width = 420, height = 170, pad = { l: 56, r: 6, t: 14, b: 30 };
   const top = max ?? (Math.max(...values.flat().filter((v) => typeof v === "number"), 0) * 1.1 || 1);
   const groupWidth = (width - pad.l - pad.r) / Math.max(groups.length, 1);
   const barWidth = (groupWidth * 0.8) / Math.max(seriesNames.length, 1);

@@ -1,0 +1,66 @@
+"""``rcpkit inspect`` as a user runs it: first stdout line, loopback bind, exit codes."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import RCPKIT
+
+URL = re.compile(r"^http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]{20,})$")
+
+
+def test_prints_its_address_first_serves_the_page_and_stops_cleanly(sample_data: Path) -> None:
+    process = subprocess.Popen([*RCPKIT, "inspect", "--data", str(sample_data), "--no-open"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline().strip()
+        match = URL.match(first)
+        assert match, first
+        page = httpx.get(first, timeout=30)
+        assert page.status_code == 200 and "RCP inspector" in page.text
+        token = match.group(2)
+        overview = httpx.get(f"http://127.0.0.1:{match.group(1)}/api/overview",
+                             headers={"x-inspector-token": token}, timeout=30)
+        assert overview.json()["server"]["name"] == "rcpkit-engine"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert out == ""  # nothing after the address line
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [
+    [],
+    ["--http", "http://127.0.0.1:9/rcp", "--stdio", "true"],
+    ["--stdio", "true", "--header", "Authorization: Bearer x"],
+    ["--http", "http://127.0.0.1:9/rcp", "--header", "no-colon"],
+    ["--http", "http://127.0.0.1:9/rcp", "--listen", "127.0.0.1:http"],
+])
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    run = subprocess.run([*RCPKIT, "inspect", "--no-open", *args], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert run.stdout == "" and "usage error" in run.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["--http", "http://127.0.0.1:9/rcp"],
+    ["--stdio", "true"],
+])
+def test_an_unreachable_server_exits_1_with_one_line(args: list[str]) -> None:
+    run = subprocess.run([*RCPKIT, "inspect", "--no-open", "--timeout", "10", *args],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1, run.stderr
+    assert run.stdout == ""
+    assert run.stderr.startswith("error: cannot inspect") and "Traceback" not in run.stderr
