@@ -13,6 +13,10 @@ import pytest_asyncio
 from rcpkit.eval.runner import EvalConfig
 from rcpkit.inspector import Inspector, TargetSpec, create_app
 from rcpkit.inspector.app import TOKEN_HEADER
+from rcpkit.protocol.errors import RcpError
+from rcpkit.transports.http import create_app as create_rcp_app
+from support.example_server import build_test_server
+from support.http import LoopbackServer
 
 from .conftest import engine_dir, sse_events
 
@@ -211,3 +215,37 @@ async def test_eval_without_index_never_writes_to_the_engine(tmp_path: Path) -> 
     finally:
         await empty.close()
 
+
+
+# ── an HTTP server of someone else's, with credentials ──────────────────────
+
+async def test_over_http_credentials_stay_out_of_the_page_and_progress_streams() -> None:
+    secret = "sekret-token-never-in-the-page"
+    rcp_app = create_rcp_app(build_test_server(), auth_tokens=[secret])
+    with LoopbackServer(rcp_app) as upstream:
+        with pytest.raises(RcpError) as refused:  # no credentials: the server says no
+            await Inspector.open(TargetSpec(http=upstream.url + "/rcp"))
+        assert refused.value.code == -32012
+        spec = TargetSpec(http=upstream.url + "/rcp",
+                          headers={"Authorization": f"Bearer {secret}"})
+        inspector = await Inspector.open(spec)
+        try:
+            app = create_app(inspector, TOKEN, hosts={HOST})
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url=f"http://{HOST}",
+                                         headers={TOKEN_HEADER: TOKEN}) as web:
+                overview = await web.get("/api/overview")
+                assert overview.json()["target"] == {"transport": "http",
+                                                     "address": upstream.url + "/rcp"}
+                frames, outcome = await _outcome(web, "x-test/sleep", {"seconds": 0.01},
+                                                 stream=True)
+                page_bytes = overview.content + b"".join(
+                    [(await web.get(f"/static/{name}")).content
+                     for name in ("index.html", "inspector.js")])
+        finally:
+            await inspector.close()
+    assert secret.encode() not in page_bytes
+    assert secret not in str(frames)  # frames hold messages, never HTTP headers
+    assert outcome["result"] == {"slept": 0.01}
+    progress = [f["frame"] for f in frames if f["frame"].get("method") == "notifications/progress"]
+    assert progress and progress[0]["params"]["stage"] == "sleep"  # over SSE (§5.2, §9)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -64,3 +66,37 @@ def test_an_unreachable_server_exits_1_with_one_line(args: list[str]) -> None:
     assert run.returncode == 1, run.stderr
     assert run.stdout == ""
     assert run.stderr.startswith("error: cannot inspect") and "Traceback" not in run.stderr
+
+
+def test_a_call_whose_page_goes_away_is_cancelled_on_the_server() -> None:
+    """Closing the event stream (the page's Cancel, or a closed tab) abandons the request:
+    the inspector sends ``notifications/cancel`` for it (§7.14)."""
+    server = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_server.py'}"
+    process = subprocess.Popen([*RCPKIT, "inspect", "--stdio", server, "--no-open"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        match = URL.match(process.stdout.readline().strip())
+        assert match
+        base = f"http://127.0.0.1:{match.group(1)}"
+        headers = {"x-inspector-token": match.group(2)}
+        body = {"method": "x-test/sleep", "params": {"seconds": 60}, "stream": True}
+        with httpx.stream("POST", f"{base}/api/call", json=body, headers=headers,
+                          timeout=30) as response:
+            for line in response.iter_lines():  # wait for the server's progress frame
+                if line.startswith("data: ") and "notifications/progress" in line:
+                    break
+        request_id = None
+        for _ in range(100):  # bounded: the cancel follows the disconnect at once
+            frames = httpx.get(f"{base}/api/overview", headers=headers,
+                               timeout=30).json()["frames"]
+            sent = [frame["frame"] for frame in frames if frame["direction"] == "sent"]
+            request_id = next(f["id"] for f in sent if f.get("method") == "x-test/sleep")
+            cancels = [f for f in sent if f.get("method") == "notifications/cancel"]
+            if cancels:
+                break
+            time.sleep(0.1)
+        assert [cancel["params"]["id"] for cancel in cancels] == [request_id]
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)

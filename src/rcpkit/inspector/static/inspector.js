@@ -47,8 +47,8 @@ function getPath(object, path) {
 
 // ── talking to the inspector backend ───────────────────────────────────────
 
-async function api(path, body) {
-  const init = { headers: { "x-inspector-token": TOKEN } };
+async function api(path, body, signal) {
+  const init = { headers: { "x-inspector-token": TOKEN }, signal };
   if (body !== undefined) {
     init.method = "POST";
     init.headers["content-type"] = "application/json";
@@ -64,8 +64,8 @@ async function api(path, body) {
 }
 
 // POST, then hand each SSE event (one JSON object per `data:` line) to onEvent.
-async function stream(path, body, onEvent) {
-  const response = await api(path, body);
+async function stream(path, body, onEvent, signal) {
+  const response = await api(path, body, signal);
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
@@ -84,13 +84,15 @@ async function stream(path, body, onEvent) {
 }
 
 // One RCP call; resolves with the outcome event, frames go to onFrame as they pass.
-async function rcpCall(method, params, { streamProgress = false, onFrame = () => {} } = {}) {
+// Aborting `signal` closes the stream: the inspector then abandons the request, which
+// sends notifications/cancel to the server (§7.14).
+async function rcpCall(method, params, { streamProgress = false, onFrame = () => {}, signal } = {}) {
   let outcome = null;
   await stream("/api/call", { method, params, stream: streamProgress }, (event) => {
     if (event.type === "frame") { rememberFrame(event); onFrame(event); }
     else if (event.type === "outcome") outcome = event;
     else if (event.type === "failed") outcome = { error: { message: event.message } };
-  });
+  }, signal);
   if (outcome && "connected" in outcome) setConnected(outcome.connected);
   return outcome || { error: { message: "no answer" } };
 }
@@ -351,18 +353,24 @@ async function sendCompose() {
   $("compose-rendered").replaceChildren();
   $("compose-status").replaceChildren(h("span", { class: "muted", text: `${method} …` }));
   $("compose-send").disabled = true;
+  const abort = new AbortController();
+  $("compose-cancel").hidden = false;
+  $("compose-cancel").onclick = () => abort.abort();
   const progress = progressView();
+  $("compose-rendered").replaceChildren(progress.el);
   try {
     const outcome = await rcpCall(method, params, {
-      streamProgress: $("compose-stream").checked,
+      streamProgress: $("compose-stream").checked, signal: abort.signal,
       onFrame: (frame) => { framesBox.append(frameView(frame)); progress.update(frame); },
     });
     $("compose-status").replaceChildren(outcomeLine(outcome));
     $("compose-rendered").replaceChildren(progress.el, renderResult(method, outcome));
   } catch (error) {
-    $("compose-status").replaceChildren(h("span", { class: "error", text: error.message }));
+    const text = abort.signal.aborted ? "cancelled: the inspector sent notifications/cancel (§7.14)" : error.message;
+    $("compose-status").replaceChildren(h("span", { class: "error", text }));
   } finally {
     $("compose-send").disabled = false;
+    $("compose-cancel").hidden = true;
   }
 }
 
