@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -249,3 +251,28 @@ async def test_over_http_credentials_stay_out_of_the_page_and_progress_streams()
     assert outcome["result"] == {"slept": 0.01}
     progress = [f["frame"] for f in frames if f["frame"].get("method") == "notifications/progress"]
     assert progress and progress[0]["params"]["stage"] == "sleep"  # over SSE (§5.2, §9)
+
+
+async def test_after_shutdown_the_page_sees_it_and_can_reconnect() -> None:
+    """A stdio server that was sent ``shutdown`` exits (§7.12); reconnect starts a new one."""
+    server = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_server.py'}"
+    inspector = await Inspector.open(TargetSpec(stdio=shlex.split(server)))
+    try:
+        app = create_app(inspector, TOKEN, hosts={HOST})
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url=f"http://{HOST}",
+                                     headers={TOKEN_HEADER: TOKEN}) as web:
+            _, shutdown = await _outcome(web, "shutdown", {})
+            assert shutdown["result"] == {}
+            await inspector.client.session.transport.close()  # the connection ends
+            _, dead = await _outcome(web, "ping", {})
+            assert "error" in dead and dead["connected"] is False
+            assert (await web.get("/api/overview")).json()["connected"] is False
+            again = await web.post("/api/reconnect", json={})
+            assert again.status_code == 200 and again.json()["connected"] is True
+            _, pong = await _outcome(web, "ping", {"nonce": "back"})
+            assert pong["result"] == {"nonce": "back"}
+            methods = [frame["frame"].get("method") for frame in again.json()["frames"]]
+            assert methods.count("initialize") == 2  # the history spans both connections
+    finally:
+        await inspector.close()

@@ -212,6 +212,14 @@ def create_app(inspector: Inspector, token: str, *,
         return EventStream(lambda emit: inspector.call(method, params, emit, stream=stream,
                                                    deadline_ms=deadline))
 
+    async def reconnect(request: Request) -> Response:
+        try:
+            await inspector.reconnect()
+        except (RcpError, OSError) as exc:
+            return Response(orjson.dumps({"error": {"message": f"cannot reconnect: {exc}"}}),
+                            502, media_type="application/json")
+        return Response(orjson.dumps(inspector.overview()), media_type="application/json")
+
     async def certify(request: Request) -> Response:
         body = await _body(request)
         only = _typed(body, "only", list, [])
@@ -242,6 +250,7 @@ def create_app(inspector: Inspector, token: str, *,
         Route("/", page),
         Route("/api/overview", overview),
         Route("/api/call", call, methods=["POST"]),
+        Route("/api/reconnect", reconnect, methods=["POST"]),
         Route("/api/certify", certify, methods=["POST"]),
         Route("/api/eval", evaluate, methods=["POST"]),
         Route("/static/{name}", asset),

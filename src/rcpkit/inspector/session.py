@@ -106,10 +106,12 @@ class TargetSpec:
 class Inspector:
     """One connection to the inspected server plus the operations of the web app."""
 
-    def __init__(self, spec: TargetSpec, client: AsyncClient, frames: FrameLog) -> None:
+    def __init__(self, spec: TargetSpec, client: AsyncClient, frames: FrameLog, *,
+                 timeout: float = 30.0) -> None:
         self.spec = spec
         self.client = client
         self.frames = frames
+        self.timeout = timeout
         self._certifying = asyncio.Lock()
         self._evaluating = asyncio.Lock()
 
@@ -117,15 +119,13 @@ class Inspector:
     async def open(cls, spec: TargetSpec, *, timeout: float = 30.0) -> Inspector:
         """Connect and initialize (§7.1); a server that cannot be reached is an error."""
         frames = FrameLog()
-        info = {"name": "rcpkit-inspect", "version": __version__}
-        transport: TappedHttpTransport | TappedStdioTransport
-        if spec.http is not None:
-            transport = TappedHttpTransport(frames, spec.http, headers=spec.headers)
-        else:
-            transport = TappedStdioTransport(frames, spec.command or [])
-        client = await AsyncClient.open(transport, strict=False, log_level=None,
-                                        timeout=timeout, client_info=info)
-        return cls(spec, client, frames)
+        return cls(spec, await _connect(spec, frames, timeout), frames, timeout=timeout)
+
+    async def reconnect(self) -> None:
+        """A new connection (and, over stdio, a new server process) after the old one died
+        or was shut down; the frame history carries on."""
+        await self.client.close()
+        self.client = await _connect(self.spec, self.frames, self.timeout)
 
     async def close(self) -> None:
         await self.client.close()
@@ -236,6 +236,17 @@ class Inspector:
             document = report.to_json()
             latencies = {result.name: result.latencies_ms for result in report.results}
             emit({"type": "report", "report": document, "latencies": latencies})
+
+
+async def _connect(spec: TargetSpec, frames: FrameLog, timeout: float) -> AsyncClient:
+    info = {"name": "rcpkit-inspect", "version": __version__}
+    transport: TappedHttpTransport | TappedStdioTransport
+    if spec.http is not None:
+        transport = TappedHttpTransport(frames, spec.http, headers=spec.headers)
+    else:
+        transport = TappedStdioTransport(frames, spec.command or [])
+    return await AsyncClient.open(transport, strict=False, log_level=None, timeout=timeout,
+                                  client_info=info)
 
 
 def _result_problem(method: str, result: dict[str, Any]) -> dict[str, Any] | None:

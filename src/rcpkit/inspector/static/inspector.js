@@ -116,6 +116,20 @@ function rememberFrame(frame) {
 function setConnected(connected) {
   $("status").classList.toggle("down", !connected);
   $("status").title = connected ? "connected" : "disconnected";
+  $("reconnect").hidden = connected;
+}
+
+// After the server went away (or was sent `shutdown`): a new connection, a new handshake.
+async function reconnect() {
+  $("reconnect").disabled = true;
+  try {
+    state.overview = await (await api("/api/reconnect", {})).json();
+    renderOverview(state.overview);
+  } catch (error) {
+    $("reconnect").title = error.message;
+  } finally {
+    $("reconnect").disabled = false;
+  }
 }
 
 // ── overview ────────────────────────────────────────────────────────────────
@@ -137,7 +151,8 @@ function renderOverview(view) {
   ].map(([key, value]) => h("tr", {}, h("td", { text: key }), h("td", { text: value }))));
   $("capabilities").replaceChildren(...Object.entries(view.capabilities).map(([key, meta]) =>
     h("div", { class: "cap", "data-cap": key }, h("h4", { text: key }), h("pre", { text: json(meta) }))));
-  $("handshake").replaceChildren(h("div", { class: "frames" }, view.frames.slice(0, 2).map(frameView)));
+  const handshake = view.frames.filter((f) => f.frame && (f.frame.method === "initialize" || (f.frame.result && f.frame.result.protocolVersion)));
+  $("handshake").replaceChildren(h("div", { class: "frames" }, handshake.slice(-2).map(frameView)));
   view.frames.forEach(rememberFrame);
 }
 
@@ -721,6 +736,7 @@ function selectTab(name) {
 
 async function start() {
   for (const button of document.querySelectorAll("#tabs button")) button.addEventListener("click", () => selectTab(button.dataset.tab));
+  $("reconnect").addEventListener("click", reconnect);
   try {
     state.overview = await (await api("/api/overview")).json();
   } catch (error) {
