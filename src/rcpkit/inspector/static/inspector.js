@@ -194,12 +194,15 @@ function control(method, path, schema) {
     const select = h("select", {}, h("option", { value: "", text: "(choose)" }), only.enum.map((v) => h("option", { value: v, text: v })));
     return { el: select, get: () => select.value || undefined };
   }
-  if (only && only.type === "array" && ["string", "integer", "number"].includes(resolve(only.items).type)) {
-    const kind = resolve(only.items).type;
+  const itemKinds = only && only.type === "array" ? variants(only.items).map((v) => v.type) : [];
+  if (itemKinds.some((kind) => ["string", "integer", "number"].includes(kind))) {
+    // One item a line; for unions (text or a Content block, §4.8) a line may be JSON.
+    const numeric = !itemKinds.includes("string");
     const area = h("textarea", { rows: 3, placeholder: "one item per line" });
     return { el: area, get: () => {
       const items = area.value.split("\n").map((s) => s.trim()).filter(Boolean);
-      return items.length ? items.map((s) => (kind === "string" ? s : Number(s))) : undefined;
+      if (!items.length) return undefined;
+      return items.map((s) => (numeric ? Number(s) : itemKinds.length > 1 && s.startsWith("{") ? JSON.parse(s) : s));
     } };
   }
   if (options.some((v) => v.type === "string")) {
@@ -219,8 +222,23 @@ function control(method, path, schema) {
       return text;
     } };
   }
-  const area = h("textarea", { rows: 3, placeholder: "JSON", spellcheck: "false" });
+  const area = h("textarea", { rows: 3, placeholder: `JSON, e.g. ${JSON.stringify(example(schema))}`, spellcheck: "false" });
   return { el: area, get: () => (area.value.trim() === "" ? undefined : JSON.parse(area.value)) };
+}
+
+// A minimal value of a schema (its required members), to show what a JSON field expects.
+function example(schema, depth = 0) {
+  const node = variants(schema)[0] || {};
+  if (depth > 3) return null;
+  if (node.enum) return node.enum[0];
+  switch (node.type) {
+    case "object": return Object.fromEntries((node.required || []).map((name) => [name, example(node.properties[name], depth + 1)]));
+    case "array": return [example(node.items, depth + 1)];
+    case "string": return "…";
+    case "integer": case "number": return node.minimum > 0 ? node.minimum : 0;
+    case "boolean": return true;
+    default: return {};
+  }
 }
 
 function objectControl(method, prefix, schema) {
