@@ -162,7 +162,8 @@ def test_the_filter_builder_and_pagination(page: Any) -> None:
     assert len(set(all_ids)) == 4 and {hit.split("#")[0] for hit in all_ids} <= bee_notes
 
 
-def test_compose_shows_the_servers_error_beside_the_raw_frames(page: Any) -> None:
+def test_compose_shows_the_servers_error_beside_the_raw_frames(page: Any,
+                                                              tmp_path: Path) -> None:
     page.click("button[data-tab=compose]")
     assert page.input_value("#compose-method") == "retrieve"
     page.fill("#compose-form [data-field=query] input", "bees")
@@ -173,6 +174,7 @@ def test_compose_shows_the_servers_error_beside_the_raw_frames(page: Any) -> Non
     frames = page.locator("#compose-frames .frame")
     assert frames.count() == 2
     assert '"k": 0' in frames.nth(0).inner_text() and '"field": "k"' in frames.nth(1).inner_text()
+    _screenshot(page, tmp_path, "inspector-compose.png")
 
 
 def test_certify_and_eval_tabs(page: Any, tmp_path: Path) -> None:

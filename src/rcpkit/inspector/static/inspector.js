@@ -364,7 +364,7 @@ function buildComposeForm() {
   const method = state.overview.methods.find((m) => m.name === $("compose-method").value);
   if (!method) return;
   const schema = resolve(method.schema);
-  $("compose-doc").textContent = schema.description || "";
+  $("compose-doc").textContent = (schema.description || "").replace(/``/g, "");
   const properties = Object.fromEntries(Object.entries(schema.properties || {}).filter(([name]) => name !== "_meta"));
   composeForm = objectControl(method.name, "", { ...schema, properties });
   $("compose-form").replaceChildren(composeForm.el);
@@ -397,6 +397,7 @@ async function sendCompose() {
       onFrame: (frame) => { framesBox.append(frameView(frame)); progress.update(frame); },
     });
     $("compose-status").replaceChildren(outcomeLine(outcome));
+    progress.partial.replaceChildren(); // the final response is authoritative (§9)
     $("compose-rendered").replaceChildren(progress.el, renderResult(method, outcome));
   } catch (error) {
     const text = abort.signal.aborted ? "cancelled: the inspector sent notifications/cancel (§7.14)" : error.message;
@@ -643,7 +644,7 @@ function markOverlap(columns, results) {
 function checkRow(check) {
   return h("div", { class: "check", "data-check": check.id }, badge(check.outcome, check.outcome), h("span", { class: "muted", text: check.level }),
     h("span", { class: "muted", text: `§${check.section}` }), h("span", {}, h("span", { class: "mono", text: check.id }), ` ${check.title}`),
-    check.detail && check.outcome !== "PASS" ? h("pre", { text: check.detail }) : null);
+    check.detail && check.outcome !== "PASS" ? h("pre", { class: check.outcome, text: check.detail }) : null);
 }
 
 async function runCertify() {
