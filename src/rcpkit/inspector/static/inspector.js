@@ -228,11 +228,15 @@ function control(method, path, schema) {
 
 // A minimal value of a schema (its required members), to show what a JSON field expects.
 function example(schema, depth = 0) {
-  const node = variants(schema)[0] || {};
+  const options = variants(schema);
+  const node = options.find((v) => v.type === "object") || options[0] || {};
   if (depth > 3) return null;
   if (node.enum) return node.enum[0];
   switch (node.type) {
-    case "object": return Object.fromEntries((node.required || []).map((name) => [name, example(node.properties[name], depth + 1)]));
+    case "object": {
+      const names = node.required && node.required.length ? node.required : Object.keys(node.properties || {}).slice(0, 2);
+      return Object.fromEntries(names.map((name) => [name, example(node.properties[name], depth + 1)]));
+    }
     case "array": return [example(node.items, depth + 1)];
     case "string": return "…";
     case "integer": case "number": return node.minimum > 0 ? node.minimum : 0;
