@@ -276,3 +276,21 @@ async def test_after_shutdown_the_page_sees_it_and_can_reconnect() -> None:
             assert methods.count("initialize") == 2  # the history spans both connections
     finally:
         await inspector.close()
+
+
+async def test_a_result_without_the_spec_shape_is_flagged_with_the_servers_stderr() -> None:
+    """The inspector shows what the server sent, and says where it breaks §7.7."""
+    sloppy = [sys.executable, str(Path(__file__).with_name("sloppy_server.py"))]
+    inspector = await Inspector.open(TargetSpec(stdio=sloppy))
+    try:
+        app = create_app(inspector, TOKEN, hosts={HOST})
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url=f"http://{HOST}",
+                                     headers={TOKEN_HEADER: TOKEN}) as web:
+            _, outcome = await _outcome(web, "retrieve", {"query": "x", "k": 1})
+            assert outcome["result"] == {"hits": [{"id": "a", "text": "no score here"}]}
+            assert outcome["problem"]["field"] == "hits[0].score"
+            overview = (await web.get("/api/overview")).json()
+        assert "sloppy: answering without scores" in overview["stderr"]
+    finally:
+        await inspector.close()

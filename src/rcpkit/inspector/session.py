@@ -24,6 +24,7 @@ import msgspec
 
 from .. import __version__
 from ..client import AsyncClient
+from ..client.transports import StdioTransport
 from ..conformance.report import CheckResult
 from ..conformance.runner import Target, run_checks
 from ..eval.datasets import load_beir
@@ -156,7 +157,13 @@ class Inspector:
             "choices": CHOICES,
             "sampleDataset": SAMPLE_NAME,
             "frames": [frame.to_json() for frame in self.frames.recent],
+            "stderr": self.stderr_tail(),
         }
+
+    def stderr_tail(self) -> list[str]:
+        """The last lines a stdio server wrote to stderr (its logs, its last words)."""
+        transport = self.client.session.transport
+        return transport.stderr_tail if isinstance(transport, StdioTransport) else []
 
     # ── one call ─────────────────────────────────────────────────────────────
 

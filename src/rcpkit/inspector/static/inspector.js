@@ -93,7 +93,10 @@ async function rcpCall(method, params, { streamProgress = false, onFrame = () =>
     else if (event.type === "outcome") outcome = event;
     else if (event.type === "failed") outcome = { error: { message: event.message } };
   }, signal);
-  if (outcome && "connected" in outcome) setConnected(outcome.connected);
+  if (outcome && "connected" in outcome) {
+    setConnected(outcome.connected);
+    if (!outcome.connected) api("/api/overview").then((r) => r.json()).then(renderOverview).catch(() => {}); // its last words
+  }
   return outcome || { error: { message: "no answer" } };
 }
 
@@ -154,6 +157,8 @@ function renderOverview(view) {
   const handshake = view.frames.filter((f) => f.frame && (f.frame.method === "initialize" || (f.frame.result && f.frame.result.protocolVersion)));
   $("handshake").replaceChildren(h("div", { class: "frames" }, handshake.slice(-2).map(frameView)));
   view.frames.forEach(rememberFrame);
+  $("stderr-card").hidden = !view.stderr.length;
+  $("stderr").textContent = view.stderr.join("\n");
 }
 
 // ── forms generated from the typed params (JSON Schema of rcpkit.protocol.params) ──
