@@ -127,16 +127,6 @@ class Report:
         lines.append(f"  declared _meta.conformance={self.declared_level!r} — {verdict}")
         return lines
 
-    def to_text(self, *, show_skips: bool = True) -> str:
-        """The human-readable report: one line per check (reasons indented), then the summary."""
-        lines = [
-            line
-            for r in self.results
-            if show_skips or r.outcome is not Outcome.SKIP
-            for line in r.text_lines()
-        ]
-        return "\n".join([*lines, *self.summary_lines()])
-
     def to_junit(self) -> str:
         suite = ElementTree.Element(
             "testsuite",

@@ -34,7 +34,7 @@ class EngineConfig:
     exact up to ``dense_exact_threshold`` rows, HNSW beyond. The ``colbert`` rerank (§7.6)
     reads the first ``rerank_passage_tokens`` tokens of each passage (None: the model's limit)
     and caches passage token matrices up to ``rerank_cache_bytes``. ``backend`` picks the system
-    of record: embedded SQLite in ``data_dir``, or PostgreSQL at ``dsn`` (issue 8). On PostgreSQL,
+    of record: embedded SQLite in ``data_dir``, or PostgreSQL at ``dsn``. On PostgreSQL,
     ``pg_recall`` says where recall runs: ``"database"`` (pgvector HNSW and BM25 in SQL: no
     in-memory index to build on open or to catch up; docs/postgres.md) or ``"memory"`` (derived
     indexes in ``data_dir``, as on SQLite).

@@ -23,7 +23,7 @@ idempotency keys, and write-log rows the saved state covers once they are old en
 process whose position falls below the pruned log reloads the saved state, or rebuilds.
 
 Several processes may share one record (N HTTP workers on one data directory, or engines on
-one PostgreSQL database, issue 8): :meth:`Engine.refresh` runs before every search and write,
+one PostgreSQL database): :meth:`Engine.refresh` runs before every search and write,
 polls the store's change marks (one small query) and, when another process moved them, catches
 the indexes, schema and poison state up before publishing the newer version. Index saves take
 an exclusive ``flock`` on ``indexes/LOCK`` and loads a shared one, so one process saves at a
@@ -99,6 +99,7 @@ from rcpkit.protocol.errors import (
     PayloadTooLarge,
 )
 from rcpkit.protocol.filters import OPERATORS, FilterNode, parse_date, validate
+from rcpkit.protocol.messages import require_scalar
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -190,7 +191,8 @@ class Engine:
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self._clock = clock
-        """Epoch seconds for retention decisions (snapshots, keys, log); tests inject one."""
+        """Epoch seconds for retention (snapshots, keys, log), recency decay and session
+        expiry; tests inject one."""
         self._store = store
         if config.pg_recall not in ("database", "memory"):
             raise ValueError(f"pg_recall must be database or memory, not {config.pg_recall!r}")
@@ -218,7 +220,8 @@ class Engine:
         self._recalled: _Recent[tuple[str, str], tuple[list[_Candidate], int]] = _Recent(64)
         """First pages recalled approximately (HNSW), kept so their cursor pages replay the
         very same candidates instead of an exact recall that could differ (§10)."""
-        self._sessions: dict[str, tuple[float, set[str]]] = {}
+        self._sessions: dict[tuple[str | None, str], tuple[float, set[str]]] = {}
+        """(caller, sessionId) → (last use, hit ids returned so far), §7.7.3."""
         self._sessions_lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
         self._check_embedder()
@@ -243,7 +246,7 @@ class Engine:
 
         The record is ``store`` when given (e.g. a PostgreSQL backend), else the embedded
         SQLite store in ``config.data_dir``; derived indexes always live in ``data_dir``.
-        ``clock`` (epoch seconds) drives the retention windows.
+        ``clock`` (epoch seconds) drives the retention windows, recency and session expiry.
         """
         chosen = embedder or _make_embedder(config)
         store = store or _open_store(config)
@@ -314,6 +317,9 @@ class Engine:
         for position, document in enumerate(documents):
             if not isinstance(document.text, str):
                 raise InvalidParams("text must be a string", field=f"documents[{position}].text")
+            # Before anything is written: the store could not read such a row back (§4.6).
+            require_scalar({"id": document.id, "text": document.text, "meta": document.meta},
+                           f"documents[{position}]")
             if len(document.text.encode()) > self.config.max_text_bytes:
                 raise PayloadTooLarge(f"documents[{position}].text exceeds "
                                       f"{self.config.max_text_bytes} bytes")
@@ -481,15 +487,20 @@ class Engine:
         try:
             with self._indexes_locked(exclusive=False):
                 saved = self._saved_state()
-                if saved is None or saved[1] > self._store.log_position():
-                    raise ValueError("persisted indexes do not belong to this record")
-                if saved[1] < self._store.log_floor():
-                    raise ValueError("the write log no longer reaches the persisted indexes")
-                state_dir, position = saved
-                lexical = LexicalIndex.load(state_dir / "lexical")
-                dense = DenseIndex.load(state_dir / "dense")
-                columns = _saved_columns(state_dir / "columns")
-        except Exception:  # any unreadable state means: rebuild from the record
+                if saved is not None:  # else none yet, or another record's / embedder's
+                    if saved[1] > self._store.log_position():
+                        raise ValueError("persisted indexes do not belong to this record")
+                    if saved[1] < self._store.log_floor():
+                        raise ValueError("the write log no longer reaches the saved indexes")
+                    state_dir, position = saved
+                    lexical = LexicalIndex.load(state_dir / "lexical")
+                    dense = DenseIndex.load(state_dir / "dense")
+                    columns = _saved_columns(state_dir / "columns")
+        except Exception as exc:  # any unreadable state means: rebuild from the record
+            logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
+                           "store", type(exc).__name__, exc)
+            saved = None
+        if saved is None:
             self._rebuild()
             return
         self._saved_position = position
@@ -673,7 +684,7 @@ class Engine:
         if request.unit == "document":
             ranked = _best_per_document(ranked)
         if request.session_id is not None and request.cursor is None:
-            seen = self._session_seen(request.session_id)
+            seen = self._session_seen((request.caller, request.session_id))
             ranked = [c for c in ranked if _hit_id(c.record, request.unit) not in seen]
         page = [self._hit(c, request, query_vector)
                 for c in ranked[plan.offset:plan.offset + plan.k]]
@@ -690,7 +701,7 @@ class Engine:
                 and not _exact_dense(request, plan)):
             self._recalled.put((plan.fingerprint, self.version_token(seq)), (candidates, seq))
         if request.session_id is not None:
-            self._remember(request.session_id, [hit.id for hit in page])
+            self._remember((request.caller, request.session_id), [hit.id for hit in page])
         stage("pack", 1.0)
         usage = Usage(candidates=plan.candidate_k, reranked=reranked, k=plan.k,
                       latency_ms=(time.perf_counter() - started) * 1000, tokens=tokens,
@@ -735,7 +746,7 @@ class Engine:
         fingerprint = _fingerprint(request, self._store.secret)
         plan = _Plan(k=k, candidate_k=candidate_k, top_n=top_n, offset=0,
                      fingerprint=fingerprint, pinned=request.index_version, notes=tuple(notes),
-                     schema=self._schema, poisoned=self._poisoned, now_ms=time.time() * 1000)
+                     schema=self._schema, poisoned=self._poisoned, now_ms=self._clock() * 1000)
         if request.cursor is None:
             return plan
         # A continuation page replays the first page's ranking inputs exactly (§10): the
@@ -760,8 +771,11 @@ class Engine:
             wanted = list(dict.fromkeys([*dense_hits, *sparse_hits]))
             records = self._store.chunks(wanted)
             order = [rowid for rowid in wanted if rowid in records]
-            vectors = (self._database.vectors(order) if self._database is not None
-                       else self._dense.get(np.asarray(order, dtype=np.int64)))
+            try:
+                vectors = (self._database.vectors(order) if self._database is not None
+                           else self._dense.get(np.asarray(order, dtype=np.int64)))
+            except NotFound as exc:  # the indexes disagree with the record: our fault, not -32015
+                raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
             if seq < self._store.gc_floor():
                 # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
                 raise BackendUnavailable("indexVersion was garbage-collected during the read")
@@ -945,15 +959,15 @@ class Engine:
             raise NotFound("cursor expired: its snapshot was garbage-collected")
         return state
 
-    def _session_seen(self, session_id: str) -> set[str]:
-        now = time.monotonic()
+    def _session_seen(self, session_id: tuple[str | None, str]) -> set[str]:
+        now = self._clock()
         with self._sessions_lock:
             self._expire_sessions(now)
             entry = self._sessions.get(session_id)
             return set(entry[1]) if entry else set()
 
-    def _remember(self, session_id: str, hit_ids: Sequence[str]) -> None:
-        now = time.monotonic()
+    def _remember(self, session_id: tuple[str | None, str], hit_ids: Sequence[str]) -> None:
+        now = self._clock()
         with self._sessions_lock:
             self._expire_sessions(now)
             _, seen = self._sessions.get(session_id, (now, set()))
@@ -1151,7 +1165,7 @@ def _saved_columns(directory: Path) -> FilterColumns | None:
 
 
 def _open_store(config: EngineConfig) -> Store:
-    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL (issue 8)."""
+    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL."""
     if config.backend == "sqlite":
         return SqliteStore.open(config.data_dir)
     if config.backend != "postgres":
