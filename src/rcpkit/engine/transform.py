@@ -3,8 +3,9 @@ its vocabulary, its concept graph and its top hits.
 
 - ``rewrite`` — NFKC, whitespace and filler removal (request phrasing such as "could you
   tell me"), then spelling fixed against the corpus vocabulary: a word the corpus does not
-  know becomes the most frequent corpus word within two edits (Damerau), found through a
-  delete index (the SymSpell idea).
+  know becomes the most frequent corpus word one edit away (two from eight letters on;
+  Damerau), found through a delete index (the SymSpell idea); words under five letters are
+  left alone, as too many real ones are an edit away from some corpus word.
 - ``multi-query`` — the rewrite, then variants adding pseudo-relevance-feedback concepts
   (the strongest concepts of the top lexical hits) interleaved with the concepts the graph
   walk from the query's concepts reaches.
@@ -157,7 +158,10 @@ class QueryTransformer:
         if head_runs and tail_runs and middle_short:
             lead = len(head_runs[-1])
             trail = len(tail_runs[0])
-            if lead <= min(3, len(first_words)) and trail <= min(3, len(last_words)):
+            bounded = (extractor.runs(first_words[-1]) and extractor.runs(last_words[0])
+                       and lead <= min(3, len(first_words))
+                       and trail <= min(3, len(last_words)))
+            if bounded:
                 prefix = " ".join(first_words[:-lead])
                 suffix = " ".join(last_words[trail:])
                 entities = [" ".join(first_words[-lead:]), *pieces[1:-1],
@@ -225,12 +229,14 @@ class _Speller:
 
     def fix(self, word: str) -> str:
         folded = word.casefold()
-        if len(folded) < 4 or not folded.isalpha() or self._is_known(folded):
+        if not folded.isalpha() or self._is_known(folded):
             return word
         candidates = set(self._deletes.get(folded, ()))
         for variant in _deletions(folded):
             candidates |= self._deletes.get(variant, set())
-        limit = 1 if len(folded) < 7 else 2
+        if len(folded) < 5:  # too many real short words are one edit from a corpus word
+            return word
+        limit = 1 if len(folded) < 8 else 2
         close = [(c, d) for c in candidates if (d := _osa_distance(folded, c)) <= limit]
         if not close:
             return word

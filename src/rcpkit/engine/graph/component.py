@@ -288,7 +288,8 @@ class ConceptGraph:
 
     def followups(self, seq: int, query: str, n: int) -> list[str]:
         """``drift`` follow-ups: for the communities next to the query's own (by PageRank
-        mass, after the best one), the query's main concept with their central ones."""
+        mass, after the best one), the query's main concept with their central ones; the
+        query's own community comes last, with the central concepts the query did not ask."""
         hierarchy = self.hierarchy(seq)
         view = hierarchy.view
         seeds = self.query_seeds(view, query)
@@ -299,7 +300,8 @@ class ConceptGraph:
         level = max(0, hierarchy.depth - 1)
         asked = {node - view.chunks for node in seeds}
         followups: list[str] = []
-        for community, _ in hierarchy.scores(level, walk[view.chunks:])[1:]:
+        reached = hierarchy.scores(level, walk[view.chunks:])
+        for community, _ in [*reached[1:], *reached[:1]]:
             fresh = distinct_labels((view.labels[c] for c in community.concepts
                                      if c not in asked), 2, taken=anchor.split())
             if fresh:

@@ -8,9 +8,10 @@ search (Unicode words, CJK bigrams, Snowball stems) — and a concept's *key* is
 joined by spaces (``"neural networks"`` and ``"Neural network"`` are one concept), its
 *label* the first surface form seen.
 
-Each content word is a concept by itself, and so is every run of 2 to ``max_words`` words
-(longer runs contribute their bigrams): unigrams let a query reach a chunk that never
-repeats its exact phrase, phrases carry the specific meaning that links chunks.
+Each content word is a concept by itself, and so is every n-gram of 2 to ``max_words``
+words inside a run: unigrams let a query reach a chunk that never repeats its exact phrase,
+phrases carry the specific meaning that links chunks ("honey bee colony" also yields
+"honey bee", which another chunk may share).
 """
 
 from __future__ import annotations
@@ -97,11 +98,8 @@ class ConceptExtractor:
         counts: Counter[str] = Counter()
         labels: dict[str, str] = {}
         for run in self.runs(text):
-            spans = [run[i:i + 1] for i in range(len(run))]
-            if 2 <= len(run) <= self.max_words:
-                spans.append(run)
-            elif len(run) > self.max_words:
-                spans.extend(run[i:i + 2] for i in range(len(run) - 1))
+            spans = (run[i:i + n] for n in range(1, min(len(run), self.max_words) + 1)
+                     for i in range(len(run) - n + 1))
             for span in spans:
                 key = " ".join(stem for stem, _ in span)
                 counts[key] += 1

@@ -5,8 +5,9 @@ its concepts (``C … C+K-1``, id ``"concept:<key>"``). Edges:
 
 - chunk↔concept, weighted by tf-idf (count in the chunk × ``log(1 + C / df)``);
 - concept↔concept co-occurrence: two concepts among the ``cooccurrence_top`` strongest of
-  one chunk co-occur there; the weight is their co-occurrence count over the geometric mean
-  of their counts (a cosine in ``[0, 1]``, so frequent concepts do not become hubs).
+  one chunk (counting only concepts shared by several chunks) co-occur there; the weight is
+  their co-occurrence count over the geometric mean of their counts (a cosine in ``[0, 1]``,
+  so frequent concepts do not become hubs).
 
 Personalised PageRank (HippoRAG) runs on this weighted, undirected graph.
 """
@@ -62,7 +63,11 @@ class GraphView:
         self.df = np.asarray((self.counts > 0).sum(axis=0), dtype=np.float64).ravel()
         self.idf = np.log1p(chunks / np.maximum(self.df, 1.0))
         self.tfidf = sp.csr_matrix(self.counts.multiply(self.idf[None, :]))
-        self.association, self.cooccurrence = _cooccurrence(self.tfidf, cooccurrence_top)
+        # A concept of a single chunk links nothing across chunks: only shared ones compete
+        # for a chunk's co-occurrence slots.
+        shared = sp.csr_matrix(self.tfidf.multiply((self.df >= 2)[None, :]))
+        shared.eliminate_zeros()
+        self.association, self.cooccurrence = _cooccurrence(shared, cooccurrence_top)
         self._chunk_index = {hit_id: i for i, hit_id in enumerate(self.hit_ids)}
         self._concept_index = {key: i for i, key in enumerate(self.keys)}
         adjacency = sp.bmat([[None, self.tfidf],
