@@ -185,3 +185,15 @@ def test_the_reference_sdk_calls_graph_and_transform(engine: Engine, data_dir: P
         assert transformed["queries"] == ["sourdough", "honey"]
     finally:
         client.shutdown()
+
+
+def test_the_engine_passes_every_knowledge_check(data_dir: Path) -> None:
+    from rcpkit.conformance import Outcome, Target, run_checks
+    from rcpkit.conformance.checks import knowledge
+
+    report = run_checks(Target(argv=tuple(rcpkit_argv("serve", "--stdio", "--data",
+                                                      str(data_dir)))),
+                        timeout=30, select=lambda c: c.run.__module__ == knowledge.__name__)
+    outcomes = {r.check.id: (r.outcome, r.detail) for r in report.results}
+    assert len(outcomes) == 8
+    assert all(outcome is Outcome.PASS for outcome, _ in outcomes.values()), outcomes
