@@ -5,7 +5,8 @@ Level 0 is Leiden (modularity, igraph's C implementation) over the concept co-oc
 graph of a snapshot; each community larger than ``split_above`` concepts is split again by
 Leiden on its own subgraph, down to ``levels`` levels — the hierarchical Leiden of
 GraphRAG. Ids spell the path: ``community:3`` at level 0, ``community:3.1`` inside it.
-Concepts seen in a single chunk carry no co-occurrence signal and are left out.
+Concepts without co-occurrence edges (seen in a single chunk, say) and communities of one
+concept carry no grouping signal and are left out.
 
 A community's *summary* is extractive (no LLM): the sentences of its most central chunks
 that mention the most central concepts, citing those chunks.
@@ -61,9 +62,9 @@ class Hierarchy:
         self._sentences = sentences
         self._lock = threading.Lock()
         self.communities: list[Community] = []
-        eligible = np.flatnonzero(view.df >= 2)
-        graph = view.association[eligible][:, eligible].tocsr()
-        self._split(graph, eligible, 0, levels, split_above, None)
+        linked = np.flatnonzero(np.diff(view.association.indptr) > 0)
+        graph = view.association[linked][:, linked].tocsr()
+        self._split(graph, linked, 0, levels, split_above, None)
         self.by_id = {c.id: c for c in self.communities}
 
     @property
@@ -89,23 +90,28 @@ class Hierarchy:
 
     def _split(self, graph: sp.csr_matrix, members: np.ndarray, level: int, levels: int,
                split_above: int, parent: str | None) -> None:
-        if len(members) == 0:
+        if graph.nnz == 0:
             return
         parts = _leiden(graph)
-        groups = sorted((np.flatnonzero(parts == p) for p in np.unique(parts)),
-                        key=lambda group: (-len(group), int(members[group].min())))
+        # Strength of each concept inside its own community, for all communities at once.
+        edges = graph.tocoo()
+        inside = parts[edges.row] == parts[edges.col]
+        strength = np.bincount(edges.row[inside], weights=edges.data[inside],
+                               minlength=graph.shape[0])
+        groups = [group for group in (np.flatnonzero(parts == p) for p in np.unique(parts))
+                  if len(group) >= 2]
+        groups.sort(key=lambda group: (-len(group), int(members[group].min())))
         if parent is not None and len(groups) < 2:
             return
         for position, group in enumerate(groups):
-            subgraph = graph[group][:, group].tocsr()
-            strength = np.asarray(subgraph.sum(axis=1)).ravel()
-            order = np.lexsort((members[group], -strength))
+            order = group[np.lexsort((members[group], -strength[group]))]
             ident = f"{parent}.{position}" if parent else f"{COMMUNITY_PREFIX}{position}"
             self.communities.append(Community(
-                ident, level, parent, [int(members[group][i]) for i in order],
-                [float(strength[i]) for i in order]))
+                ident, level, parent, [int(m) for m in members[order]],
+                [float(w) for w in strength[order]]))
             if level + 1 < levels and len(group) > split_above:
-                self._split(subgraph, members[group], level + 1, levels, split_above, ident)
+                self._split(graph[group][:, group].tocsr(), members[group], level + 1, levels,
+                            split_above, ident)
 
     def _summary(self, community: Community) -> tuple[str, list[int]]:
         view = self.view
