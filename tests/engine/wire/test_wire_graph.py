@@ -197,3 +197,25 @@ def test_the_engine_passes_every_knowledge_check(data_dir: Path) -> None:
     outcomes = {r.check.id: (r.outcome, r.detail) for r in report.results}
     assert len(outcomes) == 8
     assert all(outcome is Outcome.PASS for outcome, _ in outcomes.values()), outcomes
+
+
+def test_our_client_has_typed_graph_and_transform(engine: Engine, data_dir: Path) -> None:
+    engine.close()
+    from rcpkit.client import Client
+
+    with Client.connect_stdio(rcpkit_argv("serve", "--stdio", "--data", str(data_dir))) as client:
+        local = client.graph("local", query="pole star", k=2)
+        assert local.hits and local.hits[0].provenance and local.hits[0].provenance.nodes
+        assert local.meta is not None
+        pinned = local.meta["indexVersion"]
+        client.index_delete(["stars-0", "stars-1"])
+        assert client.graph("local", query="pole star").hits == []
+        again = client.graph("local", query="pole star", k=2, index_version=pinned)
+        assert [h.id for h in again.hits] == [h.id for h in local.hits]
+        near = client.graph("neighbors", seed_ids=["bees-0#0"], hops=1, k=3)
+        assert near.nodes and near.nodes[0].id == "bees-0#0" and near.edges
+        listed = client.graph("communities", level=0, k=1)
+        assert listed.communities and listed.communities[0].level == 0 and listed.next_cursor
+        multi = client.transform("honey bees", "multi-query", n=2)
+        assert len(multi.queries) == 2
+        assert client.transform("bread dough", "hyde").hypothetical

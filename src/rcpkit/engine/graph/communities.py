@@ -55,7 +55,7 @@ class Hierarchy:
 
     def __init__(self, view: GraphView, extractor: ConceptExtractor,
                  texts: Callable[[Sequence[int]], Mapping[int, str]], *, levels: int = 3,
-                 split_above: int = 12, sentences: int = 3) -> None:
+                 split_above: int = 40, sentences: int = 3) -> None:
         self.view = view
         self._extractor = extractor
         self._texts = texts
@@ -149,6 +149,6 @@ def _leiden(graph: sp.csr_matrix) -> np.ndarray:
     with _RNG_LOCK:
         igraph.set_random_number_generator(random.Random(_SEED))
         partition = network.community_leiden(objective_function="modularity",
-                                             weights=upper.data.tolist(), n_iterations=-1)
+                                             weights=upper.data.tolist(), n_iterations=2)
         igraph.set_random_number_generator(random)
     return np.asarray(partition.membership, dtype=np.int64)

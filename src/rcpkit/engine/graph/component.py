@@ -20,17 +20,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from rcpkit.engine.graph.communities import Community, Hierarchy
 from rcpkit.engine.graph.concepts import ConceptExtractor
 from rcpkit.engine.graph.storage import GraphStorage, StoredChunk
-from rcpkit.engine.graph.view import GraphView
+from rcpkit.engine.graph.view import GraphView, Vocabulary
 from rcpkit.engine.store import Store
 
 __all__ = ["GRAPH_FILE", "ConceptGraph", "GraphHit", "GraphNode", "Neighborhood",
            "RankedCommunity", "distinct_labels"]
 
 GRAPH_FILE = "graph.sqlite"
+Mentions = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
+"""A chunk's concept ids and their counts."""
 _CACHED_VIEWS = 4
 
 
@@ -86,15 +89,14 @@ class ConceptGraph:
         self.max_hops = max_hops
         self._store = store
         self._lock = threading.RLock()
-        self._chunks: dict[int, tuple[str, list[tuple[int, float]]]] = {}
-        self._keys: dict[int, str] = {}
-        self._labels: dict[int, str] = {}
+        self._chunks: dict[int, tuple[str, Mentions]] = {}
+        self._vocabulary = Vocabulary()
         self._views: OrderedDict[int, tuple[GraphView, Hierarchy | None]] = OrderedDict()
         position = storage.meta("position")
         self._position = int(position) if position is not None else 0
-        self._load_concepts()
+        self._vocabulary.add(storage.concepts())
         for rowid, hit_id, mentions in storage.load():
-            self._chunks[rowid] = (hit_id, mentions)
+            self._chunks[rowid] = (hit_id, _arrays(mentions))
 
     @classmethod
     def open(cls, data_dir: Path, store: Store, extractor: ConceptExtractor | None = None,
@@ -151,20 +153,16 @@ class ConceptGraph:
             (rowid, hit_id, [(ids[c.key], float(c.count)) for c in concepts])
             for rowid, hit_id, concepts in extracted]
         self.storage.save(fresh, removed, position)
-        if any(concept not in self._keys for _, _, mentions in [*stored, *fresh]
-               for concept, _ in mentions):
-            self._load_concepts()
+        unknown = {concept for _, _, mentions in [*stored, *fresh] for concept, _ in mentions
+                   if concept not in self._vocabulary}
+        if unknown:
+            self._vocabulary.add(self.storage.concepts(sorted(unknown)))
         for rowid in removed:
             self._chunks.pop(rowid, None)
         for rowid, hit_id, mentions in [*stored, *fresh]:
-            self._chunks[rowid] = (hit_id, mentions)
+            self._chunks[rowid] = (hit_id, _arrays(mentions))
         if position is not None:
             self._position = position
-
-    def _load_concepts(self) -> None:
-        for concept, key, label in self.storage.concepts():
-            self._keys[concept] = key
-            self._labels[concept] = label
 
     # ── snapshots ──────────────────────────────────────────────────────────
     def view(self, seq: int) -> GraphView:
@@ -192,7 +190,7 @@ class ConceptGraph:
                 self._ingest(unseen, [], None)
             rows = [rowid for rowid in visible if rowid in self._chunks]
             view = GraphView(seq, rows, [self._chunks[r][0] for r in rows],
-                             [self._chunks[r][1] for r in rows], self._keys, self._labels)
+                             [self._chunks[r][1] for r in rows], self._vocabulary)
             self._views[seq] = (view, None)
             while len(self._views) > _CACHED_VIEWS:
                 self._views.popitem(last=False)
@@ -326,3 +324,8 @@ def distinct_labels(labels: Iterable[str], limit: int, taken: Iterable[str] = ()
         if len(kept) == limit:
             break
     return kept
+
+
+def _arrays(mentions: Sequence[tuple[int, float]]) -> Mentions:
+    return (np.fromiter((c for c, _ in mentions), dtype=np.int64, count=len(mentions)),
+            np.fromiter((n for _, n in mentions), dtype=np.float64, count=len(mentions)))

@@ -93,10 +93,18 @@ class GraphStorage:
                     part).fetchall())
         return ids
 
-    def concepts(self) -> list[tuple[int, str, str]]:
-        """Every ``(id, key, label)``."""
+    def concepts(self, ids: Sequence[int] | None = None) -> list[tuple[int, str, str]]:
+        """``(id, key, label)`` of every concept, or of those ``ids``."""
         with self._lock:
-            return self._db.execute("SELECT id, key, label FROM concepts").fetchall()
+            if ids is None:
+                return self._db.execute("SELECT id, key, label FROM concepts").fetchall()
+            found: list[tuple[int, str, str]] = []
+            for start in range(0, len(ids), 500):
+                part = list(ids[start:start + 500])
+                marks = ",".join("?" * len(part))
+                found += self._db.execute(
+                    f"SELECT id, key, label FROM concepts WHERE id IN ({marks})", part).fetchall()
+            return found
 
     def save(self, chunks: Sequence[StoredChunk], removed: Sequence[int],
              position: int | None) -> None:

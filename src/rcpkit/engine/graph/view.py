@@ -14,14 +14,14 @@ Personalised PageRank (HippoRAG) runs on this weighted, undirected graph.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-__all__ = ["CONCEPT_PREFIX", "GraphView", "NodeScore"]
+__all__ = ["CONCEPT_PREFIX", "GraphView", "NodeScore", "Vocabulary"]
 
 CONCEPT_PREFIX = "concept:"
 FloatArray = npt.NDArray[np.float64]
@@ -31,6 +31,38 @@ _PPR_ITERATIONS = 50
 _PPR_TOLERANCE = 1e-8
 _CONCEPT_EDGE_SCALE = 0.5
 """Weight of concept↔concept edges relative to chunk↔concept ones in the walk."""
+
+
+class Vocabulary:
+    """Every concept known to the graph: key → id, and key/label by id (ids are the storage's,
+    small and dense), growing as concepts are added."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self._keys: list[str] = []
+        self._labels: list[str] = []
+        self._arrays: tuple[npt.NDArray[np.object_], npt.NDArray[np.object_]] | None = None
+
+    def __contains__(self, concept: int) -> bool:
+        return concept < len(self._keys) and self._keys[concept] != ""
+
+    def add(self, concepts: Iterable[tuple[int, str, str]]) -> None:
+        for concept, key, label in concepts:
+            if concept >= len(self._keys):
+                grow = concept + 1 - len(self._keys)
+                self._keys.extend([""] * grow)
+                self._labels.extend([""] * grow)
+            self._keys[concept] = key
+            self._labels[concept] = label
+            self.ids[key] = concept
+        self._arrays = None
+
+    def arrays(self) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.object_]]:
+        """Keys and labels indexed by concept id."""
+        if self._arrays is None:
+            self._arrays = (np.array(self._keys, dtype=object),
+                            np.array(self._labels, dtype=object))
+        return self._arrays
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,21 +75,23 @@ class GraphView:
     """Immutable graph of the chunks visible at ``seq``; see the module docstring."""
 
     def __init__(self, seq: int, rowids: Sequence[int], hit_ids: Sequence[str],
-                 mentions: Sequence[Sequence[tuple[int, float]]],
-                 concept_keys: Mapping[int, str], concept_labels: Mapping[int, str], *,
-                 cooccurrence_top: int = 10) -> None:
+                 mentions: Sequence[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]],
+                 vocabulary: Vocabulary, *, cooccurrence_top: int = 10) -> None:
         self.seq = seq
         self.rowids = np.asarray(rowids, dtype=np.int64)
         self.hit_ids = list(hit_ids)
-        lengths = np.fromiter((len(m) for m in mentions), dtype=np.int64, count=len(mentions))
+        self._vocabulary = vocabulary
+        lengths = np.fromiter((len(ids) for ids, _ in mentions), dtype=np.int64,
+                              count=len(mentions))
         indptr = np.concatenate([[0], np.cumsum(lengths)])
-        global_ids = np.fromiter((c for m in mentions for c, _ in m), dtype=np.int64,
-                                 count=int(indptr[-1]))
-        counts = np.fromiter((n for m in mentions for _, n in m), dtype=np.float64,
-                             count=int(indptr[-1]))
+        global_ids = (np.concatenate([ids for ids, _ in mentions]) if mentions
+                      else np.zeros(0, dtype=np.int64))
+        counts = (np.concatenate([n for _, n in mentions]) if mentions
+                  else np.zeros(0, dtype=np.float64))
         self.concept_ids, columns = np.unique(global_ids, return_inverse=True)
-        self.keys = [concept_keys[int(c)] for c in self.concept_ids]
-        self.labels = [concept_labels[int(c)] for c in self.concept_ids]
+        keys, labels = vocabulary.arrays()
+        self.keys: list[str] = keys[self.concept_ids].tolist()
+        self.labels: list[str] = labels[self.concept_ids].tolist()
         chunks, concepts = len(self.rowids), len(self.concept_ids)
         self.counts = sp.csr_matrix((counts, columns, indptr), shape=(chunks, concepts))
         self.df = np.asarray((self.counts > 0).sum(axis=0), dtype=np.float64).ravel()
@@ -69,7 +103,6 @@ class GraphView:
         shared.eliminate_zeros()
         self.association, self.cooccurrence = _cooccurrence(shared, cooccurrence_top)
         self._chunk_index = {hit_id: i for i, hit_id in enumerate(self.hit_ids)}
-        self._concept_index = {key: i for i, key in enumerate(self.keys)}
         adjacency = sp.bmat([[None, self.tfidf],
                              [self.tfidf.T, _CONCEPT_EDGE_SCALE * self.association]],
                             format="csr") if chunks and concepts else sp.csr_matrix(
@@ -100,13 +133,21 @@ class GraphView:
     def node(self, node_id: str) -> int | None:
         """The node of a ``"doc#index"`` or ``"concept:<key>"`` id at this snapshot."""
         if node_id.startswith(CONCEPT_PREFIX):
-            concept = self._concept_index.get(node_id[len(CONCEPT_PREFIX):])
-            return None if concept is None else self.chunks + concept
+            return self.concept_node(node_id[len(CONCEPT_PREFIX):])
         return self._chunk_index.get(node_id)
 
     def concept_node(self, key: str) -> int | None:
-        concept = self._concept_index.get(key)
+        concept = self._column(key)
         return None if concept is None else self.chunks + concept
+
+    def _column(self, key: str) -> int | None:
+        """This view's column of concept ``key``, if any chunk here mentions it."""
+        global_id = self._vocabulary.ids.get(key)
+        if global_id is None:
+            return None
+        column = int(np.searchsorted(self.concept_ids, global_id))
+        found = column < len(self.concept_ids) and self.concept_ids[column] == global_id
+        return column if found else None
 
     # ── walks ──────────────────────────────────────────────────────────────
     def pagerank(self, seeds: Mapping[int, float]) -> FloatArray:
@@ -170,7 +211,7 @@ class GraphView:
         """Seed nodes for concept ``keys`` (key → weight) present here, weighted by idf."""
         seeds: dict[int, float] = {}
         for key, weight in keys.items():
-            concept = self._concept_index.get(key)
+            concept = self._column(key)
             if concept is not None:
                 seeds[self.chunks + concept] = weight * float(self.idf[concept])
         return seeds
