@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rcpkit import __version__
+from rcpkit.engine.binding_graph import bind_knowledge
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.embedding import minilm_files
 from rcpkit.engine.pipeline import Engine
@@ -199,6 +200,7 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
         server.add_method("rerank", handlers.rerank)
     if encoder is not None:
         server.add_method("embed/sparse", handlers.embed_sparse)
+    bind_knowledge(server, engine)
     return server
 
 
