@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -161,12 +162,27 @@ class _ReadWriteLock:
 
 @dataclass(slots=True)
 class _Candidate:
-    """A chunk moving through the pipeline with its per-stage scores."""
+    """A chunk moving through the pipeline with its per-stage scores.
 
-    record: ChunkRecord
-    vector: npt.NDArray[np.float32]
+    Recall and fusion need only row ids and scores, so the stored record and vector are
+    read later (:meth:`Engine._load`) for just the candidates a later stage looks at: most
+    requests read the ``k`` chunks of one page, not all ``candidateK`` of them.
+    """
+
+    rowid: int
     score: float
     scores: dict[str, float]
+    loaded: tuple[ChunkRecord, npt.NDArray[np.float32]] | None = None
+
+    @property
+    def record(self) -> ChunkRecord:
+        assert self.loaded is not None, "candidate read before Engine._load"
+        return self.loaded[0]
+
+    @property
+    def vector(self) -> npt.NDArray[np.float32]:
+        assert self.loaded is not None, "candidate read before Engine._load"
+        return self.loaded[1]
 
 
 def _demote(score: float, factor: float) -> float:
@@ -659,11 +675,16 @@ class Engine:
         replayed = (self._recalled.get((plan.fingerprint, plan.pinned))
                     if request.cursor is not None and plan.pinned is not None else None)
         candidates, seq = replayed or self._recall(request, plan, query_vector)
-        leading = sorted(candidates, key=lambda c: -c.score)[:plan.k]
-        stage("recall", 0.3, [self._hit(c, request, query_vector) for c in leading])
+        if progress is not None:
+            leading = self._load(sorted(candidates, key=lambda c: -c.score)[:plan.k], seq)
+            stage("recall", 0.3, [self._hit(c, request, query_vector) for c in leading])
+        else:
+            stage("recall", 0.3)
         ranked = self._fuse(request, candidates)
         stage("fuse", 0.5)
-        ranked, reranked = self._rerank(request, plan, ranked)
+        if _reads_every_candidate(request, plan):
+            ranked = self._load(ranked, seq)
+        ranked, reranked = self._rerank(request, plan, ranked, seq)
         stage("rerank", 0.7)
         ranked = self._adjust(request, plan, ranked)
         ranked = self._diversify(request, plan, ranked, query_vector)
@@ -676,7 +697,7 @@ class Engine:
             seen = self._session_seen(request.session_id)
             ranked = [c for c in ranked if _hit_id(c.record, request.unit) not in seen]
         page = [self._hit(c, request, query_vector)
-                for c in ranked[plan.offset:plan.offset + plan.k]]
+                for c in self._load(ranked[plan.offset:plan.offset + plan.k], seq)]
         tokens: int | None = None
         if request.token_budget is not None:
             page, tokens = _pack(page, request.token_budget)
@@ -749,32 +770,45 @@ class Engine:
     def _recall(self, request: SearchRequest, plan: _Plan,
                 query_vector: npt.NDArray[np.float32]) -> tuple[list[_Candidate], int]:
         """Dense and/or lexical recall at the snapshot, under the filter (§8)."""
-        tree = (validate(request.filter, plan.schema, OPERATORS)
-                if request.filter is not None else None)
+        tree = (request.filter if request.filter is None or request.filter_validated
+                else validate(request.filter, plan.schema, OPERATORS))
         with self._index_lock.reading():
             seq = self._parse_version(plan.pinned) if plan.pinned else self._published
             dense_hits, sparse_hits = (self._memory_recall(request, plan, query_vector, tree, seq)
                                        if self._database is None else
                                        self._database_recall(self._database, request, plan,
                                                              query_vector, tree, seq))
-            wanted = list(dict.fromkeys([*dense_hits, *sparse_hits]))
-            records = self._store.chunks(wanted)
-            order = [rowid for rowid in wanted if rowid in records]
-            vectors = (self._database.vectors(order) if self._database is not None
-                       else self._dense.get(np.asarray(order, dtype=np.int64)))
-            if seq < self._store.gc_floor():
-                # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
-                raise BackendUnavailable("indexVersion was garbage-collected during the read")
         candidates = []
-        for position, rowid in enumerate(order):
+        for rowid in dict.fromkeys([*dense_hits, *sparse_hits]):
             scores_of = {}
             if rowid in dense_hits:
                 scores_of["dense"] = dense_hits[rowid]
             if rowid in sparse_hits:
                 scores_of["sparse"] = sparse_hits[rowid]
             first = dense_hits.get(rowid, sparse_hits.get(rowid, 0.0))
-            candidates.append(_Candidate(records[rowid], vectors[position], first, scores_of))
+            candidates.append(_Candidate(rowid, first, scores_of))
         return candidates, seq
+
+    def _load(self, candidates: list[_Candidate], seq: int) -> list[_Candidate]:
+        """``candidates`` with their stored records and vectors read (once per candidate);
+        rows the store no longer holds drop out."""
+        missing = [c.rowid for c in candidates if c.loaded is None]
+        if missing:
+            with self._index_lock.reading():
+                records = self._store.chunks(missing)
+                order = [rowid for rowid in missing if rowid in records]
+                vectors = (self._database.vectors(order) if self._database is not None
+                           else self._dense.get(np.asarray(order, dtype=np.int64)))
+                if seq < self._store.gc_floor():
+                    # Collected while we read: serve that snapshot whole or not at all
+                    # (§7.7.1).
+                    raise BackendUnavailable(
+                        "indexVersion was garbage-collected during the read")
+            found = dict(zip(order, vectors, strict=True))
+            for candidate in candidates:
+                if candidate.loaded is None and candidate.rowid in found:
+                    candidate.loaded = (records[candidate.rowid], found[candidate.rowid])
+        return [c for c in candidates if c.loaded is not None]
 
     def _memory_recall(self, request: SearchRequest, plan: _Plan,
                        query_vector: npt.NDArray[np.float32], tree: FilterNode | None,
@@ -825,9 +859,9 @@ class Engine:
     def _fuse(self, request: SearchRequest, candidates: list[_Candidate]) -> list[_Candidate]:
         """One ranked list: dense or sparse alone, or fused by rank/score (§16.3)."""
         if request.mode != "hybrid":
-            return sorted(candidates, key=lambda c: (-c.score, c.record.rowid))
-        by_key = {str(c.record.rowid): c for c in candidates}
-        lists = [sorted(((str(c.record.rowid), c.scores[name]) for c in candidates
+            return sorted(candidates, key=lambda c: (-c.score, c.rowid))
+        by_key = {str(c.rowid): c for c in candidates}
+        lists = [sorted(((str(c.rowid), c.scores[name]) for c in candidates
                          if name in c.scores), key=lambda item: (-item[1], int(item[0])))
                  for name in ("dense", "sparse")]
         if request.fusion == "convex":
@@ -849,12 +883,12 @@ class Engine:
             ranked.append(candidate)
         return ranked
 
-    def _rerank(self, request: SearchRequest, plan: _Plan,
-                ranked: list[_Candidate]) -> tuple[list[_Candidate], int]:
+    def _rerank(self, request: SearchRequest, plan: _Plan, ranked: list[_Candidate],
+                seq: int) -> tuple[list[_Candidate], int]:
         """Rescore the top ``topN`` with the requested reranker; the rest drop out (§3.3)."""
         if request.rerank is None or not ranked:
             return ranked, 0
-        head = ranked[:plan.top_n]
+        head = self._load(ranked[:plan.top_n], seq)
         scores = self._rerankers[request.rerank.method].score(
             request.query, [c.record.indexed_text for c in head])
         for candidate, score in zip(head, np.asarray(scores).tolist(), strict=True):
@@ -1127,6 +1161,15 @@ class _Recent(Generic[K, V]):
             self._entries.clear()
 
 
+def _reads_every_candidate(request: SearchRequest, plan: _Plan) -> bool:
+    """Whether a stage before paging looks at the record or vector of every candidate:
+    recency (date), the poison policy and ``unit: document`` (document id), MMR (vectors)
+    and session dedup (hit ids). Rerank reads only its ``topN`` head."""
+    return (request.recency is not None
+            or bool(plan.poisoned.documents) or request.unit == "document"
+            or request.mmr_lambda is not None or request.session_id is not None)
+
+
 def _exact_dense(request: SearchRequest, plan: _Plan) -> bool:
     """§7.7.1: a seeded or pinned request must not depend on which HNSW graph a background
     build has published (or later inserts have reshaped), so it takes the exact path."""
@@ -1227,8 +1270,8 @@ def _mask(rowids: IntArray, length: int) -> BoolMask:
 def _fingerprint(request: SearchRequest, secret: bytes) -> str:
     """Identifies a query and its ranking parameters across pages (cursor, §10)."""
     fixed = replace(request, cursor=None, index_version=None, session_id=None)
-    body = json.dumps(asdict(fixed), sort_keys=True, default=repr)
-    return hmac.new(secret, body.encode(), hashlib.sha256).hexdigest()[:32]
+    body = msgspec.json.encode(fixed, order="sorted", enc_hook=repr)
+    return hmac.new(secret, body, hashlib.sha256).hexdigest()[:32]
 
 
 def _hit_id(record: ChunkRecord, unit: str) -> str:
