@@ -814,10 +814,12 @@ class Engine:
                        query_vector: npt.NDArray[np.float32], tree: FilterNode | None,
                        seq: int) -> tuple[dict[int, float], dict[int, float]]:
         """Recall from the in-memory indexes; snapshot and filter become rowid masks."""
-        visible = self._visible_mask(seq)
-        allow = visible
-        if tree is not None:
-            allow = visible & self._columns.mask(tree, len(visible), plan.schema)
+        mask = self._visible_mask(seq)
+        # When the snapshot shows every indexed row (no hidden versions), the visibility mask
+        # is a no-op the indexes skip when given None, using their precomputed statistics.
+        visible = None if int(np.count_nonzero(mask)) == self._dense.count else mask
+        allow = visible if tree is None else mask & self._columns.mask(tree, len(mask),
+                                                                        plan.schema)
         dense_hits: dict[int, float] = {}
         sparse_hits: dict[int, float] = {}
         if request.mode in ("dense", "hybrid"):
