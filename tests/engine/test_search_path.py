@@ -130,3 +130,38 @@ def test_a_filter_given_to_the_engine_directly_is_still_validated(engine: Engine
     with pytest.raises(InvalidParams) as info:
         engine.search(SearchRequest("honey", filter={"field": "n", "op": "lt", "value": "x"}))
     assert info.value.data == {"field": "filter.n"}
+
+
+def test_a_repeated_query_is_embedded_once(engine: Engine,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    embedder = engine._embedder
+    embedded: list[list[str]] = []
+    original = embedder.embed
+
+    def embed(texts: Any, kind: str = "document") -> Any:
+        embedded.append(list(texts))
+        return original(texts, kind)
+
+    monkeypatch.setattr(embedder, "embed", embed)
+    first = engine.search(SearchRequest("telescope stars", k=3, mode="dense"))
+    again = engine.search(SearchRequest("telescope stars", k=3, mode="hybrid"))
+    engine.search(SearchRequest("honey bees", k=3, mode="dense"))
+    assert embedded == [["telescope stars"], ["honey bees"]]
+    assert [h.id for h in first.hits] == [h.id for h in engine.search(
+        SearchRequest("telescope stars", k=3, mode="dense")).hits]
+    assert again.hits
+
+
+def test_the_query_cache_can_be_turned_off(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", query_cache_size=0)
+    with Engine.open(config) as opened:
+        opened.add(CORPUS[:4])
+        calls: list[str] = []
+        original = opened._embedder.embed
+        monkeypatch.setattr(opened._embedder, "embed",
+                            lambda texts, kind="document": calls.append(kind) or original(
+                                texts, kind))
+        for _ in range(2):
+            opened.search(SearchRequest("honey", k=2, mode="dense"))
+        assert calls == ["query", "query"]

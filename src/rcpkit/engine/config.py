@@ -79,6 +79,9 @@ class EngineConfig:
     """Candidates reranked when a request names a reranker without ``topN`` (at least k):
     reranking all of candidateK costs 5× more for no measured gain (docs/benchmarks.md)."""
     rerank_cache_bytes: int = 128 * 2**20
+    query_cache_size: int = 1024
+    """Query vectors kept by query text: a repeated query (a user paging, retrying, or the
+    same question from many users) skips the embedding model, the costliest per-query step."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:

@@ -231,6 +231,8 @@ class Engine:
         self._poisoned = self._poisoned_documents(store.feedback_position())
         self._writes_since_save = 0
         self._masks: _Recent[int, BoolMask] = _Recent(8)
+        self._query_vectors: _Recent[str, npt.NDArray[np.float32]] = _Recent(
+            config.query_cache_size)
         self._recalled: _Recent[tuple[str, str], tuple[list[_Candidate], int]] = _Recent(64)
         """First pages recalled approximately (HNSW), kept so their cursor pages replay the
         very same candidates instead of an exact recall that could differ (§10)."""
@@ -671,7 +673,7 @@ class Engine:
             if progress is not None:
                 progress(name, fraction, partial)
 
-        query_vector = self._embedder.embed([request.query], "query")[0]
+        query_vector = self._query_vector(request.query)
         replayed = (self._recalled.get((plan.fingerprint, plan.pinned))
                     if request.cursor is not None and plan.pinned is not None else None)
         candidates, seq = replayed or self._recall(request, plan, query_vector)
@@ -718,6 +720,15 @@ class Engine:
                       notes=plan.notes)
         return SearchResult(hits=page, index_version=self.version_token(seq), usage=usage,
                             next_cursor=next_cursor)
+
+    def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
+        """The query's embedding (§7.3 ``kind: query``), from the cache when recently seen."""
+        cached = self._query_vectors.get(query)
+        if cached is None:
+            cached = np.asarray(self._embedder.embed([query], "query")[0], dtype=np.float32)
+            cached.flags.writeable = False  # shared by every request with this query
+            self._query_vectors.put(query, cached)
+        return cached
 
     def _plan(self, request: SearchRequest) -> _Plan:
         """Validate options and clamp the funnel ``candidateK ≥ topN ≥ k`` to ``maxK`` (§3.3)."""
