@@ -675,7 +675,7 @@ class Engine:
 
         query_vector = self._query_vector(request.query)
         replayed = (self._recalled.get((plan.fingerprint, plan.pinned))
-                    if request.cursor is not None and plan.pinned is not None else None)
+                    if plan.fingerprint is not None and plan.pinned is not None else None)
         candidates, seq = replayed or self._recall(request, plan, query_vector)
         if progress is not None:
             leading = self._load(sorted(candidates, key=lambda c: -c.score)[:plan.k], seq)
@@ -706,12 +706,14 @@ class Engine:
         end = plan.offset + len(page)
         if not request.include_text:
             page = [replace(hit, text=None) for hit in page]
-        next_cursor = (self._cursor(_CursorState(seq, end, plan.now_ms, plan.poisoned.mark),
-                                    plan.fingerprint)
-                       if page and end < len(ranked) else None)
-        if (next_cursor is not None and request.cursor is None and request.mode != "sparse"
-                and not _exact_dense(request, plan)):
-            self._recalled.put((plan.fingerprint, self.version_token(seq)), (candidates, seq))
+        next_cursor = None
+        if page and end < len(ranked):
+            fingerprint = plan.fingerprint or _fingerprint(request, self._store.secret)
+            next_cursor = self._cursor(_CursorState(seq, end, plan.now_ms, plan.poisoned.mark),
+                                       fingerprint)
+            if (request.cursor is None and request.mode != "sparse"
+                    and not _exact_dense(request, plan)):
+                self._recalled.put((fingerprint, self.version_token(seq)), (candidates, seq))
         if request.session_id is not None:
             self._remember(request.session_id, [hit.id for hit in page])
         stage("pack", 1.0)
@@ -764,19 +766,20 @@ class Engine:
         if request.rerank is not None:
             wanted_top_n = request.rerank.top_n or self.config.default_rerank_top_n
             top_n = min(max(wanted_top_n, k), candidate_k)
-        fingerprint = _fingerprint(request, self._store.secret)
         plan = _Plan(k=k, candidate_k=candidate_k, top_n=top_n, offset=0,
-                     fingerprint=fingerprint, pinned=request.index_version, notes=tuple(notes),
+                     fingerprint=None, pinned=request.index_version, notes=tuple(notes),
                      schema=self._schema, poisoned=self._poisoned, now_ms=time.time() * 1000)
         if request.cursor is None:
             return plan
         # A continuation page replays the first page's ranking inputs exactly (§10): the
         # snapshot, the clock used for recency and the feedback seen by the poison policy.
+        fingerprint = _fingerprint(request, self._store.secret)
         state = self._open_cursor(request.cursor, fingerprint)
         poisoned = (plan.poisoned if state.feedback_mark == plan.poisoned.mark
                     else self._poisoned_documents(state.feedback_mark))
-        return replace(plan, offset=state.offset, pinned=self.version_token(state.seq),
-                       now_ms=state.now_ms, poisoned=poisoned)
+        return replace(plan, fingerprint=fingerprint, offset=state.offset,
+                       pinned=self.version_token(state.seq), now_ms=state.now_ms,
+                       poisoned=poisoned)
 
     def _recall(self, request: SearchRequest, plan: _Plan,
                 query_vector: npt.NDArray[np.float32]) -> tuple[list[_Candidate], int]:
@@ -1110,7 +1113,8 @@ class _Plan:
     candidate_k: int
     top_n: int
     offset: int
-    fingerprint: str
+    fingerprint: str | None
+    """Of a continuation page's query (§10); a first page computes it only for its cursor."""
     pinned: str | None
     notes: tuple[str, ...]
     schema: Mapping[str, str]
