@@ -95,7 +95,10 @@ async def test_overview_describes_the_server_and_its_forms(web: httpx.AsyncClien
     assert view["capabilities"]["filter"]["fields"]["tag"] == "keyword"
     methods = {method["name"]: method for method in view["methods"]}
     assert "initialize" not in methods
-    assert methods["retrieve"]["advertised"] and not methods["graph"]["advertised"]
+    assert all(method["advertised"] == (method["capability"] is None
+                                        or method["capability"] in view["capabilities"])
+               for method in methods.values())
+    assert methods["retrieve"]["advertised"] and methods["ping"]["capability"] is None
     retrieve = view["definitions"]["RetrieveParams"]
     assert methods["retrieve"]["schema"] == {"$ref": "#/$defs/RetrieveParams"}
     assert set(retrieve["required"]) == {"query", "k"} and "candidateK" in retrieve["properties"]
@@ -133,8 +136,10 @@ async def test_the_servers_own_errors_are_shown_not_the_clients(web: httpx.Async
     assert bad_k["error"]["code"] == -32602 and bad_k["error"]["data"]["field"] == "k"
     _, bad_mode = await _outcome(web, "retrieve", {"query": "x", "k": 1, "mode": "psychic"})
     assert bad_mode["error"]["code"] == -32005 and bad_mode["error"]["data"]["option"] == "psychic"
-    _, unadvertised = await _outcome(web, "graph", {"op": "neighbors"})
-    assert unadvertised["error"]["code"] in (-32003, -32601)
+    view = (await web.get("/api/overview")).json()
+    missing = next(m["name"] for m in view["methods"] if not m["advertised"])
+    _, unadvertised = await _outcome(web, missing, {})
+    assert unadvertised["error"]["code"] == -32003  # the server refuses it, not the client
     _, pong = await _outcome(web, "ping", {"nonce": 5})
     assert pong["result"] == {"nonce": 5}
 
