@@ -299,3 +299,26 @@ async def test_a_result_without_the_spec_shape_is_flagged_with_the_servers_stder
         assert "sloppy: answering without scores" in overview["stderr"]
     finally:
         await inspector.close()
+
+
+async def test_a_call_can_ask_for_its_own_server_logs() -> None:
+    """``logLevel`` asks for the request's ``notifications/log`` frames (§17.1 per request)."""
+    server = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_server.py'}"
+    inspector = await Inspector.open(TargetSpec(stdio=shlex.split(server)))
+    try:
+        app = create_app(inspector, TOKEN, hosts={HOST})
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url=f"http://{HOST}",
+                                     headers={TOKEN_HEADER: TOKEN}) as web:
+            frames, outcome = await _outcome(web, "x-test/log", {}, logLevel="info")
+            quiet, _ = await _outcome(web, "x-test/log", {})
+            bad = await web.post("/api/call", json={"method": "ping", "logLevel": "loud"})
+    finally:
+        await inspector.close()
+    assert outcome["result"] == {}
+    logs = [f["frame"]["params"] for f in frames if f["frame"].get("method") ==
+            "notifications/log"]
+    assert [log["level"] for log in logs] == ["info", "warning"]  # debug is below info
+    assert frames[0]["frame"]["params"]["_meta"]["logLevel"] == "info"
+    assert not any(f["frame"].get("method") == "notifications/log" for f in quiet)
+    assert bad.status_code == 400 and bad.json()["error"]["field"] == "logLevel"

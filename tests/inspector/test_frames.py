@@ -59,3 +59,16 @@ def test_the_record_is_a_snapshot_and_junk_is_kept_readable() -> None:
     assert log.recent[1].frame == {"unparsable": "not json \ufffd"}
     log.failed(1, Timeout("gone"))
     assert len(log.recent) == 2 and log.recent[1].frame["error"]["code"] == -32014
+
+
+def test_a_log_frame_goes_to_the_call_named_by_its_meta_progress_token() -> None:
+    log = FrameLog()
+    mine: list[Frame] = []
+    with log.watch(mine.append):
+        log.sent({"jsonrpc": "2.0", "id": 3, "method": "retrieve", "params": {}}, [3])
+        _received(log, {"jsonrpc": "2.0", "method": "notifications/log",
+                        "params": {"level": "info", "message": "m",
+                                   "_meta": {"progressToken": 3}}})
+        _received(log, {"jsonrpc": "2.0", "method": "notifications/log",
+                        "params": {"level": "info", "message": "session-wide"}})
+    assert [frame.frame.get("method") for frame in mine] == ["retrieve", "notifications/log"]

@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..eval.runner import EvalConfig
 from ..protocol.errors import RcpError, UsageError
 from ..protocol.framing import sse_event
+from ..protocol.lifecycle import LOG_LEVELS
 from .sample_eval import SAMPLE_NAME
 from .session import Emit, Inspector
 
@@ -205,12 +206,16 @@ def create_app(inspector: Inspector, token: str, *,
         params = _typed(body, "params", dict, {})
         stream = _typed(body, "stream", bool, False)
         deadline = _typed(body, "deadlineMs", int, 60_000)
+        log_level = body.get("logLevel")
+        if log_level is not None and log_level not in LOG_LEVELS:
+            raise BadRequest(f"`logLevel` is one of {', '.join(LOG_LEVELS)}", field="logLevel")
         if not method:
             raise BadRequest("`method` is required", field="method")
         if not 0 < deadline <= _MAX_DEADLINE_MS:
             raise BadRequest(f"`deadlineMs` must be in 1..{_MAX_DEADLINE_MS}", field="deadlineMs")
         return EventStream(lambda emit: inspector.call(method, params, emit, stream=stream,
-                                                   deadline_ms=deadline))
+                                                       deadline_ms=deadline,
+                                                       log_level=log_level))
 
     async def reconnect(request: Request) -> Response:
         try:

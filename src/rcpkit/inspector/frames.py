@@ -4,9 +4,10 @@ The client transports are subclassed (not wrapped) so the client's own
 ``isinstance`` checks on its transport keep working. Each frame is kept in a short
 history (the connection view shows ``initialize``) and routed to the call it
 belongs to: the call registers a listener in a context variable, the request
-frame it sends claims the request id, and responses (by ``id``) and
+frame it sends claims the request id, and responses (by ``id``),
 ``notifications/progress`` (by ``progressToken``, which the client sets to the
-request id, §9) are handed to that listener as they arrive.
+request id, §9) and the ``notifications/log`` frames of that request (by their
+``_meta.progressToken``, §17.1) are handed to that listener as they arrive.
 """
 
 from __future__ import annotations
@@ -52,12 +53,16 @@ _current: contextvars.ContextVar[FrameListener | None] = contextvars.ContextVar(
 
 
 def _route_key(message: Any) -> RequestId | None:
-    """The request a frame belongs to: its ``id``, or a progress frame's token."""
+    """The request a frame belongs to: its ``id``, or a notification's progress token (a
+    progress frame's ``progressToken``, §9; a log frame's ``_meta.progressToken``, §17.1)."""
     if not isinstance(message, dict):
         return None
     if "method" in message:
         params = message.get("params")
-        token = params.get("progressToken") if isinstance(params, dict) else None
+        params = params if isinstance(params, dict) else {}
+        meta = params.get("_meta")
+        token = params.get("progressToken",
+                           meta.get("progressToken") if isinstance(meta, dict) else None)
         key = message.get("id") if "id" in message else token
     else:
         key = message.get("id")

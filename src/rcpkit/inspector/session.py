@@ -168,12 +168,20 @@ class Inspector:
     # ── one call ─────────────────────────────────────────────────────────────
 
     async def call(self, method: str, params: dict[str, Any], emit: Emit, *,
-                   stream: bool = False, deadline_ms: int | None = None) -> None:
+                   stream: bool = False, deadline_ms: int | None = None,
+                   log_level: str | None = None) -> None:
         """Send one request; emit each of its frames as it passes, then the outcome.
 
         With ``stream`` the request carries a progress token (§9): the server's
         ``notifications/progress`` frames arrive as ``frame`` events before the result.
+        ``log_level`` asks for this request's ``notifications/log`` frames from that level
+        up (``_meta.logLevel``, §17.1); they carry the progress token, so it implies ``stream``.
         """
+        if log_level is not None:
+            meta = params.get("_meta")
+            params = {**params, "_meta": {**(meta if isinstance(meta, dict) else {}),
+                                          "logLevel": log_level}}
+            stream = True
         def on_frame(frame: Frame) -> None:
             emit({"type": "frame", **frame.to_json()})
 

@@ -86,9 +86,9 @@ async function stream(path, body, onEvent, signal) {
 // One RCP call; resolves with the outcome event, frames go to onFrame as they pass.
 // Aborting `signal` closes the stream: the inspector then abandons the request, which
 // sends notifications/cancel to the server (§7.14).
-async function rcpCall(method, params, { streamProgress = false, onFrame = () => {}, signal } = {}) {
+async function rcpCall(method, params, { streamProgress = false, logLevel = "", onFrame = () => {}, signal } = {}) {
   let outcome = null;
-  await stream("/api/call", { method, params, stream: streamProgress }, (event) => {
+  await stream("/api/call", { method, params, stream: streamProgress, ...(logLevel ? { logLevel } : {}) }, (event) => {
     if (event.type === "frame") { rememberFrame(event); onFrame(event); }
     else if (event.type === "outcome") outcome = event;
     else if (event.type === "failed") outcome = { error: { message: event.message } };
@@ -381,10 +381,12 @@ function buildComposeForm() {
 }
 
 async function sendCompose() {
-  const method = $("compose-method").value;
+  // A typed method name (e.g. a vendor x-<vendor>/<name>, §6.2) takes its params as JSON.
+  const custom = $("compose-custom").value.trim();
+  const method = custom || $("compose-method").value;
   let params;
   try {
-    params = $("compose-json").value.trim() ? JSON.parse($("compose-json").value) : (composeForm.get() || {});
+    params = $("compose-json").value.trim() ? JSON.parse($("compose-json").value) : (custom ? {} : composeForm.get() || {});
   } catch (error) {
     $("compose-status").replaceChildren(h("span", { class: "error", text: `params: ${error.message}` }));
     return;
@@ -402,7 +404,7 @@ async function sendCompose() {
   $("compose-rendered").replaceChildren(progress.el);
   try {
     const outcome = await rcpCall(method, params, {
-      streamProgress: $("compose-stream").checked, signal: abort.signal,
+      streamProgress: $("compose-stream").checked, logLevel: $("compose-logs").value, signal: abort.signal,
       onFrame: (frame) => { framesBox.append(frameView(frame)); progress.update(frame); },
     });
     $("compose-status").replaceChildren(outcomeLine(outcome));
@@ -518,15 +520,24 @@ function hitsBlock(hits, offset) {
   return h("div", { class: "hits" }, scorePlot(hits, offset), hits.map((hit, i) => hitView(hit, offset + i + 1)));
 }
 
-// Live §9 progress: a bar, the stages seen so far, and partial hits while they last.
+// Live §9 progress: a bar, the stages seen so far, partial hits while they last, and the
+// request's own §17.1 log lines when they were asked for.
 function progressView() {
   const fill = h("div", {});
   const stages = h("div", { class: "stages" });
   const partial = h("div", { class: "partial-hits" });
-  const el = h("div", { class: "progress", hidden: true }, h("div", { class: "bar" }, fill), stages, partial);
+  const logs = h("div", { class: "logs" });
+  const el = h("div", { class: "progress", hidden: true }, h("div", { class: "bar" }, fill), stages, logs, partial);
   const seen = [];
   return { el, partial, update(frame) {
     const message = frame.frame;
+    if (message && message.method === "notifications/log") {
+      const p = message.params || {};
+      el.hidden = false;
+      logs.append(h("div", { class: `log ${p.level}` }, badge(p.level || "log", p.level === "error" || p.level === "warning" ? "warn" : ""),
+        p.logger ? `${p.logger}: ` : "", String(p.message ?? ""), p.data !== undefined ? h("span", { class: "mono muted", text: ` ${JSON.stringify(p.data)}` }) : null));
+      return;
+    }
     if (!message || message.method !== "notifications/progress") return;
     const p = message.params || {};
     el.hidden = false;
@@ -775,6 +786,8 @@ async function start() {
   state.defs = state.overview.definitions;
   renderOverview(state.overview);
   $("compose-all").addEventListener("change", fillMethods);
+  $("compose-vendors").replaceChildren(...Object.keys(state.overview.capabilities).filter((key) => key.startsWith("x-"))
+    .map((key) => h("option", { value: `${key}/` })));
   $("compose-method").addEventListener("change", buildComposeForm);
   $("compose-send").addEventListener("click", sendCompose);
   fillMethods();
