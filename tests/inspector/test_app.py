@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shlex
+import contextlib
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +26,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TOKEN = "test-token"
 HOST = "127.0.0.1:8999"
+EXAMPLE_SERVER = TargetSpec(
+    stdio=[sys.executable, str(Path(__file__).parents[1] / "support" / "example_server.py")])
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -33,6 +35,20 @@ async def inspector(sample_data: Path) -> AsyncIterator[Inspector]:
     opened = await Inspector.open(TargetSpec(data=sample_data))
     yield opened
     await opened.close()
+
+
+@contextlib.asynccontextmanager
+async def _served(spec: TargetSpec) -> AsyncIterator[tuple[Inspector, httpx.AsyncClient]]:
+    """An inspector on ``spec`` and a client of its web app (closed afterwards)."""
+    inspector = await Inspector.open(spec)
+    try:
+        app = create_app(inspector, TOKEN, hosts={HOST})
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url=f"http://{HOST}",
+                                     headers={TOKEN_HEADER: TOKEN}, timeout=60) as web:
+            yield inspector, web
+    finally:
+        await inspector.close()
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -235,22 +251,15 @@ async def test_over_http_credentials_stay_out_of_the_page_and_progress_streams()
         assert refused.value.code == -32012
         spec = TargetSpec(http=upstream.url + "/rcp",
                           headers={"Authorization": f"Bearer {secret}"})
-        inspector = await Inspector.open(spec)
-        try:
-            app = create_app(inspector, TOKEN, hosts={HOST})
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                         base_url=f"http://{HOST}",
-                                         headers={TOKEN_HEADER: TOKEN}) as web:
-                overview = await web.get("/api/overview")
-                assert overview.json()["target"] == {"transport": "http",
-                                                     "address": upstream.url + "/rcp"}
-                frames, outcome = await _outcome(web, "x-test/sleep", {"seconds": 0.01},
-                                                 stream=True)
-                page_bytes = overview.content + b"".join(
-                    [(await web.get(f"/static/{name}")).content
-                     for name in ("index.html", "inspector.js")])
-        finally:
-            await inspector.close()
+        async with _served(spec) as (_, web):
+            overview = await web.get("/api/overview")
+            assert overview.json()["target"] == {"transport": "http",
+                                                 "address": upstream.url + "/rcp"}
+            frames, outcome = await _outcome(web, "x-test/sleep", {"seconds": 0.01},
+                                             stream=True)
+            page_bytes = overview.content + b"".join(
+                [(await web.get(f"/static/{name}")).content
+                 for name in ("index.html", "inspector.js")])
     assert secret.encode() not in page_bytes
     assert secret not in str(frames)  # frames hold messages, never HTTP headers
     assert outcome["result"] == {"slept": 0.01}
@@ -260,61 +269,38 @@ async def test_over_http_credentials_stay_out_of_the_page_and_progress_streams()
 
 async def test_after_shutdown_the_page_sees_it_and_can_reconnect() -> None:
     """A stdio server that was sent ``shutdown`` exits (§7.12); reconnect starts a new one."""
-    server = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_server.py'}"
-    inspector = await Inspector.open(TargetSpec(stdio=shlex.split(server)))
-    try:
-        app = create_app(inspector, TOKEN, hosts={HOST})
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url=f"http://{HOST}",
-                                     headers={TOKEN_HEADER: TOKEN}) as web:
-            _, shutdown = await _outcome(web, "shutdown", {})
-            assert shutdown["result"] == {}
-            await inspector.client.session.transport.close()  # the connection ends
-            _, dead = await _outcome(web, "ping", {})
-            assert "error" in dead and dead["connected"] is False
-            assert (await web.get("/api/overview")).json()["connected"] is False
-            again = await web.post("/api/reconnect", json={})
-            assert again.status_code == 200 and again.json()["connected"] is True
-            _, pong = await _outcome(web, "ping", {"nonce": "back"})
-            assert pong["result"] == {"nonce": "back"}
-            methods = [frame["frame"].get("method") for frame in again.json()["frames"]]
-            assert methods.count("initialize") == 2  # the history spans both connections
-    finally:
-        await inspector.close()
+    async with _served(EXAMPLE_SERVER) as (inspector, web):
+        _, shutdown = await _outcome(web, "shutdown", {})
+        assert shutdown["result"] == {}
+        await inspector.client.session.transport.close()  # the connection ends
+        _, dead = await _outcome(web, "ping", {})
+        assert "error" in dead and dead["connected"] is False
+        assert (await web.get("/api/overview")).json()["connected"] is False
+        again = await web.post("/api/reconnect", json={})
+        assert again.status_code == 200 and again.json()["connected"] is True
+        _, pong = await _outcome(web, "ping", {"nonce": "back"})
+        assert pong["result"] == {"nonce": "back"}
+        methods = [frame["frame"].get("method") for frame in again.json()["frames"]]
+        assert methods.count("initialize") == 2  # the history spans both connections
 
 
 async def test_a_result_without_the_spec_shape_is_flagged_with_the_servers_stderr() -> None:
     """The inspector shows what the server sent, and says where it breaks §7.7."""
     sloppy = [sys.executable, str(Path(__file__).with_name("sloppy_server.py"))]
-    inspector = await Inspector.open(TargetSpec(stdio=sloppy))
-    try:
-        app = create_app(inspector, TOKEN, hosts={HOST})
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url=f"http://{HOST}",
-                                     headers={TOKEN_HEADER: TOKEN}) as web:
-            _, outcome = await _outcome(web, "retrieve", {"query": "x", "k": 1})
-            assert outcome["result"] == {"hits": [{"id": "a", "text": "no score here"}]}
-            assert outcome["problem"]["field"] == "hits[0].score"
-            overview = (await web.get("/api/overview")).json()
-        assert "sloppy: answering without scores" in overview["stderr"]
-    finally:
-        await inspector.close()
+    async with _served(TargetSpec(stdio=sloppy)) as (_, web):
+        _, outcome = await _outcome(web, "retrieve", {"query": "x", "k": 1})
+        assert outcome["result"] == {"hits": [{"id": "a", "text": "no score here"}]}
+        assert outcome["problem"]["field"] == "hits[0].score"
+        overview = (await web.get("/api/overview")).json()
+    assert "sloppy: answering without scores" in overview["stderr"]
 
 
 async def test_a_call_can_ask_for_its_own_server_logs() -> None:
     """``logLevel`` asks for the request's ``notifications/log`` frames (§17.1 per request)."""
-    server = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_server.py'}"
-    inspector = await Inspector.open(TargetSpec(stdio=shlex.split(server)))
-    try:
-        app = create_app(inspector, TOKEN, hosts={HOST})
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url=f"http://{HOST}",
-                                     headers={TOKEN_HEADER: TOKEN}) as web:
-            frames, outcome = await _outcome(web, "x-test/log", {}, logLevel="info")
-            quiet, _ = await _outcome(web, "x-test/log", {})
-            bad = await web.post("/api/call", json={"method": "ping", "logLevel": "loud"})
-    finally:
-        await inspector.close()
+    async with _served(EXAMPLE_SERVER) as (_, web):
+        frames, outcome = await _outcome(web, "x-test/log", {}, logLevel="info")
+        quiet, _ = await _outcome(web, "x-test/log", {})
+        bad = await web.post("/api/call", json={"method": "ping", "logLevel": "loud"})
     assert outcome["result"] == {}
     logs = [f["frame"]["params"] for f in frames if f["frame"].get("method") ==
             "notifications/log"]
