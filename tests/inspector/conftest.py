@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 RCPKIT = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
@@ -28,6 +30,24 @@ def engine_dir(path: Path, *, with_sample: bool) -> Path:
 def sample_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample notes indexed as ``rcpkit demo`` does. Tests must not write to it."""
     return engine_dir(tmp_path_factory.mktemp("sample") / "kb", with_sample=True)
+
+
+def assert_cancel_sent(url: str, method: str) -> None:
+    """The inspector at ``url`` (its printed address) sent exactly one
+    ``notifications/cancel``, for its ``method`` request (§7.14). Polled from its frame
+    history, boundedly: the cancel follows the closed stream at once."""
+    base, token = url.split("/?token=")
+    sent: list[dict[str, Any]] = []
+    for _ in range(100):
+        frames = httpx.get(f"{base}/api/overview", headers={"x-inspector-token": token},
+                           timeout=30).json()["frames"]
+        sent = [frame["frame"] for frame in frames if frame["direction"] == "sent"]
+        if any(frame.get("method") == "notifications/cancel" for frame in sent):
+            break
+        time.sleep(0.1)
+    request_id = next(frame["id"] for frame in sent if frame.get("method") == method)
+    assert [frame["params"]["id"] for frame in sent
+            if frame.get("method") == "notifications/cancel"] == [request_id]
 
 
 def sse_events(body: bytes) -> list[dict[str, Any]]:

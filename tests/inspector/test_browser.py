@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import RCPKIT, sse_events
+from .conftest import RCPKIT, assert_cancel_sent, sse_events
 
 sync_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -193,3 +194,33 @@ def test_certify_and_eval_tabs(page: Any, tmp_path: Path) -> None:
     assert row[0] == "nDCG@10" and all(0 < float(value) <= 1 for value in row[1:])
     assert page.locator("#eval-report .charts svg").count() == 3
     _screenshot(page, tmp_path, "inspector-eval.png")
+
+
+def test_cancel_abandons_a_slow_call(browser: Any) -> None:
+    """The page's Cancel closes the call's stream; the inspector then sends
+    ``notifications/cancel`` for it (§7.14)."""
+    server = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_server.py'}"
+    process = subprocess.Popen([*RCPKIT, "inspect", "--stdio", server, "--no-open"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    tab = browser.new_page()
+    tab.set_default_timeout(TIMEOUT_MS)
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        tab.goto(url)
+        tab.wait_for_selector("body[data-ready=true]")
+        tab.click("button[data-tab=compose]")
+        tab.fill("#compose-custom", "x-test/sleep")
+        tab.click("#compose-json-box summary")
+        tab.fill("#compose-json", '{"seconds": 60}')
+        tab.check("#compose-stream")
+        tab.click("#compose-send")
+        tab.wait_for_selector("#compose-frames .frame >> text=notifications/progress")
+        tab.click("#compose-cancel")
+        tab.wait_for_selector("#compose-status >> text=cancelled")
+        assert tab.is_enabled("#compose-send") and tab.is_hidden("#compose-cancel")
+        assert_cancel_sent(url, "x-test/sleep")
+    finally:
+        tab.close()
+        process.terminate()
+        process.wait(30)

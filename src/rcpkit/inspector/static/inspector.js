@@ -600,17 +600,21 @@ async function runRetrieve(columns) {
     return;
   }
   $("retrieve-send").disabled = true;
+  const abort = new AbortController();
+  $("retrieve-cancel").hidden = false;
+  $("retrieve-cancel").onclick = () => abort.abort();
   const results = new Map();
   try {
-    await Promise.all(prepared.map(([params, column, label]) => retrieveInto(params, column, label, results)));
-    if (prepared.length === 2) markOverlap(prepared.map(([, column]) => column), results);
+    await Promise.all(prepared.map(([params, column, label]) => retrieveInto(params, column, label, results, abort.signal)));
+    if (prepared.length === 2 && !abort.signal.aborted) markOverlap(prepared.map(([, column]) => column), results);
   } finally {
     $("retrieve-send").disabled = false;
+    $("retrieve-cancel").hidden = true;
   }
 }
 
 // Run one retrieve (and later pages) into a column; `results` gets label → ranks by id.
-async function retrieveInto(params, column, label, results) {
+async function retrieveInto(params, column, label, results, signal) {
   const streamProgress = $("retrieve-stream").checked;
   const head = h("div", { class: "head" }, h("span", { class: "tag", text: label }), h("span", { class: "mono", text: JSON.stringify(params) }));
   const status = h("div", { class: "status-line muted", text: "retrieving…" });
@@ -623,7 +627,7 @@ async function retrieveInto(params, column, label, results) {
   results.set(label, ranks);
   let offset = 0;
   const page = async (pageParams) => {
-    const outcome = await rcpCall("retrieve", pageParams, { streamProgress, onFrame: (frame) => { frames.append(frameView(frame)); progress.update(frame); } });
+    const outcome = await rcpCall("retrieve", pageParams, { streamProgress, signal, onFrame: (frame) => { frames.append(frameView(frame)); progress.update(frame); } });
     progress.partial.replaceChildren();
     if (outcome.error) { status.replaceChildren(outcomeLine(outcome)); return; }
     const result = outcome.result;
@@ -645,7 +649,8 @@ async function retrieveInto(params, column, label, results) {
   try {
     await page(params);
   } catch (error) {
-    status.replaceChildren(h("span", { class: "error", text: error.message }));
+    const text = signal.aborted ? "cancelled: the inspector sent notifications/cancel (§7.14)" : error.message;
+    status.replaceChildren(h("span", { class: "error", text }));
   }
 }
 
