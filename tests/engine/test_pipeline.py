@@ -154,7 +154,6 @@ def test_recency_prefers_newer_documents(tmp_path: Path) -> None:
         result = fresh.search(SearchRequest("weather rain", k=2, mode="sparse",
                                             recency=Recency("published", 30)))
         assert ids(result) == ["new#0", "old#0"]
-        assert result.hits[1].score < result.hits[0].score / 100
         with pytest.raises(InvalidParams):
             fresh.search(SearchRequest("rain", recency=Recency("nope", 30)))
 

@@ -32,7 +32,7 @@ def test_stdio_engine_report(faq_en: Path, tmp_path: Path) -> None:
     result = runner.invoke(build_app(), [
         "--dataset", str(faq_en), "--stdio", ENGINE,
         "--config", 'bm25={"mode":"sparse"}', "--config", 'top10={"k":10}',
-        "--json", str(tmp_path / "report.json"), "--trec", str(tmp_path / "trec"),
+        "--report", str(tmp_path / "report.json"), "--trec", str(tmp_path / "trec"),
         "--plot", str(tmp_path / "plots")])
     assert result.exit_code == 0, result.output
     assert "nDCG@10" in result.stdout and "latency p95 (ms)" in result.stdout
@@ -60,7 +60,7 @@ def test_stdio_engine_report(faq_en: Path, tmp_path: Path) -> None:
 def test_unsupported_config_fails_with_exit_code(faq_en: Path) -> None:
     result = runner.invoke(build_app(), [
         "--dataset", str(faq_en), "--stdio", ENGINE, "--config", 'dense={"mode":"dense"}',
-        "--json", "-"])
+        "--json"])
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert "-32005" in report["configs"][0]["error"]
@@ -99,7 +99,7 @@ def http_engine() -> Iterator[str]:
 
 def test_http_engine_twice_via_module(faq_en: Path, http_engine: str) -> None:
     command = [sys.executable, "-m", "rcpkit.eval", "--dataset", str(faq_en), "--http",
-               http_engine, "--json", "-"]
+               http_engine, "--json"]
     first = subprocess.run(command, capture_output=True, text=True, timeout=100)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["indexing"] == "added 503 documents"

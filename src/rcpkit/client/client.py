@@ -48,6 +48,7 @@ from ..protocol.errors import (
     OptionUnsupported,
     ProtocolViolation,
     RcpError,
+    UnknownMethod,
     UsageError,
     VersionMismatch,
 )
@@ -352,10 +353,11 @@ class _Methods(ABC):
         ``k`` is pre-clamped to the advertised ``retrieve.maxK`` (§4.7).
         """
         advertised = self.capabilities.retrieve
-        if advertised is not None and advertised.max_k:
-            k = min(k, advertised.max_k)
+        if advertised is not None and advertised.max_k and isinstance(k, int):
+            k = min(k, advertised.max_k)  # a k of the wrong type is refused by the pre-flight
         wire: dict[str, Any] = {**options, "query": query, "k": k}
-        if options.get("include_vectors") is True:
+        extra = options.get("extra") or {}
+        if options.get("include_vectors", extra.get("includeVectors")) is True:
             embed = self.capabilities.embed
             if embed and _F32 in (embed.encodings or ()):
                 wire.setdefault("encoding", _F32)
@@ -568,8 +570,8 @@ class AsyncClient(_Methods):
                 check_options(method, typed, self.capabilities)
         except (InvalidParams, OptionUnsupported, CapabilityMissing) as exc:
             detail = ", ".join(f"{key} {value!r}" for key, value in (exc.data or {}).items())
-            raise UsageError(f"{method}: {exc.message}" + (f" ({detail})" if detail else "")
-                             ) from exc
+            raise UsageError(f"{method}: {exc.message}" + (f" ({detail})" if detail else ""),
+                             code=exc.code, data=exc.data) from exc
         return wire
 
     def _require(self, method: str) -> None:
@@ -579,11 +581,12 @@ class AsyncClient(_Methods):
         capability = capability_for(method)
         if capability is None:
             raise UsageError(f"{method!r} is not an RCP/1 method; extensions are named "
-                             "x-<vendor>/<name> (§6.2)")
+                             "x-<vendor>/<name> (§6.2)", code=UnknownMethod.code)
         if not self.capabilities.has(capability):
             raise UsageError(f"{self.server.name} does not advertise the {capability!r} "
                              f"capability, so {method!r} is unavailable (§6); connect with "
-                             "strict=False to send it anyway")
+                             "strict=False to send it anyway", code=CapabilityMissing.code,
+                             data={"capability": capability})
 
     async def _send(self, method: str, wire: dict[str, Any], deadline_ms: int | None,
                     callback: ProgressCallback | None) -> Any:

@@ -30,6 +30,18 @@ class CheckResult:
     detail: str = ""
     seconds: float = 0.0
 
+    def to_json(self) -> dict[str, Any]:
+        """The report's JSON entry for this check."""
+        c = self.check
+        return {
+            "id": c.id,
+            "level": c.level.value,
+            "section": c.section,
+            "title": c.title,
+            "outcome": self.outcome.value,
+            **({"detail": self.detail} if self.detail else {}),
+        }
+
     def text_lines(self) -> list[str]:
         """``[level] OUTCOME §section id: title``, then the reason unless it passed."""
         c = self.check
@@ -96,17 +108,7 @@ class Report:
             "declarationHonest": self.declaration_honest,
             "partial": self.partial,
             "counts": {o.value.lower(): self.count(o) for o in Outcome},
-            "checks": [
-                {
-                    "id": r.check.id,
-                    "level": r.check.level.value,
-                    "section": r.check.section,
-                    "title": r.check.title,
-                    "outcome": r.outcome.value,
-                    **({"detail": r.detail} if r.detail else {}),
-                }
-                for r in self.results
-            ],
+            "checks": [r.to_json() for r in self.results],
         }
 
     def summary_lines(self) -> list[str]:
