@@ -1,7 +1,8 @@
 """The concept graph at one snapshot (§7.7.1, §7.9), as sparse matrices.
 
 Nodes are the snapshot's chunks (``0 … C-1``, id ``"doc#index"`` as in ``retrieve`` hits) and
-its concepts (``C … C+K-1``, id ``"concept:<key>"``). Edges:
+its concepts (``C … C+K-1``, id ``"concept:<key>"``) — every single word, and the phrases
+that at least two chunks share. Edges:
 
 - chunk↔concept, weighted by tf-idf (count in the chunk × ``log(1 + C / df)``);
 - concept↔concept co-occurrence: two concepts among the ``cooccurrence_top`` strongest of
@@ -42,6 +43,7 @@ class Vocabulary:
         self._keys: list[str] = []
         self._labels: list[str] = []
         self._arrays: tuple[npt.NDArray[np.object_], npt.NDArray[np.object_]] | None = None
+        self._phrases = np.zeros(0, dtype=bool)
 
     def __contains__(self, concept: int) -> bool:
         return concept < len(self._keys) and self._keys[concept] != ""
@@ -62,7 +64,14 @@ class Vocabulary:
         if self._arrays is None:
             self._arrays = (np.array(self._keys, dtype=object),
                             np.array(self._labels, dtype=object))
+            self._phrases = np.fromiter((" " in key for key in self._keys), dtype=bool,
+                                        count=len(self._keys))
         return self._arrays
+
+    def phrases(self) -> npt.NDArray[np.bool_]:
+        """Whether each concept id is a multi-word phrase."""
+        self.arrays()
+        return self._phrases
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +97,16 @@ class GraphView:
                       else np.zeros(0, dtype=np.int64))
         counts = (np.concatenate([n for _, n in mentions]) if mentions
                   else np.zeros(0, dtype=np.float64))
-        self.concept_ids, columns = np.unique(global_ids, return_inverse=True)
         keys, labels = vocabulary.arrays()
+        # A phrase only one chunk mentions links nothing (its words still do): left out.
+        chunk_of = np.repeat(np.arange(len(lengths)), lengths)
+        phrase = vocabulary.phrases()[global_ids]
+        _, inverse, spread = np.unique(global_ids, return_inverse=True, return_counts=True)
+        kept = ~phrase | (spread[inverse] >= 2)
+        global_ids, counts = global_ids[kept], counts[kept]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(chunk_of[kept],
+                                                            minlength=len(lengths)))])
+        self.concept_ids, columns = np.unique(global_ids, return_inverse=True)
         self.keys: list[str] = keys[self.concept_ids].tolist()
         self.labels: list[str] = labels[self.concept_ids].tolist()
         chunks, concepts = len(self.rowids), len(self.concept_ids)
