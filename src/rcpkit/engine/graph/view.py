@@ -47,6 +47,7 @@ class Vocabulary:
         self.ids: dict[str, int] = {}
         self._keys: list[str] = []
         self._labels: list[str] = []
+        self._phrase: list[bool] = []
         self._arrays: tuple[npt.NDArray[np.object_], npt.NDArray[np.object_]] | None = None
         self._phrases = np.zeros(0, dtype=bool)
 
@@ -59,8 +60,10 @@ class Vocabulary:
                 grow = concept + 1 - len(self._keys)
                 self._keys.extend([""] * grow)
                 self._labels.extend([""] * grow)
+                self._phrase.extend([False] * grow)
             self._keys[concept] = key
             self._labels[concept] = label
+            self._phrase[concept] = " " in key
             self.ids[key] = concept
         self._arrays = None
 
@@ -69,8 +72,7 @@ class Vocabulary:
         if self._arrays is None:
             self._arrays = (np.array(self._keys, dtype=object),
                             np.array(self._labels, dtype=object))
-            self._phrases = np.fromiter((" " in key for key in self._keys), dtype=bool,
-                                        count=len(self._keys))
+            self._phrases = np.array(self._phrase, dtype=bool)
         return self._arrays
 
     def phrases(self) -> npt.NDArray[np.bool_]:
@@ -267,12 +269,12 @@ def _cooccurrence(tfidf: sp.csr_matrix, top: int) -> tuple[sp.csr_matrix, sp.csr
     kept = order[rank < top]
     strongest = sp.csr_matrix((np.ones(len(kept)), (rows[kept], tfidf.indices[kept])),
                               shape=tfidf.shape)
-    counts = sp.csr_matrix(strongest.T @ strongest)
-    frequency = counts.diagonal()
-    counts.setdiag(0)
-    counts.eliminate_zeros()
-    norm = np.sqrt(np.maximum(frequency, 1.0))
-    coo = counts.tocoo()
-    association = sp.csr_matrix((coo.data / (norm[coo.row] * norm[coo.col]),
-                                 (coo.row, coo.col)), shape=counts.shape)
+    product = sp.csr_matrix(strongest.T @ strongest)
+    norm = np.sqrt(np.maximum(product.diagonal(), 1.0))
+    coo = product.tocoo()
+    off = coo.row != coo.col
+    row, col, data = coo.row[off], coo.col[off], coo.data[off]
+    association = sp.csr_matrix((data / (norm[row] * norm[col]), (row, col)),
+                                shape=product.shape)
+    counts = sp.csr_matrix((data, (row, col)), shape=product.shape)
     return association, counts
