@@ -192,3 +192,22 @@ def test_drift_followups_come_from_neighbouring_communities(engine: Engine,
     bread = graph.hierarchy(seq).by_id[_community_of(graph, seq, "sourdough")]
     bread_labels = {graph.view(seq).labels[c] for c in bread.concepts}
     assert any(label in followups[0] for label in bread_labels)
+
+
+def test_every_op_answers_on_an_empty_corpus(tmp_path: Path) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", hashing_dimension=16)
+    with Engine.open(config) as engine:
+        graph = ConceptGraph.open(tmp_path, engine.store)
+        engine.on_publish(graph.sync)
+        empty = engine.snapshot()
+        engine.add([DocumentIn("the of and 42", id="bare")])  # a chunk without concepts
+        bare = engine.snapshot()
+        for seq in (empty, bare):
+            assert graph.local(seq, "honey", 5) == []
+            assert graph.communities(seq, 0) == []
+            assert graph.ranked_communities(seq, "honey", 0, 3) == []
+            assert graph.followups(seq, "honey", 3) == []
+        assert graph.neighbors(empty, ["bare#0"], 2, 5).unknown == ["bare#0"]
+        alone = graph.neighbors(bare, ["bare#0"], 2, 5)
+        assert [n.id for n in alone.nodes] == ["bare#0"] and alone.edges == []
+        graph.close()
