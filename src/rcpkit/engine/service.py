@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rcpkit import __version__
-from rcpkit.engine.binding_graph import bind_knowledge
+from rcpkit.engine.binding_graph import Rewriter, bind_knowledge
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.embedding import minilm_files
 from rcpkit.engine.pipeline import Engine
@@ -186,7 +186,7 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
     server = _EngineServer(engine, _conformance(caps))
     for key, meta in caps.items():
         server.capability(key, meta)
-    handlers = _Handlers(engine, encoder)
+    handlers = _Handlers(engine, encoder, bind_knowledge(server, engine))
     server.add_method("retrieve", handlers.retrieve)
     server.add_method("embed", handlers.embed)
     server.add_method("embed/multi", handlers.embed_multi)
@@ -197,7 +197,6 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
         server.add_method("rerank", handlers.rerank)
     if encoder is not None:
         server.add_method("embed/sparse", handlers.embed_sparse)
-    bind_knowledge(server, engine)
     return server
 
 
@@ -241,9 +240,11 @@ def _query_text(query: str | ContentBlock | list[ContentBlock]) -> str:
 class _Handlers:
     """The §7 handlers of one served engine."""
 
-    def __init__(self, engine: Engine, sparse: SparseEncoder | None) -> None:
+    def __init__(self, engine: Engine, sparse: SparseEncoder | None,
+                 rewriter: Rewriter | None) -> None:
         self.engine = engine
         self.sparse = sparse
+        self.rewriter = rewriter
         self.default_rerank = next(iter(engine.describe().rerank_methods), None)
 
     # ── retrieve (§7.7, §9, §10) ───────────────────────────────────────────
@@ -264,7 +265,11 @@ class _Handlers:
         def stopped() -> bool:
             return ctx.cancelled or ctx.remaining_ms == 0.0
 
-        result = self.engine.search(request, progress=progress, cancelled=stopped)
+        method = params.rewrite_method
+        # Gating admits a rewrite only when ``transform`` is advertised, i.e. with a rewriter.
+        result = (self.rewriter.search(request, method, progress=progress, cancelled=stopped)
+                  if method is not None and self.rewriter is not None
+                  else self.engine.search(request, progress=progress, cancelled=stopped))
         usage = result.usage.to_wire()
         if ctx.notes:
             usage["notes"] = [*usage.get("notes", []), *ctx.notes]
