@@ -211,3 +211,28 @@ def test_every_op_answers_on_an_empty_corpus(tmp_path: Path) -> None:
         alone = graph.neighbors(bare, ["bare#0"], 2, 5)
         assert [n.id for n in alone.nodes] == ["bare#0"] and alone.edges == []
         graph.close()
+
+
+def test_processes_sharing_a_data_directory_share_the_extraction(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", hashing_dimension=16)
+    with Engine.open(config) as writer, Engine.open(config) as reader:
+        writer_graph = ConceptGraph.open(tmp_path, writer.store)
+        writer.on_publish(writer_graph.sync)
+        reader_graph = ConceptGraph.open(tmp_path, reader.store)
+        reader.on_publish(reader_graph.sync)
+        writer.add(DOCUMENTS[:4])
+        extracted: list[str] = []
+        original = ConceptExtractor.extract
+
+        def spy(self: ConceptExtractor, text: str) -> list:  # type: ignore[type-arg]
+            extracted.append(text)
+            return original(self, text)
+
+        monkeypatch.setattr(ConceptExtractor, "extract", spy)
+        assert reader.refresh()  # takes the other writer's version in, and the hook runs
+        assert reader_graph.chunk_count == 4 and extracted == []  # read from graph.sqlite
+        hits = reader_graph.local(reader.snapshot(), "honey bee", 2)
+        assert [topic_of(d) for d in doc_ids(hits)] == ["bees", "bees"]
+        writer_graph.close()
+        reader_graph.close()
