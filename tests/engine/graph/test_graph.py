@@ -15,6 +15,19 @@ from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.types import DocumentIn
 
 
+def spy_on_extraction(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts concepts are extracted from from now on (extraction still runs)."""
+    extracted: list[str] = []
+    original = ConceptExtractor.extract
+
+    def spy(self: ConceptExtractor, text: str) -> list:  # type: ignore[type-arg]
+        extracted.append(text)
+        return original(self, text)
+
+    monkeypatch.setattr(ConceptExtractor, "extract", spy)
+    return extracted
+
+
 def doc_ids(hits: list) -> list[str]:  # type: ignore[type-arg]
     return [hit.nodes[-1].split("#")[0] for hit in hits]
 
@@ -80,14 +93,7 @@ def test_reopening_loads_the_stored_mentions_without_extracting(
     expected = graph.local(seq, "sourdough starter", 3)
     graph.close()
 
-    extracted: list[str] = []
-    original = ConceptExtractor.extract
-
-    def spy(self: ConceptExtractor, text: str) -> list:  # type: ignore[type-arg]
-        extracted.append(text)
-        return original(self, text)
-
-    monkeypatch.setattr(ConceptExtractor, "extract", spy)
+    extracted = spy_on_extraction(monkeypatch)
     reopened = ConceptGraph.open(engine.config.data_dir, engine.store)
     assert reopened.chunk_count == len(DOCUMENTS)
     assert reopened.local(seq, "sourdough starter", 3) == expected
@@ -222,14 +228,7 @@ def test_processes_sharing_a_data_directory_share_the_extraction(
         reader_graph = ConceptGraph.open(tmp_path, reader.store)
         reader.on_publish(reader_graph.sync)
         writer.add(DOCUMENTS[:4])
-        extracted: list[str] = []
-        original = ConceptExtractor.extract
-
-        def spy(self: ConceptExtractor, text: str) -> list:  # type: ignore[type-arg]
-            extracted.append(text)
-            return original(self, text)
-
-        monkeypatch.setattr(ConceptExtractor, "extract", spy)
+        extracted = spy_on_extraction(monkeypatch)
         assert reader.refresh()  # takes the other writer's version in, and the hook runs
         assert reader_graph.chunk_count == 4 and extracted == []  # read from graph.sqlite
         hits = reader_graph.local(reader.snapshot(), "honey bee", 2)
