@@ -19,7 +19,8 @@ def test_quick_run_prints_every_row() -> None:
     completed = subprocess.run([sys.executable, str(SCRIPT), "--queries", "2"],
                                capture_output=True, text=True, timeout=110, check=False)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    for row in ("AsyncClient, in-process", "MCP tool, in-process SDK client",
+    for row in ("AsyncClient, in-process", "McpBridge alone (no MCP SDK)",
+                "MCP tool, in-process SDK client",
                 "LangChain ainvoke", "LlamaIndex aretrieve", "rcpkit mcp over stdio"):
         assert row in completed.stdout
     assert "(1.00x)" in completed.stdout

@@ -480,7 +480,7 @@ class McpBridge:
         finally:
             if relay is not None:
                 relay.abandon()
-        return self._tool_result(result)
+        return self.tool_result(result)
 
     async def call(self, tool: _Tool, arguments: Mapping[str, Any],
                    on_progress: Callable[[ProgressEvent], None] | None = None) -> Any:
@@ -505,7 +505,8 @@ class McpBridge:
     def _listed_schema(self, name: str) -> dict[str, Any]:
         return next(listed.input_schema for listed in self._listed if listed.name == name)
 
-    def _tool_result(self, result: Any) -> types.CallToolResult:
+    def tool_result(self, result: Any) -> types.CallToolResult:
+        """A typed RCP result as MCP: structured content, fenced text, resource links."""
         structured: dict[str, Any] = to_builtins(result)
         structured.pop("_meta", None)
         hits: list[Hit] = list(getattr(result, "hits", None) or [])
