@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -270,7 +271,14 @@ def test_cli_refuses_bad_targets(tmp_path: Path) -> None:
                             capture_output=True, text=True, timeout=60)
     dead = subprocess.run(rcpkit("mcp", "--stdio", f"{sys.executable} -c pass"),
                           capture_output=True, text=True, timeout=60)
-    for run in (both, listen, dead):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = subprocess.run(rcpkit("mcp", "--data", str(tmp_path), "--listen",
+                                     f"127.0.0.1:{taken.getsockname()[1]}"),
+                              capture_output=True, text=True, timeout=60)
+    assert "cannot listen on 127.0.0.1" in busy.stderr
+    for run in (both, listen, dead, busy):
         assert run.returncode == 2, run.stderr
         assert run.stdout == ""  # stdout belongs to MCP frames
         assert run.stderr.startswith("rcpkit mcp: ") and "Traceback" not in run.stderr

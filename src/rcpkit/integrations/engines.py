@@ -95,7 +95,10 @@ async def _in_process_engine(data: Path, client_info: Mapping[str, str] | None,
                              ) -> AsyncIterator[AsyncClient]:
     from ..engine import service  # the engine's dependencies load only when it is used
 
-    engine = service.open_engine(data)
+    try:
+        engine = service.open_engine(data)
+    except OSError as exc:
+        raise BackendUnavailable(f"cannot open the engine on {data}: {exc}") from None
     try:
         client = await connect_in_process(service.bind(engine), client_info=client_info)
         try:
