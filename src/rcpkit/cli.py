@@ -24,6 +24,7 @@ _AREAS = (
     "rcpkit.conformance.cli",
     "rcpkit.eval.cli",
     "rcpkit.integrations.cli",
+    "rcpkit.inspector.cli",
 )
 
 for _name in _AREAS:
