@@ -15,6 +15,7 @@ pytest.importorskip("llama_index.core")
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bridge_overhead.py"
 
 
+@pytest.mark.slow
 def test_quick_run_prints_every_row() -> None:
     completed = subprocess.run([sys.executable, str(SCRIPT), "--queries", "2"],
                                capture_output=True, text=True, timeout=110, check=False)

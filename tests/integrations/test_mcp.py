@@ -25,7 +25,8 @@ pytest.importorskip("mcp")
 from bridge_support import REF_SERVER, SLOW_ENGINE, listening, rcpkit
 from mcp import Client, StdioServerParameters
 
-from rcpkit.integrations.engines import connect_in_process, open_engine
+from rcpkit.client.memory import connect_memory
+from rcpkit.integrations.engines import open_engine
 from rcpkit.integrations.mcp import McpBridge
 from rcpkit.server import Server
 
@@ -64,7 +65,8 @@ def passages(text: str) -> list[str]:
 async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> None:
     async with Client(stdio_params("--data", str(sample_kb))) as client:
         listing = await client.list_tools()
-        assert tool_names(listing) == {"retrieve", "index_add", "index_delete"}
+        assert tool_names(listing) == {"retrieve", "index_add", "index_delete", "graph",
+                                       "transform"}
         retrieve = next(tool for tool in listing.tools if tool.name == "retrieve")
         schema = retrieve.input_schema
         assert schema["required"] == ["query"]
@@ -79,6 +81,11 @@ async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> No
         assert retrieve.annotations is not None and retrieve.annotations.read_only_hint
 
         result = await client.call_tool("retrieve", {"query": "why do bees swarm", "k": 3})
+        local = await client.call_tool("graph", {"op": "local", "query": "bees swarm", "k": 2})
+        rewritten = await client.call_tool("transform", {"query": "bees swarm",
+                                                         "method": "multi-query", "n": 2})
+    assert not local.is_error and local.structured_content["hits"]
+    assert not rewritten.is_error and rewritten.structured_content["queries"]
     assert not result.is_error
     hits = result.structured_content["hits"]
     assert len(hits) == 3
@@ -95,7 +102,7 @@ async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> No
 
 async def test_stdio_read_only_offers_no_writes(sample_kb: Path) -> None:
     async with Client(stdio_params("--data", str(sample_kb), "--read-only")) as client:
-        assert tool_names(await client.list_tools()) == {"retrieve"}
+        assert tool_names(await client.list_tools()) == {"retrieve", "graph", "transform"}
 
 
 async def test_stdio_against_our_engine_as_a_command(sample_kb: Path) -> None:
@@ -281,7 +288,7 @@ def test_cli_refuses_bad_targets(tmp_path: Path) -> None:
     for run in (both, listen, dead, busy):
         assert run.returncode == 2, run.stderr
         assert run.stdout == ""  # stdout belongs to MCP frames
-        assert run.stderr.startswith("rcpkit mcp: ") and "Traceback" not in run.stderr
+        assert run.stderr.startswith("rcpkit mcp: error: ") and "Traceback" not in run.stderr
 
 
 # ── the optional methods: graph, transform, memory ───────────────────────────
@@ -323,7 +330,7 @@ def agentic_server() -> Server:
 
 
 async def test_graph_transform_and_memory_tools_when_advertised() -> None:
-    async with await connect_in_process(agentic_server()) as engine:
+    async with await connect_memory(agentic_server()) as engine:
         async with Client(McpBridge(engine, allow_writes=False).server()) as client:
             read_only = tool_names(await client.list_tools())
         async with Client(McpBridge(engine).server()) as client:

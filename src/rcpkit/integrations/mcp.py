@@ -183,9 +183,10 @@ def _offered(tool: _Tool, name: str, caps: Capabilities) -> bool:
         return _RETRIEVE_GATES.get(name, lambda caps: False)(caps)
     if name == "cursor":
         return caps.pagination is not None
-    if name in ("chunk", "contextual"):
-        return bool(caps.index and getattr(caps.index, "chunking" if name == "chunk"
-                                           else "contextual"))
+    if name == "chunk":
+        return bool(caps.index and caps.index.chunking)
+    if name == "contextual":
+        return bool(caps.index and caps.index.contextual)
     return True
 
 
