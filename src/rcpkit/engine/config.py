@@ -86,6 +86,9 @@ class EngineConfig:
     """How much of a hit's relevance §7.7 ``recency`` may take away: the score above the
     candidates' lowest is scaled by ``1 - w + w * 0.5 ** (age / halfLifeDays)``, so an old
     document keeps at least ``1 - w`` of its relevance."""
+    query_cache_size: int = 1024
+    """Query vectors kept by query text: a repeated query (a user paging, retrying, or the
+    same question from many users) skips the embedding model, the costliest per-query step."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:

@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -165,12 +166,27 @@ class _ReadWriteLock:
 
 @dataclass(slots=True)
 class _Candidate:
-    """A chunk moving through the pipeline with its per-stage scores."""
+    """A chunk moving through the pipeline with its per-stage scores.
 
-    record: ChunkRecord
-    vector: npt.NDArray[np.float32]
+    Recall and fusion need only row ids and scores, so the stored record and vector are
+    read later (:meth:`Engine._load`) for just the candidates a later stage looks at: most
+    requests read the ``k`` chunks of one page, not all ``candidateK`` of them.
+    """
+
+    rowid: int
     score: float
     scores: dict[str, float]
+    loaded: tuple[ChunkRecord, npt.NDArray[np.float32]] | None = None
+
+    @property
+    def record(self) -> ChunkRecord:
+        assert self.loaded is not None, "candidate read before Engine._load"
+        return self.loaded[0]
+
+    @property
+    def vector(self) -> npt.NDArray[np.float32]:
+        assert self.loaded is not None, "candidate read before Engine._load"
+        return self.loaded[1]
 
 
 def _demote(score: float, factor: float) -> float:
@@ -220,6 +236,8 @@ class Engine:
         self._poisoned = self._poisoned_documents(store.feedback_position())
         self._writes_since_save = 0
         self._masks: _Recent[int, BoolMask] = _Recent(8)
+        self._query_vectors: _Recent[str, npt.NDArray[np.float32]] = _Recent(
+            config.query_cache_size)
         self._recalled: _Recent[tuple[str, str], tuple[list[_Candidate], int]] = _Recent(64)
         """First pages recalled approximately (HNSW), kept so their cursor pages replay the
         very same candidates instead of an exact recall that could differ (§10)."""
@@ -714,15 +732,20 @@ class Engine:
             if progress is not None:
                 progress(name, fraction, partial)
 
-        query_vector = self._embedder.embed([request.query], "query")[0]
+        query_vector = self._query_vector(request.query)
         replayed = (self._recalled.get((plan.fingerprint, plan.pinned))
-                    if request.cursor is not None and plan.pinned is not None else None)
+                    if plan.fingerprint is not None and plan.pinned is not None else None)
         candidates, seq = replayed or self._recall(request, plan, query_vector)
-        leading = sorted(candidates, key=lambda c: -c.score)[:plan.k]
-        stage("recall", 0.3, [self._hit(c, request, query_vector) for c in leading])
+        if progress is not None:
+            leading = self._load(sorted(candidates, key=lambda c: -c.score)[:plan.k], seq)
+            stage("recall", 0.3, [self._hit(c, request, query_vector) for c in leading])
+        else:
+            stage("recall", 0.3)
         ranked = self._fuse(request, candidates)
         stage("fuse", 0.5)
-        ranked, reranked = self._rerank(request, plan, ranked)
+        if _reads_every_candidate(request, plan):
+            ranked = self._load(ranked, seq)
+        ranked, reranked = self._rerank(request, plan, ranked, seq)
         stage("rerank", 0.7)
         ranked = self._adjust(request, plan, ranked)
         ranked = self._diversify(request, plan, ranked, query_vector)
@@ -735,19 +758,21 @@ class Engine:
             seen = self._session_seen((request.caller, request.session_id))
             ranked = [c for c in ranked if _hit_id(c.record, request.unit) not in seen]
         page = [self._hit(c, request, query_vector)
-                for c in ranked[plan.offset:plan.offset + plan.k]]
+                for c in self._load(ranked[plan.offset:plan.offset + plan.k], seq)]
         tokens: int | None = None
         if request.token_budget is not None:
             page, tokens = _pack(page, request.token_budget)
         end = plan.offset + len(page)
         if not request.include_text:
             page = [replace(hit, text=None) for hit in page]
-        next_cursor = (self._cursor(_CursorState(seq, end, plan.now_ms, plan.poisoned.mark),
-                                    plan.fingerprint)
-                       if page and end < len(ranked) else None)
-        if (next_cursor is not None and request.cursor is None and request.mode != "sparse"
-                and not _exact_dense(request, plan)):
-            self._recalled.put((plan.fingerprint, self.version_token(seq)), (candidates, seq))
+        next_cursor = None
+        if page and end < len(ranked):
+            fingerprint = plan.fingerprint or _fingerprint(request, self._store.secret)
+            next_cursor = self._cursor(_CursorState(seq, end, plan.now_ms, plan.poisoned.mark),
+                                       fingerprint)
+            if (request.cursor is None and request.mode != "sparse"
+                    and not _exact_dense(request, plan)):
+                self._recalled.put((fingerprint, self.version_token(seq)), (candidates, seq))
         if request.session_id is not None:
             self._remember((request.caller, request.session_id), [hit.id for hit in page])
         stage("pack", 1.0)
@@ -756,6 +781,15 @@ class Engine:
                       notes=plan.notes)
         return SearchResult(hits=page, index_version=self.version_token(seq), usage=usage,
                             next_cursor=next_cursor)
+
+    def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
+        """The query's embedding (§7.3 ``kind: query``), from the cache when recently seen."""
+        cached = self._query_vectors.get(query)
+        if cached is None:
+            cached = np.asarray(self._embedder.embed([query], "query")[0], dtype=np.float32)
+            cached.flags.writeable = False  # shared by every request with this query
+            self._query_vectors.put(query, cached)
+        return cached
 
     def _plan(self, request: SearchRequest) -> _Plan:
         """Validate options and clamp the funnel ``candidateK ≥ topN ≥ k`` to ``maxK`` (§3.3)."""
@@ -791,61 +825,78 @@ class Engine:
         if request.rerank is not None:
             wanted_top_n = request.rerank.top_n or self.config.default_rerank_top_n
             top_n = min(max(wanted_top_n, k), candidate_k)
-        fingerprint = _fingerprint(request, self._store.secret)
         plan = _Plan(k=k, candidate_k=candidate_k, top_n=top_n, offset=0,
-                     fingerprint=fingerprint, pinned=request.index_version, notes=tuple(notes),
+                     fingerprint=None, pinned=request.index_version, notes=tuple(notes),
                      schema=self._schema, poisoned=self._poisoned, now_ms=self._clock() * 1000)
         if request.cursor is None:
             return plan
         # A continuation page replays the first page's ranking inputs exactly (§10): the
         # snapshot, the clock used for recency and the feedback seen by the poison policy.
+        fingerprint = _fingerprint(request, self._store.secret)
         state = self._open_cursor(request.cursor, fingerprint)
         poisoned = (plan.poisoned if state.feedback_mark == plan.poisoned.mark
                     else self._poisoned_documents(state.feedback_mark))
-        return replace(plan, offset=state.offset, pinned=self.version_token(state.seq),
-                       now_ms=state.now_ms, poisoned=poisoned)
+        return replace(plan, fingerprint=fingerprint, offset=state.offset,
+                       pinned=self.version_token(state.seq), now_ms=state.now_ms,
+                       poisoned=poisoned)
 
     def _recall(self, request: SearchRequest, plan: _Plan,
                 query_vector: npt.NDArray[np.float32]) -> tuple[list[_Candidate], int]:
         """Dense and/or lexical recall at the snapshot, under the filter (§8)."""
-        tree = (validate(request.filter, plan.schema, OPERATORS)
-                if request.filter is not None else None)
+        tree = (request.filter if request.filter is None or request.filter_validated
+                else validate(request.filter, plan.schema, OPERATORS))
         with self._index_lock.reading():
             seq = self._parse_version(plan.pinned) if plan.pinned else self._published
             dense_hits, sparse_hits = (self._memory_recall(request, plan, query_vector, tree, seq)
                                        if self._database is None else
                                        self._database_recall(self._database, request, plan,
                                                              query_vector, tree, seq))
-            wanted = list(dict.fromkeys([*dense_hits, *sparse_hits]))
-            records = self._store.chunks(wanted)
-            order = [rowid for rowid in wanted if rowid in records]
-            try:
-                vectors = (self._database.vectors(order) if self._database is not None
-                           else self._dense.get(np.asarray(order, dtype=np.int64)))
-            except NotFound as exc:  # the indexes disagree with the record: our fault, not -32015
-                raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
-            if seq < self._store.gc_floor():
-                # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
-                raise BackendUnavailable("indexVersion was garbage-collected during the read")
         candidates = []
-        for position, rowid in enumerate(order):
+        for rowid in dict.fromkeys([*dense_hits, *sparse_hits]):
             scores_of = {}
             if rowid in dense_hits:
                 scores_of["dense"] = dense_hits[rowid]
             if rowid in sparse_hits:
                 scores_of["sparse"] = sparse_hits[rowid]
             first = dense_hits.get(rowid, sparse_hits.get(rowid, 0.0))
-            candidates.append(_Candidate(records[rowid], vectors[position], first, scores_of))
+            candidates.append(_Candidate(rowid, first, scores_of))
         return candidates, seq
+
+    def _load(self, candidates: list[_Candidate], seq: int) -> list[_Candidate]:
+        """``candidates`` with their stored records and vectors read (once per candidate);
+        rows the store no longer holds drop out."""
+        missing = [c.rowid for c in candidates if c.loaded is None]
+        if missing:
+            with self._index_lock.reading():
+                records = self._store.chunks(missing)
+                order = [rowid for rowid in missing if rowid in records]
+                try:
+                    vectors = (self._database.vectors(order) if self._database is not None
+                               else self._dense.get(np.asarray(order, dtype=np.int64)))
+                except NotFound as exc:  # indexes disagree with the record: ours, not -32015
+                    raise RuntimeError(
+                        f"derived indexes are inconsistent: {exc.message}") from exc
+                if seq < self._store.gc_floor():
+                    # Collected while we read: serve that snapshot whole or not at all
+                    # (§7.7.1).
+                    raise BackendUnavailable(
+                        "indexVersion was garbage-collected during the read")
+            found = dict(zip(order, vectors, strict=True))
+            for candidate in candidates:
+                if candidate.loaded is None and candidate.rowid in found:
+                    candidate.loaded = (records[candidate.rowid], found[candidate.rowid])
+        return [c for c in candidates if c.loaded is not None]
 
     def _memory_recall(self, request: SearchRequest, plan: _Plan,
                        query_vector: npt.NDArray[np.float32], tree: FilterNode | None,
                        seq: int) -> tuple[dict[int, float], dict[int, float]]:
         """Recall from the in-memory indexes; snapshot and filter become rowid masks."""
-        visible = self._visible_mask(seq)
-        allow = visible
-        if tree is not None:
-            allow = visible & self._columns.mask(tree, len(visible), plan.schema)
+        mask = self._visible_mask(seq)
+        # When the snapshot shows every indexed row (no hidden versions), the visibility mask
+        # is a no-op the indexes skip when given None, using their precomputed statistics.
+        visible = None if int(np.count_nonzero(mask)) == self._dense.count else mask
+        allow = visible if tree is None else mask & self._columns.mask(tree, len(mask),
+                                                                        plan.schema)
         dense_hits: dict[int, float] = {}
         sparse_hits: dict[int, float] = {}
         if request.mode in ("dense", "hybrid"):
@@ -887,9 +938,9 @@ class Engine:
     def _fuse(self, request: SearchRequest, candidates: list[_Candidate]) -> list[_Candidate]:
         """One ranked list: dense or sparse alone, or fused by rank/score (§16.3)."""
         if request.mode != "hybrid":
-            return sorted(candidates, key=lambda c: (-c.score, c.record.rowid))
-        by_key = {str(c.record.rowid): c for c in candidates}
-        lists = [sorted(((str(c.record.rowid), c.scores[name]) for c in candidates
+            return sorted(candidates, key=lambda c: (-c.score, c.rowid))
+        by_key = {str(c.rowid): c for c in candidates}
+        lists = [sorted(((str(c.rowid), c.scores[name]) for c in candidates
                          if name in c.scores), key=lambda item: (-item[1], int(item[0])))
                  for name in ("dense", "sparse")]
         if request.fusion == "convex":
@@ -911,12 +962,12 @@ class Engine:
             ranked.append(candidate)
         return ranked
 
-    def _rerank(self, request: SearchRequest, plan: _Plan,
-                ranked: list[_Candidate]) -> tuple[list[_Candidate], int]:
+    def _rerank(self, request: SearchRequest, plan: _Plan, ranked: list[_Candidate],
+                seq: int) -> tuple[list[_Candidate], int]:
         """Rescore the top ``topN`` with the requested reranker; the rest drop out (§3.3)."""
         if request.rerank is None or not ranked:
             return ranked, 0
-        head = ranked[:plan.top_n]
+        head = self._load(ranked[:plan.top_n], seq)
         scores = self._rerankers[request.rerank.method].score(
             request.query, [c.record.indexed_text for c in head])
         for candidate, score in zip(head, np.asarray(scores).tolist(), strict=True):
@@ -1124,7 +1175,8 @@ class _Plan:
     candidate_k: int
     top_n: int
     offset: int
-    fingerprint: str
+    fingerprint: str | None
+    """Of a continuation page's query (§10); a first page computes it only for its cursor."""
     pinned: str | None
     notes: tuple[str, ...]
     schema: Mapping[str, str]
@@ -1186,6 +1238,15 @@ class _Recent(Generic[K, V]):
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+
+def _reads_every_candidate(request: SearchRequest, plan: _Plan) -> bool:
+    """Whether a stage before paging looks at the record or vector of every candidate:
+    recency (date), the poison policy and ``unit: document`` (document id), MMR (vectors)
+    and session dedup (hit ids). Rerank reads only its ``topN`` head."""
+    return (request.recency is not None
+            or bool(plan.poisoned.documents) or request.unit == "document"
+            or request.mmr_lambda is not None or request.session_id is not None)
 
 
 def _exact_dense(request: SearchRequest, plan: _Plan) -> bool:
@@ -1288,8 +1349,8 @@ def _mask(rowids: IntArray, length: int) -> BoolMask:
 def _fingerprint(request: SearchRequest, secret: bytes) -> str:
     """Identifies a query and its ranking parameters across pages (cursor, §10)."""
     fixed = replace(request, cursor=None, index_version=None, session_id=None)
-    body = json.dumps(asdict(fixed), sort_keys=True, default=repr)
-    return hmac.new(secret, body.encode(), hashlib.sha256).hexdigest()[:32]
+    body = msgspec.json.encode(fixed, order="sorted", enc_hook=repr)
+    return hmac.new(secret, body, hashlib.sha256).hexdigest()[:32]
 
 
 def record_hit(record: ChunkRecord, score: float, unit: str = "chunk") -> Hit:

@@ -100,6 +100,9 @@ class SearchRequest:
     rerank: RerankOptions | None = None
     mmr_lambda: float | None = None
     filter: Any = None
+    filter_validated: bool = False
+    """``filter`` is a tree :func:`~rcpkit.protocol.filters.validate` returned for this
+    engine's advertised fields (the server's gating did it), so the engine does not again."""
     min_score: float | None = None
     recency: Recency | None = None
     unit: str = "chunk"

@@ -252,9 +252,7 @@ class Dispatcher:
             return params, [], None
         typed = wire_params.decode_params(handler.method, params)  # includes the §3.3 funnel
         caps = self._capabilities()
-        notes = gating.check_options(handler.method, typed, caps)
-        tree = gating.validate_filter(typed, caps) if isinstance(
-            typed, wire_params.RetrieveParams) else None
+        notes, tree = gating.gate_options(handler.method, typed, caps)
         return typed, notes, tree
 
     def _capabilities(self) -> Capabilities:
