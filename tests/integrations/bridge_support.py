@@ -15,6 +15,7 @@ RCPKIT = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
 HERE = Path(__file__).resolve().parent
 REF_SERVER = [sys.executable, str(HERE.parent / "client" / "servers" / "ref_server.py"), "stdio"]
 SLOW_ENGINE = HERE / "servers" / "slow_engine.py"
+DYING_ENGINE = HERE / "servers" / "dying_engine.py"
 # The deterministic hashing embedder: no model to load, so the engine starts fast.
 HASHING_CONFIG = 'embedder = "hashing"\nhashing_dimension = 64\n'
 

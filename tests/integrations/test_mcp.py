@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from bridge_support import REF_SERVER, SLOW_ENGINE, listening, rcpkit
+from bridge_support import DYING_ENGINE, REF_SERVER, SLOW_ENGINE, listening, rcpkit
 from mcp import Client, StdioServerParameters
 
 from rcpkit.client.memory import connect_memory
@@ -233,6 +233,18 @@ async def test_mcp_cancellation_cancels_the_rcp_request(tmp_path: Path) -> None:
         still_serving = await client.list_tools()
     assert marker.read_text() != ""
     assert tool_names(still_serving) == {"retrieve"}
+
+
+async def test_an_engine_that_dies_is_a_tool_error_not_a_dead_bridge() -> None:
+    engine = shlex.join([sys.executable, str(DYING_ENGINE)])
+    async with Client(stdio_params("--stdio", engine)) as client:
+        first = await client.call_tool("retrieve", {"query": "anything"})
+        second = await client.call_tool("retrieve", {"query": "anything"})
+        still_listed = tool_names(await client.list_tools())
+    for result in (first, second):
+        assert result.is_error
+        assert result.structured_content["error"]["code"] == -32010  # BackendUnavailable
+    assert still_listed == {"retrieve"}
 
 
 # ── other RCP engines: the reference SDK's server, and a gateway ─────────────
