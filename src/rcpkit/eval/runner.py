@@ -167,8 +167,8 @@ async def run_config(target: RetrievalTarget, dataset: Dataset, config: EvalConf
     """Retrieve every judged query with ``base_params`` overlaid by the config's params.
 
     Timing starts after one untimed warm-up query. With ``pin_snapshot`` and no
-    ``indexVersion`` in the params yet, the version
-    served by the first retrieve is pinned on the following ones (§7.7.1). An
+    ``indexVersion`` in the params yet, the version served to the warm-up is pinned on
+    every timed query (§7.7.1). An
     :class:`RcpError` (e.g. ``-32005`` for an unadvertised mode) ends this
     configuration and is recorded in ``ConfigResult.error``.
     """
@@ -178,12 +178,14 @@ async def run_config(target: RetrievalTarget, dataset: Dataset, config: EvalConf
     if queries:
         # One untimed query first: a model or index the engine loads on first use is
         # start-up cost, not the first query's latency.
+        warm_up = {**base_params, **config.params, "query": next(iter(queries.values()))}
         try:
-            await target.call("retrieve", {**base_params, **config.params,
-                                           "query": next(iter(queries.values()))})
+            served = (await target.call("retrieve", warm_up)).get("indexVersion")
         except RcpError as exc:
             result.error = str(exc)
             return result
+        if pin_snapshot and served is not None and "indexVersion" not in warm_up:
+            pinned["indexVersion"] = str(served)
     for done, (query_id, text) in enumerate(queries.items(), start=1):
         params = {**base_params, **config.params, **pinned, "query": text}
         started = time.perf_counter()
