@@ -1,4 +1,5 @@
-"""Lexical recall: rcpkit LexicalIndex vs bm25s vs tantivy (DESIGN.md §3).
+"""Lexical recall: rcpkit LexicalIndex vs bm25s vs tantivy: the figures behind
+writing our own BM25.
 
 Measures build time and single-query latency (p50/p95, k=10) on a synthetic Zipf corpus, and
 nDCG@10 on the Zaragoza construction FAQ (question → its answer; English, and Swedish as a

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rcpkit.engine.embedding import available_cores
+from rcpkit.engine.persist import file_checksum, verify_file
 from rcpkit.protocol.errors import InvalidParams, NotFound
 
 if TYPE_CHECKING:
@@ -474,6 +475,7 @@ class DenseIndex:
                 "expansion_add": self.expansion_add,
                 "expansion_search": self.expansion_search,
                 "files": names,
+                "checksums": {key: file_checksum(directory / name) for key, name in names.items()},
             }
             _atomic_write_text(directory / _META, json.dumps(meta, indent=1))
             _remove_stale(directory, keep=set(names.values()))
@@ -498,8 +500,13 @@ class DenseIndex:
             expansion_search=meta["expansion_search"],
         )
         files = meta["files"]
+        checksums = meta.get("checksums", {})
+        for key, name in files.items():
+            verify_file(directory / name, checksums.get(key))
         vectors = np.load(directory / files["vectors"], allow_pickle=False)
         rowids = np.load(directory / files["rowids"], allow_pickle=False)
+        if vectors.shape != (len(rowids), index.dimension) or np.any(np.diff(rowids) <= 0):
+            raise ValueError("the saved dense vectors and row ids do not match")
         snapshot = index._publish(vectors.astype(np.float32), rowids.astype(np.int64), spare=0)
         graph = None
         if "graph" in files:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
+from rcpkit.interrupts import checkpoint
 from rcpkit.protocol.errors import BackendUnavailable, InvalidParams
 
 if TYPE_CHECKING:
@@ -149,6 +150,7 @@ class OnnxModel:
         encodings = tokenizer.encode_batch(list(inputs))
         order = sorted(range(len(encodings)), key=lambda i: (len(encodings[i].ids), i))
         for start in range(0, len(order), self.batch_size):
+            checkpoint()  # a cancelled or overdue request stops here (§7.14, §13.1)
             positions = order[start : start + self.batch_size]
             batch = [encodings[i] for i in positions]
             width = max(len(e.ids) for e in batch)

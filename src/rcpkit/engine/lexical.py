@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rcpkit.engine.persist import commit_manifest, save_arrays
+from rcpkit.engine.persist import commit_manifest, save_arrays, verify_file
 from rcpkit.engine.text import Analyzer
 
 __all__ = ["LexicalIndex"]
@@ -220,6 +220,7 @@ class LexicalIndex:
             k1=manifest["k1"],
             b=manifest["b"],
         )
+        verify_file(directory / manifest["arrays"], manifest.get("checksum"))
         with np.load(directory / manifest["arrays"], allow_pickle=False) as arrays:
             index._ptr = arrays["ptr"].astype(np.int64)
             index._rows = arrays["rows"].astype(np.int64)

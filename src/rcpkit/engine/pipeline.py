@@ -13,8 +13,8 @@ Thread safety: any number of concurrent reads; writes serialise on a lock and
 mutate the indexes under the exclusive side of a readers/writer lock.
 
 Scores (§4.6): cosine in ``dense`` mode, BM25 in ``sparse``, the fused score in
-``hybrid``, the reranker's score after ``rerank``; recency and the feedback poison
-policy scale them down, and MMR caps them so they never increase down the list.
+``hybrid``, the reranker's score after ``rerank``; recency (blended with relevance) and
+the feedback poison policy scale them down, and MMR caps them so they never increase down the list.
 
 The indexes are saved under ``<data_dir>/indexes`` with the write-log position they
 reflect (the ``CURRENT`` pointer flips last) and reconciled with the record on open.
@@ -23,7 +23,7 @@ idempotency keys, and write-log rows the saved state covers once they are old en
 process whose position falls below the pruned log reloads the saved state, or rebuilds.
 
 Several processes may share one record (N HTTP workers on one data directory, or engines on
-one PostgreSQL database, issue 8): :meth:`Engine.refresh` runs before every search and write,
+one PostgreSQL database): :meth:`Engine.refresh` runs before every search and write,
 polls the store's change marks (one small query) and, when another process moved them, catches
 the indexes, schema and poison state up before publishing the newer version. Index saves take
 an exclusive ``flock`` on ``indexes/LOCK`` and loads a shared one, so one process saves at a
@@ -100,6 +100,7 @@ from rcpkit.protocol.errors import (
     PayloadTooLarge,
 )
 from rcpkit.protocol.filters import OPERATORS, FilterNode, parse_date, validate
+from rcpkit.protocol.messages import require_scalar
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -116,6 +117,9 @@ STAGES = ("recall", "fuse", "rerank", "diversify", "pack")
 _FLOORS = {"dense": -1.0, "sparse": 0.0}
 _FIELD_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _MS_PER_DAY = 86_400_000
+# Passages per embedding call when the caller follows progress: small enough to report
+# every few seconds on a laptop CPU, large enough to keep length-sorted batching effective.
+_EMBED_SLICE = 128
 
 Progress = Callable[[str, float, list[Hit] | None], None]
 """``progress(stage, fraction, partial_hits)`` — called after each pipeline stage (§9)."""
@@ -206,7 +210,8 @@ class Engine:
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self._clock = clock
-        """Epoch seconds for retention decisions (snapshots, keys, log); tests inject one."""
+        """Epoch seconds for retention (snapshots, keys, log), recency decay and session
+        expiry; tests inject one."""
         self._store = store
         if config.pg_recall not in ("database", "memory"):
             raise ValueError(f"pg_recall must be database or memory, not {config.pg_recall!r}")
@@ -236,7 +241,8 @@ class Engine:
         self._recalled: _Recent[tuple[str, str], tuple[list[_Candidate], int]] = _Recent(64)
         """First pages recalled approximately (HNSW), kept so their cursor pages replay the
         very same candidates instead of an exact recall that could differ (§10)."""
-        self._sessions: dict[str, tuple[float, set[str]]] = {}
+        self._sessions: dict[tuple[str | None, str], tuple[float, set[str]]] = {}
+        """(caller, sessionId) → (last use, hit ids returned so far), §7.7.3."""
         self._sessions_lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
         self._check_embedder()
@@ -261,7 +267,7 @@ class Engine:
 
         The record is ``store`` when given (e.g. a PostgreSQL backend), else the embedded
         SQLite store in ``config.data_dir``; derived indexes always live in ``data_dir``.
-        ``clock`` (epoch seconds) drives the retention windows.
+        ``clock`` (epoch seconds) drives the retention windows, recency and session expiry.
         """
         chosen = embedder or _make_embedder(config)
         store = store or _open_store(config)
@@ -323,8 +329,13 @@ class Engine:
     # ── writes ─────────────────────────────────────────────────────────────
 
     def add(self, documents: Sequence[DocumentIn], *, chunk: bool = False,
-            contextual: bool = False, idempotency_key: str | None = None) -> AddResult:
-        """§7.10 upsert; returns after the write is committed and published."""
+            contextual: bool = False, idempotency_key: str | None = None,
+            embedded: Callable[[int, int], None] | None = None) -> AddResult:
+        """§7.10 upsert; returns after the write is committed and published.
+
+        A document whose text is empty or only whitespace is refused (``-32602`` on
+        ``documents[i].text``): it has nothing to match, yet would rank and fill a
+        ``tokenBudget``. ``embedded(done, total)`` reports passages embedded so far."""
         if len(documents) > self.config.max_documents_per_add:
             raise PayloadTooLarge(f"at most {self.config.max_documents_per_add} documents "
                                   "per add")
@@ -332,6 +343,12 @@ class Engine:
         for position, document in enumerate(documents):
             if not isinstance(document.text, str):
                 raise InvalidParams("text must be a string", field=f"documents[{position}].text")
+            # Before anything is written: the store could not read such a row back (§4.6).
+            require_scalar({"id": document.id, "text": document.text, "meta": document.meta},
+                           f"documents[{position}]")
+            if not document.text.strip():
+                raise InvalidParams("text must not be empty or whitespace only",
+                                    field=f"documents[{position}].text")
             if len(document.text.encode()) > self.config.max_text_bytes:
                 raise PayloadTooLarge(f"documents[{position}].text exceeds "
                                       f"{self.config.max_text_bytes} bytes")
@@ -351,8 +368,7 @@ class Engine:
             live = self._store.live_hashes([p.doc_id for p in prepared])
             changed = [p for p in prepared if live.get(p.doc_id) != p.content_hash]
             texts = [piece.indexed for p in changed for piece in p.pieces]
-            vectors = (self._embedder.embed(texts, "document") if texts
-                       else np.zeros((0, self._embedder.dimension), dtype=np.float32))
+            vectors = self._embed_passages(texts, embedded)
             upserts: list[DocumentWrite] = []
             offset = 0
             for p in changed:
@@ -365,7 +381,35 @@ class Engine:
                                         reply={"ids": ids, "chunks": chunks},
                                         now=self._clock())
             self._after_write()
-            return AddResult(ids=ids, chunks=chunks, index_version=self.version_token(outcome.seq))
+            outcomes = tuple("unchanged" if live.get(p.doc_id) == p.content_hash
+                             else "updated" if p.doc_id in live else "added" for p in prepared)
+            return AddResult(ids=ids, chunks=chunks, index_version=self.version_token(outcome.seq),
+                             outcomes=outcomes)
+
+    def _embed_passages(self, texts: Sequence[str],
+                        embedded: Callable[[int, int], None] | None) -> npt.NDArray[np.float32]:
+        """Document vectors for ``texts``, in slices when someone watches the progress."""
+        if not texts:
+            return np.zeros((0, self._embedder.dimension), dtype=np.float32)
+        if embedded is None:
+            return self._embedder.embed(texts, "document")
+        parts = []
+        for start in range(0, len(texts), _EMBED_SLICE):
+            parts.append(self._embedder.embed(texts[start:start + _EMBED_SLICE], "document"))
+            embedded(min(start + _EMBED_SLICE, len(texts)), len(texts))
+        return np.concatenate(parts)
+
+    def documents_where(self, tree: Any) -> dict[str, Mapping[str, Any]]:
+        """The live documents matching the §8 filter ``tree`` (id → metadata) at the latest
+        version; none when the tree names a field no document has."""
+        self.refresh()
+        schema = self._schema
+        try:
+            node = validate(tree, schema, OPERATORS)
+        except InvalidParams:
+            return {}
+        records = self._store.chunks(self._store.filter_rowids(node, self._published).tolist())
+        return {record.doc_id: record.meta for record in records.values()}
 
     def delete(self, ids: Sequence[str]) -> DeleteResult:
         """§7.11: idempotent; counts only documents this call removed."""
@@ -499,15 +543,20 @@ class Engine:
         try:
             with self._indexes_locked(exclusive=False):
                 saved = self._saved_state()
-                if saved is None or saved[1] > self._store.log_position():
-                    raise ValueError("persisted indexes do not belong to this record")
-                if saved[1] < self._store.log_floor():
-                    raise ValueError("the write log no longer reaches the persisted indexes")
-                state_dir, position = saved
-                lexical = LexicalIndex.load(state_dir / "lexical")
-                dense = DenseIndex.load(state_dir / "dense")
-                columns = _saved_columns(state_dir / "columns")
-        except Exception:  # any unreadable state means: rebuild from the record
+                if saved is not None:  # else none yet, or another record's / embedder's
+                    if saved[1] > self._store.log_position():
+                        raise ValueError("persisted indexes do not belong to this record")
+                    if saved[1] < self._store.log_floor():
+                        raise ValueError("the write log no longer reaches the saved indexes")
+                    state_dir, position = saved
+                    lexical = LexicalIndex.load(state_dir / "lexical")
+                    dense = DenseIndex.load(state_dir / "dense")
+                    columns = _saved_columns(state_dir / "columns")
+        except Exception as exc:  # any unreadable state means: rebuild from the record
+            logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
+                           "store", type(exc).__name__, exc)
+            saved = None
+        if saved is None:
             self._rebuild()
             return
         self._saved_position = position
@@ -696,7 +745,7 @@ class Engine:
         if request.unit == "document":
             ranked = _best_per_document(ranked)
         if request.session_id is not None and request.cursor is None:
-            seen = self._session_seen(request.session_id)
+            seen = self._session_seen((request.caller, request.session_id))
             ranked = [c for c in ranked if _hit_id(c.record, request.unit) not in seen]
         page = [self._hit(c, request, query_vector)
                 for c in self._load(ranked[plan.offset:plan.offset + plan.k], seq)]
@@ -715,7 +764,7 @@ class Engine:
                     and not _exact_dense(request, plan)):
                 self._recalled.put((fingerprint, self.version_token(seq)), (candidates, seq))
         if request.session_id is not None:
-            self._remember(request.session_id, [hit.id for hit in page])
+            self._remember((request.caller, request.session_id), [hit.id for hit in page])
         stage("pack", 1.0)
         usage = Usage(candidates=plan.candidate_k, reranked=reranked, k=plan.k,
                       latency_ms=(time.perf_counter() - started) * 1000, tokens=tokens,
@@ -768,7 +817,7 @@ class Engine:
             top_n = min(max(wanted_top_n, k), candidate_k)
         plan = _Plan(k=k, candidate_k=candidate_k, top_n=top_n, offset=0,
                      fingerprint=None, pinned=request.index_version, notes=tuple(notes),
-                     schema=self._schema, poisoned=self._poisoned, now_ms=time.time() * 1000)
+                     schema=self._schema, poisoned=self._poisoned, now_ms=self._clock() * 1000)
         if request.cursor is None:
             return plan
         # A continuation page replays the first page's ranking inputs exactly (§10): the
@@ -811,8 +860,12 @@ class Engine:
             with self._index_lock.reading():
                 records = self._store.chunks(missing)
                 order = [rowid for rowid in missing if rowid in records]
-                vectors = (self._database.vectors(order) if self._database is not None
-                           else self._dense.get(np.asarray(order, dtype=np.int64)))
+                try:
+                    vectors = (self._database.vectors(order) if self._database is not None
+                               else self._dense.get(np.asarray(order, dtype=np.int64)))
+                except NotFound as exc:  # indexes disagree with the record: ours, not -32015
+                    raise RuntimeError(
+                        f"derived indexes are inconsistent: {exc.message}") from exc
                 if seq < self._store.gc_floor():
                     # Collected while we read: serve that snapshot whole or not at all
                     # (§7.7.1).
@@ -914,24 +967,33 @@ class Engine:
 
     def _adjust(self, request: SearchRequest, plan: _Plan,
                 ranked: list[_Candidate]) -> list[_Candidate]:
-        """Recency decay (§7.7; no decay without a date value) and the feedback poison
-        policy (§7.16, §15.3)."""
+        """Recency (§7.7; no decay without a date value) blended with relevance by
+        ``recency_weight``, and the feedback poison policy (§7.16, §15.3)."""
         poisoned = plan.poisoned.documents
         recency = request.recency
         if recency is not None and plan.schema.get(recency.field) != "date":
             raise InvalidParams("recency.field must be a date field", field="recency.field")
         if recency is None and not poisoned:
             return ranked
+        floor = min((c.score for c in ranked), default=0.0)
+        weight = self.config.recency_weight
+        freshness: dict[int, float] = {}
         for candidate in ranked:
             if recency is not None:
                 stamp = candidate.record.filter_meta.get(recency.field)
                 if isinstance(stamp, int | float):
                     age_days = max(0.0, (plan.now_ms - stamp) / _MS_PER_DAY)
-                    candidate.score = _demote(candidate.score,
-                                              0.5 ** (age_days / recency.half_life_days))
+                    decay = 0.5 ** (age_days / recency.half_life_days)
+                    freshness[candidate.record.rowid] = decay
+                    # A blend, not a product: relevance above the candidates' floor keeps
+                    # (1 - weight) of its size however old the hit is, so an old on-topic
+                    # document still beats a new off-topic one.
+                    candidate.score = floor + (candidate.score - floor) * (
+                        1.0 - weight + weight * decay)
             if candidate.record.doc_id in poisoned:
                 candidate.score = _demote(candidate.score, self.config.poison_penalty)
-        return sorted(ranked, key=lambda c: -c.score)
+        # Equal relevance (at the floor, or duplicates): the newer hit first.
+        return sorted(ranked, key=lambda c: (-c.score, -freshness.get(c.record.rowid, 1.0)))
 
     def _diversify(self, request: SearchRequest, plan: _Plan, ranked: list[_Candidate],
                    query_vector: npt.NDArray[np.float32]) -> list[_Candidate]:
@@ -954,10 +1016,13 @@ class Engine:
         meta = record.meta
         cosine = float(np.dot(candidate.vector, query_vector))
         uri = meta.get("uri") or meta.get("url")
+        page = meta.get("page")
         citation = Citation(source=str(meta.get("source") or record.doc_id),
                             uri=uri if isinstance(uri, str) else None,
                             title=meta["title"] if isinstance(meta.get("title"), str) else None,
-                            start=record.start, end=record.end)
+                            start=record.start, end=record.end,
+                            page=page if isinstance(page, int) and not isinstance(page, bool)
+                            else None)
         return Hit(
             id=_hit_id(record, request.unit),
             score=candidate.score, unit=request.unit, doc_id=record.doc_id,
@@ -995,15 +1060,15 @@ class Engine:
             raise NotFound("cursor expired: its snapshot was garbage-collected")
         return state
 
-    def _session_seen(self, session_id: str) -> set[str]:
-        now = time.monotonic()
+    def _session_seen(self, session_id: tuple[str | None, str]) -> set[str]:
+        now = self._clock()
         with self._sessions_lock:
             self._expire_sessions(now)
             entry = self._sessions.get(session_id)
             return set(entry[1]) if entry else set()
 
-    def _remember(self, session_id: str, hit_ids: Sequence[str]) -> None:
-        now = time.monotonic()
+    def _remember(self, session_id: tuple[str | None, str], hit_ids: Sequence[str]) -> None:
+        now = self._clock()
         with self._sessions_lock:
             self._expire_sessions(now)
             _, seen = self._sessions.get(session_id, (now, set()))
@@ -1211,7 +1276,7 @@ def _saved_columns(directory: Path) -> FilterColumns | None:
 
 
 def _open_store(config: EngineConfig) -> Store:
-    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL (issue 8)."""
+    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL."""
     if config.backend == "sqlite":
         return SqliteStore.open(config.data_dir)
     if config.backend != "postgres":

@@ -1,5 +1,5 @@
 """The engine served over RCP: binds :class:`~rcpkit.engine.pipeline.Engine` to the server
-framework exactly as a user's own engine would (DESIGN §1).
+framework exactly as a user's own engine would.
 
 :func:`build_server` opens the engine and returns a :class:`~rcpkit.server.Server` whose
 capabilities (§6, §6.1) are derived from :meth:`Engine.describe` — only what is configured is
@@ -38,7 +38,7 @@ from rcpkit.engine.types import (
     RerankOptions,
     SearchRequest,
 )
-from rcpkit.protocol.content import ContentBlock, text_of
+from rcpkit.protocol.content import ContentBlock, plain_text
 from rcpkit.protocol.errors import BackendUnavailable, InvalidParams, UsageError
 from rcpkit.protocol.filters import FilterNode
 from rcpkit.protocol.lifecycle import LOG_LEVELS
@@ -148,6 +148,8 @@ def capabilities(engine: Engine, sparse: SparseEncoder | None) -> dict[str, dict
         caps["sparseEmbed"] = {"identity": sparse.identity}
     if described.pagination:
         caps["pagination"] = {}
+    if engine.config.read_only:
+        del caps["index"]
     return caps
 
 
@@ -190,8 +192,9 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
     server.add_method("retrieve", handlers.retrieve)
     server.add_method("embed", handlers.embed)
     server.add_method("embed/multi", handlers.embed_multi)
-    server.add_method("index/add", handlers.index_add)
-    server.add_method("index/delete", handlers.index_delete)
+    if "index" in caps:
+        server.add_method("index/add", handlers.index_add)
+        server.add_method("index/delete", handlers.index_delete)
     server.add_method("feedback", handlers.feedback)
     if "rerank" in caps:
         server.add_method("rerank", handlers.rerank)
@@ -228,13 +231,9 @@ class _EngineServer(Server):
             self.capability("filter", refreshed)
 
 
-def _texts(inputs: Sequence[str | ContentBlock]) -> list[str]:
+def _texts(inputs: Sequence[str | ContentBlock], path: str) -> list[str]:
     """Bare strings or text Content blocks (§4.8; gating already refused other modalities)."""
-    return [item if isinstance(item, str) else text_of([item]) for item in inputs]
-
-
-def _query_text(query: str | ContentBlock | list[ContentBlock]) -> str:
-    return text_of([query] if isinstance(query, ContentBlock) else query)
+    return [plain_text(item, f"{path}[{index}]") for index, item in enumerate(inputs)]
 
 
 class _Handlers:
@@ -247,7 +246,7 @@ class _Handlers:
 
     # ── retrieve (§7.7, §9, §10) ───────────────────────────────────────────
     def retrieve(self, params: RetrieveParams, ctx: Context) -> dict[str, Any]:
-        request = self._search_request(params, ctx.filter)
+        request = self._search_request(params, ctx.caller, ctx.filter)
         encoding = params.encoding or "json"
 
         def wire(hit: Hit) -> dict[str, Any]:
@@ -278,11 +277,12 @@ class _Handlers:
             body["nextCursor"] = result.next_cursor
         return body
 
-    def _search_request(self, params: RetrieveParams,
+    def _search_request(self, params: RetrieveParams, caller: str,
                         filter_tree: FilterNode | None) -> SearchRequest:
         """Typed §7.7 params → the engine's request; absent options keep engine defaults.
-        ``filter_tree`` is the filter the dispatcher's gating validated against the
-        advertised fields (the engine's own schema, see :meth:`_advertise_filter_fields`)."""
+        ``caller`` scopes session dedup and cursors (:attr:`Context.caller`); ``filter_tree``
+        is the filter the dispatcher's gating validated against the advertised fields (the
+        engine's own schema, see :meth:`_advertise_filter_fields`)."""
         fusion = params.fusion
         rerank = params.rerank_options
         recency = None
@@ -293,7 +293,7 @@ class _Handlers:
         rerank_method = (rerank.method if rerank is not None and rerank.method
                          else self.default_rerank)
         return SearchRequest(
-            query=_query_text(params.query), k=params.k, mode=params.mode or "hybrid",
+            query=plain_text(params.query, "query"), k=params.k, mode=params.mode or "hybrid",
             candidate_k=params.candidate_k,
             fusion=(fusion.method if fusion and fusion.method else "rrf"),
             rrf_k=(fusion.rrf_k if fusion and fusion.rrf_k is not None else 60),
@@ -309,24 +309,25 @@ class _Handlers:
             unit=params.unit or "chunk", token_budget=params.token_budget,
             session_id=params.session_id, include_text=params.include_text,
             include_vectors=params.include_vectors, seed=params.seed,
-            index_version=params.index_version, cursor=params.cursor)
+            index_version=params.index_version, cursor=params.cursor, caller=caller)
 
     # ── embeddings (§7.3, §7.4, §7.5) and rerank (§7.6) ────────────────────
     def embed(self, params: EmbedParams, ctx: Context) -> dict[str, Any]:
         encoding = params.encoding or "json"
-        vectors = self.engine.embed(_texts(params.inputs), params.kind or "document")
+        vectors = self.engine.embed(_texts(params.inputs, "inputs"), params.kind or "document")
         return {"vectors": encode_vectors(vectors, encoding), "encoding": encoding,
                 "dimension": int(vectors.shape[1])}
 
     def embed_multi(self, params: MultiEmbedParams, ctx: Context) -> dict[str, Any]:
         encoding = params.encoding or "json"
-        matrices = self.engine.token_embeddings(_texts(params.inputs), params.kind or "document")
+        matrices = self.engine.token_embeddings(_texts(params.inputs, "inputs"),
+                                                params.kind or "document")
         return {"matrices": [encode_vectors(matrix, encoding) for matrix in matrices],
                 "encoding": encoding, "dimension": self.engine.describe().embed_dimension}
 
     def embed_sparse(self, params: SparseEmbedParams, ctx: Context) -> dict[str, Any]:
         assert self.sparse is not None  # registered only with an encoder
-        texts = _texts(params.inputs)
+        texts = _texts(params.inputs, "inputs")
         if len(texts) > self.engine.config.max_batch_inputs:
             raise InvalidParams(f"at most {self.engine.config.max_batch_inputs} inputs per call",
                                 field="inputs")
@@ -335,11 +336,12 @@ class _Handlers:
                            for indices, values in encoded]}
 
     def rerank(self, params: RerankParams, ctx: Context) -> dict[str, Any]:
-        """§7.6 plus DESIGN §4: ``scores`` aligned with the input, ``order`` and ``results``
+        """§7.6, as peers expect: ``scores`` aligned with the input, ``order`` and ``results``
         best first (cut at ``topN``)."""
         method = params.method or self.default_rerank
         assert method is not None  # registered only with a reranker
-        scores = self.engine.rerank(_query_text(params.query), _texts(params.passages), method)
+        scores = self.engine.rerank(plain_text(params.query, "query"),
+                                    _texts(params.passages, "passages"), method)
         order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
         if params.top_n is not None:
             order = order[:params.top_n]
