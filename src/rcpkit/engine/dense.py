@@ -503,11 +503,17 @@ class DenseIndex:
         checksums = meta.get("checksums", {})
         for key, name in files.items():
             verify_file(directory / name, checksums.get(key))
-        vectors = np.load(directory / files["vectors"], allow_pickle=False)
-        rowids = np.load(directory / files["rowids"], allow_pickle=False)
+        # Mapped, not read: a saved file is never rewritten (each save writes a new
+        # generation), and a mapping outlives the unlink of a later save. Nothing writes into
+        # the buffer either: it has no spare rows, so the first add, remove or merge
+        # publishes fresh buffers first (_append, _publish).
+        vectors = np.load(directory / files["vectors"], allow_pickle=False, mmap_mode="r")
+        rowids = np.load(directory / files["rowids"], allow_pickle=False).astype(np.int64)
         if vectors.shape != (len(rowids), index.dimension) or np.any(np.diff(rowids) <= 0):
             raise ValueError("the saved dense vectors and row ids do not match")
-        snapshot = index._publish(vectors.astype(np.float32), rowids.astype(np.int64), spare=0)
+        index._buffer = vectors if vectors.dtype == np.float32 else vectors.astype(np.float32)
+        index._buffer_rowids = rowids
+        snapshot = _Snapshot(index._buffer, rowids)
         graph = None
         if "graph" in files:
             graph_index = index._new_graph()
