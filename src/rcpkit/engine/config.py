@@ -81,9 +81,6 @@ class EngineConfig:
     """Candidates reranked when a request names a reranker without ``topN`` (at least k):
     reranking all of candidateK costs 5× more for no measured gain (docs/benchmarks.md)."""
     rerank_cache_bytes: int = 128 * 2**20
-    query_cache_size: int = 1024
-    """Query vectors kept by query text: a repeated query (a user paging, retrying, or the
-    same question from many users) skips the embedding model, the costliest per-query step."""
     read_only: bool = False
     """Serve without ``index/add`` and ``index/delete`` (the ``index`` capability is not
     advertised, §7.10); ``rcpkit index`` on the data directory still writes."""
@@ -91,6 +88,9 @@ class EngineConfig:
     """How much of a hit's relevance §7.7 ``recency`` may take away: the score above the
     candidates' lowest is scaled by ``1 - w + w * 0.5 ** (age / halfLifeDays)``, so an old
     document keeps at least ``1 - w`` of its relevance."""
+    query_cache_size: int = 1024
+    """Query vectors kept by query text: a repeated query (a user paging, retrying, or the
+    same question from many users) skips the embedding model, the costliest per-query step."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:

@@ -105,7 +105,7 @@ from rcpkit.protocol.messages import require_scalar
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["MODES", "STAGES", "Engine", "Progress"]
+__all__ = ["MODES", "STAGES", "Engine", "Progress", "record_hit"]
 
 logger = logging.getLogger(__name__)
 
@@ -325,6 +325,16 @@ class Engine:
     def index_version(self) -> str:
         """The latest published snapshot."""
         return self.version_token(self._published)
+
+    def snapshot(self, index_version: str | None = None) -> int:
+        """The version a read pinned to ``index_version`` (default: the latest) sees; -32010
+        when it cannot be served (§7.7.1)."""
+        return self._parse_version(index_version) if index_version else self._published
+
+    @property
+    def store(self) -> Store:
+        """The system of record, for components deriving their own indexes from it."""
+        return self._store
 
     # ── writes ─────────────────────────────────────────────────────────────
 
@@ -1014,25 +1024,12 @@ class Engine:
 
     def _hit(self, candidate: _Candidate, request: SearchRequest,
              query_vector: npt.NDArray[np.float32]) -> Hit:
-        record = candidate.record
-        meta = record.meta
         cosine = float(np.dot(candidate.vector, query_vector))
-        uri = meta.get("uri") or meta.get("url")
-        page = meta.get("page")
-        citation = Citation(source=str(meta.get("source") or record.doc_id),
-                            uri=uri if isinstance(uri, str) else None,
-                            title=meta["title"] if isinstance(meta.get("title"), str) else None,
-                            start=record.start, end=record.end,
-                            page=page if isinstance(page, int) and not isinstance(page, bool)
-                            else None)
-        return Hit(
-            id=_hit_id(record, request.unit),
-            score=candidate.score, unit=request.unit, doc_id=record.doc_id,
-            chunk_index=record.index, confidence=min(1.0, max(0.0, cosine)),
-            text=record.text, meta=meta,
+        return replace(
+            record_hit(candidate.record, candidate.score, request.unit),
+            confidence=min(1.0, max(0.0, cosine)),
             vector=candidate.vector.tolist() if request.include_vectors else None,
-            scores=dict(candidate.scores), citation=citation,
-            trust_level=str(meta.get("trust", "untrusted")), context=record.context)
+            scores=dict(candidate.scores))
 
     # ── pagination (§10) and sessions (§7.7.3) ─────────────────────────────
 
@@ -1356,6 +1353,22 @@ def _fingerprint(request: SearchRequest, secret: bytes) -> str:
     fixed = replace(request, cursor=None, index_version=None, session_id=None)
     body = msgspec.json.encode(fixed, order="sorted", enc_hook=repr)
     return hmac.new(secret, body, hashlib.sha256).hexdigest()[:32]
+
+
+def record_hit(record: ChunkRecord, score: float, unit: str = "chunk") -> Hit:
+    """The §7.7 hit of a stored chunk (text, metadata, citation, trust) with ``score``."""
+    meta = record.meta
+    uri = meta.get("uri") or meta.get("url")
+    page = meta.get("page")
+    citation = Citation(source=str(meta.get("source") or record.doc_id),
+                        uri=uri if isinstance(uri, str) else None,
+                        title=meta["title"] if isinstance(meta.get("title"), str) else None,
+                        start=record.start, end=record.end,
+                        page=page if isinstance(page, int) and not isinstance(page, bool)
+                        else None)
+    return Hit(id=_hit_id(record, unit), score=score, unit=unit, doc_id=record.doc_id,
+               chunk_index=record.index, text=record.text, meta=meta, citation=citation,
+               trust_level=str(meta.get("trust", "untrusted")), context=record.context)
 
 
 def _hit_id(record: ChunkRecord, unit: str) -> str:

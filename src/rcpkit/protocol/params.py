@@ -484,7 +484,8 @@ class TransformResult(_Message, frozen=True, kw_only=True):
 
 
 class GraphParams(_Message, frozen=True, kw_only=True):
-    """§7.9; ``cursor`` pages ``communities`` (§10)."""
+    """§7.9; ``cursor`` pages ``communities`` (§10); ``indexVersion`` pins the snapshot
+    whose graph answers, as in ``retrieve`` (§7.7.1)."""
 
     op: str
     query: str | None = None
@@ -494,6 +495,7 @@ class GraphParams(_Message, frozen=True, kw_only=True):
     level: NonNegativeInt | None = None
     session_id: str | None = None
     cursor: str | None = None
+    index_version: str | None = None
 
 
 class Community(_Wire, frozen=True, kw_only=True):
