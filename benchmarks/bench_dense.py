@@ -133,6 +133,26 @@ def bench_writes(kind: str, n: int, seed: int) -> None:
     index.close()
 
 
+def bench_build(kind: str, n: int, seed: int) -> None:
+    """Graph settle time of a bulk load with 1 and with 2 build threads, side by side, and
+    how many rows their own vector does not find (the parallel build repairs those)."""
+    corpus = make_corpus(kind, n, np.random.default_rng(seed))
+    print(f"\n== graph build, {kind} n={n:,} (one bulk add, exact threshold 1,000)")
+    seconds = {}
+    for threads in (1, 2):
+        index = DenseIndex(DIMENSION, exact_threshold=1000, build_threads=threads)
+        began = time.perf_counter()
+        index.add(np.arange(n), corpus)
+        index.wait_for_graph()
+        seconds[threads] = time.perf_counter() - began
+        found = [int(rowids[0]) for rowids, _ in index.search_batch(corpus, 1)]
+        lost = sum(1 for row, first in enumerate(found) if first != row)
+        print(f"{threads} thread(s): {seconds[threads]:7.1f} s ({n / seconds[threads]:,.0f} "
+              f"rows/s), rows not found by their own vector: {lost}")
+        index.close()
+    print(f"speed-up with 2 threads: {seconds[1] / seconds[2]:.2f}x")
+
+
 def bench_embed(n_short: int, n_long: int) -> None:
     embedder = minilm()
     embedder.embed(["warm up"])
@@ -153,7 +173,7 @@ def bench_embed(n_short: int, n_long: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--corpus", choices=["random", "clustered"], nargs="+",
                         default=["random"])
     parser.add_argument("--queries", type=int, default=200)
@@ -162,6 +182,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-embed", action="store_true")
     parser.add_argument("--skip-writes", action="store_true")
+    parser.add_argument("--build", type=int, nargs="*", default=[], metavar="N",
+                        help="also time graph builds of N vectors with 1 and 2 threads")
     parser.add_argument("--embed-short", type=int, default=1000)
     parser.add_argument("--embed-long", type=int, default=200)
     args = parser.parse_args()
@@ -170,6 +192,8 @@ def main() -> None:
             bench_size(kind, n, args.queries, args.k, args.query_noise, args.seed)
             if not args.skip_writes:
                 bench_writes(kind, n, args.seed)
+        for n in args.build:
+            bench_build(kind, n, args.seed)
     if not args.skip_embed:
         bench_embed(args.embed_short, args.embed_long)
 

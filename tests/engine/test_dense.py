@@ -510,3 +510,23 @@ def test_a_parallel_graph_build_reaches_every_row(seed: int) -> None:
     assert index.uses_graph and index.graph_tail == 0
     assert lost_rows(index, vectors) == []
     index.close()
+
+
+def test_a_loaded_index_maps_its_vectors_and_never_writes_the_saved_file(
+    tmp_path: Path, small_index: tuple[DenseIndex, np.ndarray]
+) -> None:
+    index, _ = small_index
+    index.save(tmp_path)
+    saved = next(tmp_path.glob("vectors.*.npy"))
+    before = saved.read_bytes()
+    loaded = DenseIndex.load(tmp_path)
+    # Opening reads no vector: they are mapped from the saved file, read-only.
+    mapped = loaded._view.snapshot.vectors
+    assert isinstance(mapped, np.memmap) and not mapped.flags.writeable
+    query = unit_vectors(1, seed=5)[0]
+    assert loaded.search(query, 10)[0].tolist() == index.search(query, 10)[0].tolist()
+    loaded.add(np.array([7000, 7001]), unit_vectors(2, seed=77))
+    loaded.remove(np.array([10, 11]))
+    assert loaded.search(unit_vectors(2, seed=77)[1], 1)[0].tolist() == [7001]
+    assert loaded.count == index.count
+    assert saved.read_bytes() == before

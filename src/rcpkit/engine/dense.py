@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rcpkit.engine.embedding import available_cores
 from rcpkit.engine.persist import file_checksum, verify_file
 from rcpkit.protocol.errors import InvalidParams, NotFound
 
@@ -183,8 +182,10 @@ class DenseIndex:
     ``connectivity``, ``expansion_add`` and ``expansion_search`` are the HNSW M, ef_construction
     and ef_search. ef_search 128 (usearch's default is 64) measured recall@10 of 0.71 vs 0.60 on
     random 384-d vectors at similar latency, and 1.0 on clustered ones (benchmarks/bench_dense.py).
-    ``build_threads`` (default: the cores available) insert in parallel on the background
-    thread. Parallel HNSW insertion can leave a node unreachable: two close vectors inserted
+    ``build_threads`` > 1 insert in parallel on the background thread (default 1: on a
+    loaded 2-core host two threads plus the self-check below settled 50k clustered vectors in
+    1.5x the time of one, ``benchmarks/bench_dense.py --build``; with idle cores to spare
+    they pay). Parallel HNSW insertion can leave a node unreachable: two close vectors inserted
     at once do not see each other, and when a shared neighbour's full list is pruned by the
     diversity heuristic it keeps only one of them, "covered" by the other, which has no link
     to it (usearch 2.26: a few of 3000 clustered vectors not found by their own vector with
@@ -202,7 +203,7 @@ class DenseIndex:
         connectivity: int = 16,
         expansion_add: int = 128,
         expansion_search: int = 128,
-        build_threads: int | None = None,
+        build_threads: int = 1,
     ) -> None:
         if dimension < 1:
             raise ValueError("dimension must be positive")
@@ -214,7 +215,7 @@ class DenseIndex:
         self.connectivity = connectivity
         self.expansion_add = expansion_add
         self.expansion_search = expansion_search
-        self.build_threads = build_threads if build_threads is not None else available_cores()
+        self.build_threads = build_threads
         self._buffer = np.zeros((0, dimension), dtype=np.float32)
         self._buffer_rowids = np.zeros(0, dtype=np.int64)
         self._view = _view_of(_Snapshot(self._buffer, self._buffer_rowids), None)
@@ -481,9 +482,10 @@ class DenseIndex:
             _remove_stale(directory, keep=set(names.values()))
 
     @classmethod
-    def load(cls, directory: Path) -> DenseIndex:
+    def load(cls, directory: Path, *, build_threads: int = 1) -> DenseIndex:
         """Read an index written by :meth:`save` (no pickle); a missing or lagging graph is
-        built or extended in the background."""
+        built or extended in the background with ``build_threads`` (a property of the
+        machine, not of the saved index)."""
         directory = Path(directory)
         meta_path = directory / _META
         if not meta_path.is_file():
@@ -498,16 +500,23 @@ class DenseIndex:
             connectivity=meta["connectivity"],
             expansion_add=meta["expansion_add"],
             expansion_search=meta["expansion_search"],
+            build_threads=build_threads,
         )
         files = meta["files"]
         checksums = meta.get("checksums", {})
         for key, name in files.items():
             verify_file(directory / name, checksums.get(key))
-        vectors = np.load(directory / files["vectors"], allow_pickle=False)
-        rowids = np.load(directory / files["rowids"], allow_pickle=False)
+        # Mapped, not read: a saved file is never rewritten (each save writes a new
+        # generation), and a mapping outlives the unlink of a later save. Nothing writes into
+        # the buffer either: it has no spare rows, so the first add, remove or merge
+        # publishes fresh buffers first (_append, _publish).
+        vectors = np.load(directory / files["vectors"], allow_pickle=False, mmap_mode="r")
+        rowids = np.load(directory / files["rowids"], allow_pickle=False).astype(np.int64)
         if vectors.shape != (len(rowids), index.dimension) or np.any(np.diff(rowids) <= 0):
             raise ValueError("the saved dense vectors and row ids do not match")
-        snapshot = index._publish(vectors.astype(np.float32), rowids.astype(np.int64), spare=0)
+        index._buffer = vectors if vectors.dtype == np.float32 else vectors.astype(np.float32)
+        index._buffer_rowids = rowids
+        snapshot = _Snapshot(index._buffer, rowids)
         graph = None
         if "graph" in files:
             graph_index = index._new_graph()

@@ -539,7 +539,8 @@ class Engine:
 
     def _new_dense_index(self) -> DenseIndex:
         return DenseIndex(self._embedder.dimension,
-                          exact_threshold=self.config.dense_exact_threshold)
+                          exact_threshold=self.config.dense_exact_threshold,
+                          build_threads=self.config.dense_build_threads)
 
     def _index_dir(self) -> Path:
         return Path(self.config.data_dir) / "indexes"
@@ -560,7 +561,8 @@ class Engine:
                         raise ValueError("the write log no longer reaches the saved indexes")
                     state_dir, position = saved
                     lexical = LexicalIndex.load(state_dir / "lexical")
-                    dense = DenseIndex.load(state_dir / "dense")
+                    dense = DenseIndex.load(state_dir / "dense",
+                                            build_threads=self.config.dense_build_threads)
                     columns = _saved_columns(state_dir / "columns")
         except Exception as exc:  # any unreadable state means: rebuild from the record
             logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
