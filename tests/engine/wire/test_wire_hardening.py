@@ -7,11 +7,12 @@ import base64
 import json
 import socket
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_wire import Engine, HttpEngine, make_data_dir
+from engine_wire import Engine, HttpEngine, make_data_dir, rcpkit_argv
 
 LONE = "\ud800"
 
@@ -271,3 +272,14 @@ def test_oversized_and_overdeep_params_get_their_own_errors(serve: Any) -> None:
     assert reply["error"]["code"] == -32600 and "levels deep" in reply["error"]["message"]
     assert engine.ids("bees") == ["a#0"]  # and the server goes on
     engine.close()
+
+
+@pytest.mark.parametrize("mode", [["--stdio"], ["--http", "127.0.0.1:0"]])
+def test_a_corrupt_store_file_is_one_clear_line_at_start(data_dir: Path,
+                                                         mode: list[str]) -> None:
+    (data_dir / "store.sqlite3").write_bytes(b"not a database, " * 512)
+    done = subprocess.run(rcpkit_argv("serve", *mode, "--data", str(data_dir)),
+                          capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stdout == b""
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "not a readable SQLite database" in lines[0], lines
