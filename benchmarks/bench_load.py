@@ -8,6 +8,11 @@ For a bounded time it keeps a mix of ``ping`` (with a nonce), ``retrieve`` and `
   flight (so 16 × 64 = 1,024 by default), on raw asyncio sockets;
 - stdio: one child with ``--stdio-depth`` requests in flight.
 
+Before the HTTP load, ``--flood-mib`` (default 100) measures abuse the server must shrug off:
+two clients each send a request whose one header grows to that many MiB while a third
+pings; printed are how long until the server cut them off, the slowest ping meanwhile and the
+server's RSS after.
+
 Every reply is checked against its request: ``lost`` (never answered: the run ends by
 waiting for every outstanding reply up to ``--drain`` seconds), ``duplicated`` (an id
 answered twice), ``mismatched`` (a reply to another request, or a ping echoing another
@@ -17,7 +22,7 @@ acknowledged write lost). Printed: those counts (all must be 0 but ``acked write
 requests/s, p50/p99 latency, and the server's RSS before and after the load.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_load.py [--seconds 10] [--clients 16]
-        [--depth 64] [--stdio-depth 256] [--only http|stdio]
+        [--depth 64] [--stdio-depth 256] [--flood-mib 100] [--only http|stdio]
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,6 +191,41 @@ def http_call(port: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
+def flood_head(port: int, mib: int) -> float:
+    """Send a request whose one header grows to ``mib`` MiB; the seconds until the server
+    stopped taking it (closed the connection) or took it all."""
+    started = time.perf_counter()
+    piece = b"a" * (1 << 20)
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as conn:
+        try:
+            conn.sendall(b"POST /rcp HTTP/1.1\r\nHost: flood\r\nX-Flood: ")
+            for _ in range(mib):
+                conn.sendall(piece)
+            conn.sendall(b"\r\nContent-Length: 2\r\n\r\n{}")
+            conn.recv(1024)
+        except OSError:
+            pass
+    return time.perf_counter() - started
+
+
+def measure_flood(port: int, pid: int, mib: int) -> None:
+    took: list[float] = []
+    floods = [threading.Thread(target=lambda: took.append(flood_head(port, mib)))
+              for _ in range(2)]
+    for flood in floods:
+        flood.start()
+    slowest = 0.0
+    while any(flood.is_alive() for flood in floods):
+        started = time.perf_counter()
+        http_call(port, "ping", {})
+        slowest = max(slowest, time.perf_counter() - started)
+    for flood in floods:
+        flood.join()
+    print(f"\nHTTP head flood: 2 x {mib} MiB header, cut off after {max(took):.2f} s; "
+          f"slowest ping meanwhile {slowest * 1000:.0f} ms; server RSS {rss_kb(pid) / 1024:.0f} "
+          "MiB after")
+
+
 def run_http(data_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     server = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", "--data",
@@ -199,6 +240,8 @@ def run_http(data_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise RuntimeError("rcpkit serve --http did not start") from None
                 time.sleep(0.1)
+        if args.flood_mib:
+            measure_flood(port, server.pid, args.flood_mib)
         rss_before = rss_kb(server.pid)
         tally, statuses = Tally(), {}
         started = time.perf_counter()
@@ -305,6 +348,8 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=64)
     parser.add_argument("--stdio-depth", type=int, default=256)
     parser.add_argument("--only", choices=("http", "stdio"))
+    parser.add_argument("--flood-mib", type=int, default=100,
+                        help="header size of the head flood before the HTTP load (0: skip)")
     args = parser.parse_args()
     failed = False
     with tempfile.TemporaryDirectory(prefix="rcpkit-load-") as work:
