@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from rcpkit.eval.cli import build_app, register
+from support.net import free_port, wait_listening
 
 SERVER = Path(__file__).with_name("bm25_rcp_server.py")
 ENGINE = f"{sys.executable} {SERVER}"
@@ -33,7 +32,7 @@ def test_stdio_engine_report(faq_en: Path, tmp_path: Path) -> None:
     result = runner.invoke(build_app(), [
         "--dataset", str(faq_en), "--stdio", ENGINE,
         "--config", 'bm25={"mode":"sparse"}', "--config", 'top10={"k":10}',
-        "--json", str(tmp_path / "report.json"), "--trec", str(tmp_path / "trec"),
+        "--report", str(tmp_path / "report.json"), "--trec", str(tmp_path / "trec"),
         "--plot", str(tmp_path / "plots")])
     assert result.exit_code == 0, result.output
     assert "nDCG@10" in result.stdout and "latency p95 (ms)" in result.stdout
@@ -61,7 +60,7 @@ def test_stdio_engine_report(faq_en: Path, tmp_path: Path) -> None:
 def test_unsupported_config_fails_with_exit_code(faq_en: Path) -> None:
     result = runner.invoke(build_app(), [
         "--dataset", str(faq_en), "--stdio", ENGINE, "--config", 'dense={"mode":"dense"}',
-        "--json", "-"])
+        "--json"])
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert "-32005" in report["configs"][0]["error"]
@@ -88,19 +87,10 @@ def test_convert_directory(tmp_path: Path) -> None:
 
 @pytest.fixture()
 def http_engine() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)])
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "engine did not start"
-                time.sleep(0.05)
+        wait_listening(port, process=process)
         yield f"http://127.0.0.1:{port}/rcp"
     finally:
         process.terminate()
@@ -109,7 +99,7 @@ def http_engine() -> Iterator[str]:
 
 def test_http_engine_twice_via_module(faq_en: Path, http_engine: str) -> None:
     command = [sys.executable, "-m", "rcpkit.eval", "--dataset", str(faq_en), "--http",
-               http_engine, "--json", "-"]
+               http_engine, "--json"]
     first = subprocess.run(command, capture_output=True, text=True, timeout=100)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["indexing"] == "added 503 documents"

@@ -13,12 +13,12 @@ from rcpkit.cli import app
 from rcpkit.client.client import connect_http, connect_stdio
 from rcpkit.protocol.errors import Timeout
 from rcpkit.protocol.params import Hit, RetrieveResult
+from support.net import free_port
 
 from .conftest import (
     RCPKIT,
     Processes,
     engine,
-    free_port,
     http_entry,
     ref_engine,
     stdio_entry,
@@ -121,7 +121,7 @@ def test_gateway_cli_rejects_bad_input(tmp_path: Path) -> None:
     runner = CliRunner()
     done = runner.invoke(app, ["gateway", "--registry", str(registry), "--stdio"])
     assert done.exit_code == 2
-    assert done.stderr.startswith("rcpkit gateway: engines[0] ('x'): a stdio engine needs")
+    assert done.stderr.startswith("rcpkit gateway: error: engines[0] ('x'): a stdio engine needs")
     done = runner.invoke(app, ["gateway", "--registry", str(registry)])
     assert done.exit_code == 2 and "exactly one of --stdio" in done.stderr
     done = runner.invoke(app, ["gateway", "--registry", str(registry), "--http", "nope"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rcpkit.cli import app
+from support.net import free_port
 from support.stdio import python_argv
 
 RCPKIT = python_argv("-c", "from rcpkit.cli import main; main()")
@@ -56,9 +56,7 @@ def test_serve_stdio_app() -> None:
 
 
 def test_serve_http_app_with_auth_from_env() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     child = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", "--app", APP,
                               "--sessions", "token"], env={"RCPKIT_AUTH_TOKENS": "a,b",
                                                            **_base_env()},
@@ -85,9 +83,7 @@ def test_serve_http_app_with_auth_from_env() -> None:
 
 def test_serve_http_limit_flags() -> None:
     """``--max-header-bytes`` and ``--max-sessions`` reach the server (§15.5)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     child = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", "--app", APP,
                               "--sessions", "token", "--max-sessions", "1",
                               "--max-header-bytes", "2048"], env=_base_env(),

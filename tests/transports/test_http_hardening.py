@@ -9,12 +9,19 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
-from transports.conftest import LeanLoopback
+from support.http import LoopbackServer
+
+
+def lean_server(app: Any, **options: Any) -> LoopbackServer:
+    """rcpkit's own HTTP server (the one these limits belong to) on a loopback port."""
+    return LoopbackServer(app, kind="rcpkit", **options)
+
 
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 
@@ -33,15 +40,15 @@ def read_until_closed(conn: socket.socket, timeout: float = 10.0) -> bytes:
 
 
 @pytest.fixture
-def lean() -> Iterator[LeanLoopback]:
-    with LeanLoopback(create_app(build_test_server(), auth_tokens=["secret"])) as running:
+def lean() -> Iterator[LoopbackServer]:
+    with lean_server(create_app(build_test_server(), auth_tokens=["secret"])) as running:
         yield running
 
 
 AUTH = b"Authorization: Bearer secret\r\n"
 
 
-def test_ten_thousand_pipelined_pings_are_answered_in_order(lean: LeanLoopback) -> None:
+def test_ten_thousand_pipelined_pings_are_answered_in_order(lean: LoopbackServer) -> None:
     count = 10_000
     requests = b"".join(post(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % i, AUTH)
                         for i in range(count))
@@ -59,7 +66,7 @@ def test_ten_thousand_pipelined_pings_are_answered_in_order(lean: LeanLoopback) 
 
 
 def test_an_oversized_header_is_431_before_auth_and_others_are_still_served(
-        lean: LeanLoopback) -> None:
+        lean: LoopbackServer) -> None:
     huge = b"X-Junk: " + b"a" * (4 << 20) + b"\r\n"  # no credentials: 401 were it read
     with socket.create_connection(("127.0.0.1", lean.port), timeout=30) as conn:
         with pytest.raises(OSError):  # the server closes while we are still sending
@@ -80,7 +87,7 @@ def test_an_oversized_header_is_431_before_auth_and_others_are_still_served(
         assert b'"result":{}' in conn.recv(65536)
 
 
-def test_an_overlong_request_line_is_414(lean: LeanLoopback) -> None:
+def test_an_overlong_request_line_is_414(lean: LoopbackServer) -> None:
     with socket.create_connection(("127.0.0.1", lean.port), timeout=30) as conn:
         conn.sendall(post(PING, AUTH, path=b"/rcp/" + b"p" * 20_000))
         assert read_until_closed(conn).startswith(b"HTTP/1.1 414 ")
@@ -88,7 +95,7 @@ def test_an_overlong_request_line_is_414(lean: LeanLoopback) -> None:
 
 def test_head_limits_are_configurable() -> None:
     app = create_app(build_test_server())
-    with LeanLoopback(app, max_header_bytes=1024) as small, \
+    with lean_server(app, max_header_bytes=1024) as small, \
             socket.create_connection(("127.0.0.1", small.port), timeout=30) as conn:
         conn.sendall(post(PING, b"X-Junk: " + b"a" * 2000 + b"\r\n"))
         assert read_until_closed(conn).startswith(b"HTTP/1.1 431 ")
@@ -96,7 +103,7 @@ def test_head_limits_are_configurable() -> None:
 
 def test_a_trickling_head_is_cut_off_while_idle_keep_alive_still_closes() -> None:
     app = create_app(build_test_server())
-    with LeanLoopback(app, header_timeout_s=0.5, keep_alive_s=1.0) as lean:
+    with lean_server(app, header_timeout_s=0.5, keep_alive_s=1.0) as lean:
         trickler = socket.create_connection(("127.0.0.1", lean.port), timeout=30)
         started = time.monotonic()
         head = post(PING)
@@ -124,7 +131,7 @@ def test_a_trickling_head_is_cut_off_while_idle_keep_alive_still_closes() -> Non
 
 def test_a_trickling_body_is_cut_off() -> None:
     app = create_app(build_test_server())
-    with LeanLoopback(app, body_timeout_s=0.5) as lean, \
+    with lean_server(app, body_timeout_s=0.5) as lean, \
             socket.create_connection(("127.0.0.1", lean.port), timeout=30) as conn:
         conn.sendall(post(PING)[:-10])
         assert read_until_closed(conn).startswith(b"HTTP/1.1 408 ")
@@ -132,7 +139,7 @@ def test_a_trickling_body_is_cut_off() -> None:
 
 def test_connections_over_the_cap_evict_idle_ones_then_are_shed_with_503() -> None:
     app = create_app(build_test_server())
-    with LeanLoopback(app, max_connections=3) as lean:
+    with lean_server(app, max_connections=3) as lean:
         idle = [socket.create_connection(("127.0.0.1", lean.port), timeout=30) for _ in range(3)]
         for conn in idle:
             conn.sendall(post(PING))
@@ -152,7 +159,7 @@ def test_connections_over_the_cap_evict_idle_ones_then_are_shed_with_503() -> No
             conn.close()
 
 
-def test_an_h2c_upgrade_offer_is_ignored_and_the_body_kept(lean: LeanLoopback) -> None:
+def test_an_h2c_upgrade_offer_is_ignored_and_the_body_kept(lean: LoopbackServer) -> None:
     upgrade = (AUTH + b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
                b"HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n")
     nonce = b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"nonce":"n"}}'

@@ -1,4 +1,4 @@
-"""HTTP transport on real loopback servers, uvicorn and the lean one (§5.2; DESIGN §4)."""
+"""HTTP transport on real loopback servers, uvicorn and the lean one (§5.2)."""
 
 from __future__ import annotations
 
@@ -283,7 +283,7 @@ def test_keep_alive_and_graceful_shutdown(loopback: Any) -> None:
                 assert post(client, rpc("ping")).headers.get("connection") != "close"
         slow = threading.Thread(target=slow_call)
         slow.start()
-        time.sleep(0.2)
+        running.wait_in_flight()
     # leaving the block asked the server to stop while the slow request was in flight
     slow.join()
     assert outcome and body(outcome[0])["result"] == {"slept": 0.5}

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 the call failed (the RCP error code, its name and what
 to do are printed on one line), 2 usage error (bad flags, bad JSON, a method or
-option the server did not advertise).
+option the server did not advertise). ``--json`` prints the result as one JSON document
+on stdout, for both commands.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..cli_support import fail
 from ..protocol.errors import CODE_NAMES, RcpError, UsageError
 from .client import AsyncClient, connect_http, connect_stdio
 
@@ -51,6 +53,7 @@ HttpOption = Annotated[str | None, typer.Option("--http", help="Server base URL 
 HeaderOption = Annotated[list[str] | None, typer.Option(
     "--header", "-H", help="HTTP header 'Name: value' (repeatable).")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds to wait per call.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -65,7 +68,7 @@ def call(
     stdio: StdioOption = None,
     http: HttpOption = None,
     header: HeaderOption = None,
-    raw_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON result.")] = False,
+    raw_json: JsonOption = False,
     strict: Annotated[bool, typer.Option(
         "--strict/--no-strict", help="Refuse methods the server did not advertise.")] = True,
     timeout: TimeoutOption = 60.0,
@@ -74,14 +77,14 @@ def call(
     try:
         parsed = json.loads(params) if params else {}
     except json.JSONDecodeError as exc:
-        _usage(f"params are not valid JSON: {exc}")
+        fail("call", f"params are not valid JSON: {exc}")
     if not isinstance(parsed, dict):
-        _usage("params must be a JSON object")
+        fail("call", "params must be a JSON object")
 
     async def run(client: AsyncClient) -> dict[str, Any]:
         return await client.call(method, parsed, deadline_ms=round(timeout * 1000))
 
-    result = _run(stdio, http, header, timeout, run, strict=strict)
+    result = _run("call", stdio, http, header, timeout, run, strict=strict)
     if raw_json:
         typer.echo(json.dumps(result, ensure_ascii=False))
     else:
@@ -89,13 +92,21 @@ def call(
 
 
 def info(stdio: StdioOption = None, http: HttpOption = None, header: HeaderOption = None,
-         timeout: TimeoutOption = 30.0) -> None:
+         timeout: TimeoutOption = 30.0, raw_json: JsonOption = False) -> None:
     """Show a server's identity, protocol version, conformance level and capabilities."""
 
     async def run(client: AsyncClient) -> AsyncClient:
         return client
 
-    client = _run(stdio, http, header, timeout, run)
+    client = _run("info", stdio, http, header, timeout, run)
+    if raw_json:
+        typer.echo(json.dumps({
+            "server": {"name": client.server.name, "version": client.server.version},
+            "protocolVersion": client.protocol_version, "conformance": client.conformance,
+            "capabilities": {key: metadata for key, metadata
+                             in client.capabilities.to_wire().items()
+                             if client.capabilities.has(key)}}, ensure_ascii=False))
+        return
     console = Console()
     identity = Table(show_header=False, title="RCP server")
     identity.add_row("name", client.server.name)
@@ -110,13 +121,14 @@ def info(stdio: StdioOption = None, http: HttpOption = None, header: HeaderOptio
     console.print(capabilities)
 
 
-def _run(stdio: str | None, http: str | None, header: list[str] | None, timeout: float,
-         action: Callable[[AsyncClient], Awaitable[T]], *, strict: bool = True) -> T:
+def _run(command: str, stdio: str | None, http: str | None, header: list[str] | None,
+         timeout: float, action: Callable[[AsyncClient], Awaitable[T]], *,
+         strict: bool = True) -> T:
     if (stdio is None) == (http is None):
-        _usage("give exactly one of --stdio 'CMD' or --http URL")
-    headers = dict(_header(item) for item in header or [])
+        fail(command, "give exactly one of --stdio 'CMD' or --http URL")
+    headers = dict(_header(command, item) for item in header or [])
     if headers and stdio is not None:
-        _usage("--header applies to --http only")
+        fail(command, "--header applies to --http only")
 
     async def session() -> T:
         if stdio is not None:
@@ -131,24 +143,18 @@ def _run(stdio: str | None, http: str | None, header: list[str] | None, timeout:
     try:
         return asyncio.run(session())
     except UsageError as exc:
-        _usage(str(exc))
+        fail(command, str(exc))
     except RcpError as exc:
         name = CODE_NAMES.get(exc.code, type(exc).__name__)
         advice = ADVICE.get(exc.code, "see the server's documentation")
-        typer.echo(f"error {exc.code} {name}: {exc.message} — {advice}", err=True)
-        raise typer.Exit(1) from None
+        fail(command, f"{exc.code} {name}: {exc.message} — {advice}", code=1)
 
 
-def _header(item: str) -> tuple[str, str]:
+def _header(command: str, item: str) -> tuple[str, str]:
     name, sep, value = item.partition(":")
     if not sep or not name.strip():
-        _usage(f"--header must look like 'Name: value', got {item!r}")
+        fail(command, f"--header must look like 'Name: value', got {item!r}")
     return name.strip(), value.strip()
-
-
-def _usage(message: str) -> NoReturn:
-    typer.echo(f"usage error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def _print_result(result: dict[str, Any]) -> None:

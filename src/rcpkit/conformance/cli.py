@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from rcpkit.cli_support import fail
 from rcpkit.conformance.report import CheckResult, Outcome
 from rcpkit.conformance.runner import Target, run_checks
 
@@ -68,8 +69,7 @@ def check_command(
             on_result=print_live,
         )
     except OSError as exc:  # the server command could not be started at all
-        typer.echo(f"error: cannot start {target.describe()!r}: {exc.strerror or exc}", err=True)
-        raise typer.Exit(2) from None
+        fail("check", f"cannot start {target.describe()!r}: {exc.strerror or exc}")
     if json_output:
         typer.echo(report.dumps())
     else:

@@ -1,214 +1,344 @@
-"""Engine commands: ``rcpkit index add|stats|delete``, ``rcpkit query`` and ``rcpkit demo``.
+"""Engine commands: ``rcpkit index add|sync|stats|delete``, ``rcpkit query`` and ``rcpkit demo``.
 
 They open the engine in-process on ``--data DIR`` (the same directory and ``rcpkit.toml`` that
 ``rcpkit serve --data DIR`` uses), so they must not run while a server writes to that directory
-from another process. Errors a user can fix are one line on stderr and exit status 2.
+from another process. ``--backend``/``--dsn`` pick the system of record as ``rcpkit serve``
+does. Only ``index add|sync`` and ``demo`` create a data directory; the read commands refuse a
+missing one. Errors a user can fix are one line on stderr (``rcpkit <command>: error: …``) and
+exit status 2; ``index add|sync`` exit 1 when nothing could be indexed.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-from collections.abc import Iterator, Sequence
+import math
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
+from rcpkit.cli_support import fail
 from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.folders import SUFFIXES, Folder, Skip, read_folder
 from rcpkit.engine.pipeline import MODES, Engine
 from rcpkit.engine.sample import sample_documents
-from rcpkit.engine.service import open_engine
+from rcpkit.engine.service import CONFIG_FILE, load_config, open_engine
+from rcpkit.engine.store import SqliteStore
 from rcpkit.engine.types import DocumentIn, SearchRequest, SearchResult
-from rcpkit.protocol.errors import RcpError, UsageError
+from rcpkit.protocol.errors import InvalidParams, RcpError, UsageError
 
-__all__ = ["DEMO_QUERY", "read_documents", "register"]
+__all__ = ["DEMO_QUERY", "register"]
 
-SUFFIXES = (".txt", ".md", ".jsonl", ".csv")
 DEMO_QUERY = "how do honeybees tell each other where the flowers are?"
 _DEFAULT_DATA = EngineConfig().data_dir
-_TEXT_COLUMNS = ("text", "body", "content")
-_ID_COLUMNS = ("id", "_id", "doc_id")
+_SHOWN_PROBLEMS = 50
 
 DataOption = Annotated[Path, typer.Option("--data", metavar="DIR",
-                                          help="Engine data directory (created if absent).")]
+                                          help="Engine data directory.")]
+BackendOption = Annotated[str | None, typer.Option(
+    help="System of record: sqlite (in --data) or postgres (at --dsn).")]
+DsnOption = Annotated[str | None, typer.Option(
+    help="PostgreSQL DSN for --backend postgres (also $RCPKIT_DSN).")]
 
 console = Console()
 
 
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"rcpkit: {message}", err=True)
-    raise typer.Exit(2)
-
-
 @contextmanager
-def _engine(data: Path) -> Iterator[Engine]:
-    """The engine on ``data``; a usage or protocol error becomes a one-line exit 2."""
+def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | None = None,
+            create: bool = False) -> Iterator[Engine]:
+    """The engine on ``data``; a usage or protocol error becomes a one-line exit 2. A read
+    command on a directory that holds no index fails rather than creating an empty one."""
     try:
-        engine = open_engine(data)
+        config = load_config(data, backend=backend, dsn=dsn)
+        if not create and config.backend == "sqlite" and not _holds_index(data):
+            fail(command, f"{data}: no index here (create one with `rcpkit index add DIR "
+                 f"--data {data}`)")
+        with console.status("opening the index and loading the embedding model"):
+            engine = open_engine(config)
     except (RcpError, UsageError) as exc:
-        _fail(str(exc))
+        fail(command, str(exc))
     try:
         yield engine
     except (RcpError, UsageError) as exc:
-        _fail(str(exc))
+        fail(command, str(exc))
     finally:
-        engine.close()
+        with console.status("saving the index"):
+            engine.close()
 
 
-# ── readers ────────────────────────────────────────────────────────────────
-
-def _files(paths: Sequence[Path]) -> Iterator[Path]:
-    for path in paths:
-        if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.suffix.lower() in SUFFIXES)
-        elif path.is_file():
-            if path.suffix.lower() not in SUFFIXES:
-                raise UsageError(f"{path}: unsupported file type (use {', '.join(SUFFIXES)})")
-            yield path
-        else:
-            raise UsageError(f"{path}: no such file or directory")
+def _holds_index(data: Path) -> bool:
+    """An SQLite data directory someone created: it has a store or a configuration."""
+    return (data / SqliteStore.FILE_NAME).is_file() or (data / CONFIG_FILE).is_file()
 
 
-def _markdown_title(text: str) -> str | None:
-    for line in text.splitlines():
-        if line.startswith("# "):
-            return line[2:].strip() or None
-    return None
+def _redacted(dsn: str | None) -> str:
+    """A DSN without its password, fit to print."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", dsn or "$RCPKIT_DSN")
 
 
-def _from_text_file(path: Path) -> DocumentIn:
-    text = path.read_text(encoding="utf-8")
-    title = (_markdown_title(text) if path.suffix.lower() == ".md" else None) or path.stem
-    return DocumentIn(text=text, id=path.as_posix(),
-                      meta={"source": path.as_posix(), "title": title})
+# ── indexing a folder ──────────────────────────────────────────────────────
+
+@dataclass(slots=True)
+class _Tally:
+    """What an ``index add|sync`` run did, for the summary table."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    chunks: int = 0
+    skipped: list[Skip] = field(default_factory=list)
+    warnings: list[Skip] = field(default_factory=list)
+
+    @property
+    def indexed(self) -> int:
+        return self.added + self.updated + self.unchanged
 
 
-def _from_record(record: dict[str, Any], where: str) -> DocumentIn:
-    """A ``{"id", "text", "meta"}`` line, or a BEIR ``{"_id", "title", "text", "metadata"}``
-    one (the title is kept as metadata and opens the indexed text)."""
-    text = record.get("text")
-    if not isinstance(text, str):
-        raise UsageError(f"{where}: a record needs a string 'text'")
-    doc_id = record.get("id", record.get("_id"))
-    raw_meta = record.get("meta") or record.get("metadata") or {}
-    if not isinstance(raw_meta, dict):
-        raise UsageError(f"{where}: 'meta' must be an object")
-    meta = dict(raw_meta)
-    title = record.get("title")
-    if isinstance(title, str) and title:
-        meta.setdefault("title", title)
-        text = f"{title}\n\n{text}"
-    meta.setdefault("source", where)
-    return DocumentIn(text=text, id=None if doc_id is None else str(doc_id), meta=meta)
+def _misplaced_field(exc: InvalidParams, count: int) -> tuple[int, str | None] | None:
+    """``(position, meta key or None)`` when ``exc`` blames one document of the batch."""
+    match = re.fullmatch(r"documents\[(\d+)\](?:\.meta\.(.+))?(?:\..*)?",
+                         str((exc.data or {}).get("field", "")))
+    if match is None or int(match[1]) >= count:
+        return None
+    return int(match[1]), match[2]
 
 
-def _from_jsonl(path: Path) -> Iterator[DocumentIn]:
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{path.as_posix()}:{number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{where}: not JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise UsageError(f"{where}: each line must be a JSON object")
-            yield _from_record(record, where)
+def _add_batch(engine: Engine, batch: list[tuple[str, DocumentIn]], tally: _Tally, *,
+               chunk: bool, contextual: bool, embedded: Callable[[int, int], None]) -> None:
+    """Write ``batch``; a document the engine refuses is dropped (or, for a metadata value
+    that conflicts with the filter schema, written without that key) with a warning, and
+    the rest is retried — validation runs before anything is embedded or written."""
+    while batch:
+        try:
+            result = engine.add([doc for _, doc in batch], chunk=chunk, contextual=contextual,
+                                embedded=embedded)
+        except InvalidParams as exc:
+            blamed = _misplaced_field(exc, len(batch))
+            if blamed is None:
+                raise
+            position, key = blamed
+            source, document = batch[position]
+            where = f"{source} (id {document.id})" if document.id != source else source
+            if key is not None and document.meta and key in document.meta:
+                meta = dict(document.meta)
+                fitted = _fit(meta[key], engine.describe().filter_fields.get(key))
+                if fitted is None:
+                    tally.warnings.append(Skip(where, f"{exc.message}; indexed without "
+                                               f"{key!r}"))
+                    del meta[key]
+                else:
+                    meta[key] = fitted
+                batch[position] = (source, DocumentIn(document.text, document.id, meta))
+            else:
+                tally.warnings.append(Skip(where, f"not indexed: {exc.message}"))
+                del batch[position]
+            continue
+        tally.chunks += result.chunks
+        for outcome in result.outcomes:
+            setattr(tally, outcome, getattr(tally, outcome) + 1)
+        return
 
 
-def _from_csv(path: Path) -> Iterator[DocumentIn]:
-    """One row per document: a text/body/content column, an optional id column, the rest
-    become metadata (integers stay integers so they can be range-filtered)."""
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = reader.fieldnames or []
-        text_column = next((c for c in _TEXT_COLUMNS if c in columns), None)
-        if text_column is None:
-            raise UsageError(f"{path}: needs a column named one of {', '.join(_TEXT_COLUMNS)}")
-        id_column = next((c for c in _ID_COLUMNS if c in columns), None)
-        for number, row in enumerate(reader, 2):
-            meta: dict[str, Any] = {
-                name: int(value) if value.lstrip("-").isdigit() else value
-                for name, value in row.items()
-                if name not in (text_column, id_column) and name and value}
-            meta.setdefault("source", f"{path.as_posix()}:{number}")
-            yield DocumentIn(text=row[text_column], id=row[id_column] if id_column else None,
-                             meta=meta)
+def _fit(value: object, field_type: str | None) -> int | float | None:
+    """A text value (a CSV cell in a mixed column) read as the numeric type the filter
+    schema already has for its key; ``None`` when it is not one."""
+    if not isinstance(value, str) or field_type not in ("int", "float"):
+        return None
+    try:
+        number = float(value) if field_type == "float" else int(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
-def read_documents(paths: Sequence[Path]) -> Iterator[DocumentIn]:
-    """Documents from ``.txt``/``.md`` files (one each, id = the path as given), ``.jsonl``
-    (one per line, BEIR ``corpus.jsonl`` included) and ``.csv`` (one per row); directories
-    are walked."""
-    for path in _files(paths):
-        suffix = path.suffix.lower()
-        if suffix == ".jsonl":
-            yield from _from_jsonl(path)
-        elif suffix == ".csv":
-            yield from _from_csv(path)
-        else:
-            yield _from_text_file(path)
-
-
-def _ingest(engine: Engine, documents: Sequence[DocumentIn], *, chunk: bool, contextual: bool,
-            batch_size: int) -> int:
-    """Add in batches (each one embedded in one go) behind a progress bar; returns chunks."""
-    chunks = 0
+def _ingest(engine: Engine, documents: Sequence[tuple[str, DocumentIn]], tally: _Tally, *,
+            chunk: bool, contextual: bool, batch_size: int) -> None:
+    """Add in batches behind a progress bar that moves with each slice of passages embedded
+    (unchanged documents embed nothing and pass at once)."""
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
-               MofNCompleteColumn(), TimeElapsedColumn())
+               MofNCompleteColumn(), TextColumn("documents · {task.fields[passages]} passages "
+                                                "embedded ({task.fields[rate]})"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    started = time.monotonic()
+    passages = 0
     with Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task("indexing", total=len(documents))
+        task = bar.add_task("indexing", total=len(documents), passages=0, rate="-")
         for start in range(0, len(documents), batch_size):
-            batch = documents[start:start + batch_size]
-            chunks += engine.add(batch, chunk=chunk, contextual=contextual).chunks
-            bar.advance(task, len(batch))
-    return chunks
+            batch = list(documents[start:start + batch_size])
+            base = passages
+            done_before = start
+
+            def embedded(done: int, total: int, *, base: int = base,
+                         done_before: int = done_before, size: int = len(batch)) -> None:
+                nonlocal passages
+                passages = base + done
+                rate = passages / max(time.monotonic() - started, 1e-9)
+                bar.update(task, completed=done_before + size * done / total,
+                           passages=passages, rate=f"{rate:.0f}/s")
+
+            _add_batch(engine, batch, tally, chunk=chunk, contextual=contextual,
+                       embedded=embedded)
+            bar.update(task, completed=min(start + batch_size, len(documents)))
+
+
+def _stale(engine: Engine, folder: Folder, kept: set[str]) -> list[str]:
+    """Documents of the synced roots that no file yields any more; a file skipped this run
+    (unreadable for now) keeps its documents, so a transient error never deletes data."""
+    unreadable = {skip.source for skip in folder.skipped}
+    stale = []
+    for root in folder.roots:
+        tree = {"field": "source_root", "op": "eq", "value": root.as_posix()}
+        for doc_id, meta in engine.documents_where(tree).items():
+            if doc_id not in kept and meta.get("source") not in unreadable:
+                stale.append(doc_id)
+    return sorted(stale)
+
+
+def _summary(tally: _Tally, data: Path, engine: Engine, *, sync: bool) -> None:
+    table = Table(title=Text(f"index {data}"), show_header=False, box=None)
+    rows: list[tuple[str, object]] = [("added", tally.added), ("updated", tally.updated),
+            ("unchanged", tally.unchanged)]
+    if sync:
+        rows.append(("deleted", tally.deleted))
+    rows += [("skipped files", len(tally.skipped)), ("warnings", len(tally.warnings)),
+             ("chunks", tally.chunks), ("indexVersion", engine.index_version)]
+    for name, value in rows:
+        table.add_row(name, str(value))
+    console.print(table)
+    problems = [*tally.skipped, *tally.warnings]
+    if problems:
+        detail = Table("skipped or warned", "reason")
+        for skip in problems[:_SHOWN_PROBLEMS]:
+            detail.add_row(Text(skip.source), Text(skip.reason))
+        if len(problems) > _SHOWN_PROBLEMS:
+            detail.add_row(f"… {len(problems) - _SHOWN_PROBLEMS} more", "")
+        console.print(detail)
+
+
+def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
+           backend: str | None, dsn: str | None, prefix: str, follow_links: bool,
+           strict: bool, chunk: bool, contextual: bool, batch_size: int) -> None:
+    with console.status("reading files") as status:
+        folder = read_folder(paths, prefix=prefix, follow_links=follow_links,
+                             max_text_bytes=load_config(data).max_text_bytes,
+                             on_file=lambda source: status.update(f"reading {source}"))
+    tally = _Tally(skipped=list(folder.skipped))
+    documents: list[tuple[str, DocumentIn]] = []
+    seen: dict[str, str] = {}
+    for source_file in folder.files:
+        tally.warnings.extend(source_file.warnings)
+        for document in source_file.documents:
+            assert document.id is not None
+            if document.id in seen:
+                tally.warnings.append(Skip(source_file.source, f"id {document.id!r} also in "
+                                           f"{seen[document.id]}; the later one is kept"))
+            seen[document.id] = source_file.source
+            documents.append((source_file.source, document))
+    with _engine(command, data, backend=backend, dsn=dsn, create=True) as engine:
+        batch = min(batch_size, engine.config.max_documents_per_add)
+        _ingest(engine, documents, tally, chunk=chunk, contextual=contextual, batch_size=batch)
+        if sync:
+            stale = _stale(engine, folder, set(seen))
+            for start in range(0, len(stale), engine.config.max_documents_per_add):
+                chunk_ids = stale[start:start + engine.config.max_documents_per_add]
+                tally.deleted += engine.delete(chunk_ids).deleted
+        if not engine.wait_for_indexes(0):
+            with console.status("building the vector graph (saved with the index)"):
+                engine.wait_for_indexes()
+        _summary(tally, data, engine, sync=sync)
+    if tally.indexed == 0 and not tally.deleted:
+        fail(command, "nothing could be indexed", code=1)
+    if strict and (tally.skipped or tally.warnings):
+        fail(command, f"--strict: {len(tally.skipped)} files skipped and "
+             f"{len(tally.warnings)} warnings", code=1)
 
 
 # ── commands ───────────────────────────────────────────────────────────────
 
 index_app = typer.Typer(help="Build and inspect the engine's index.", no_args_is_help=True)
 
+PrefixOption = Annotated[str, typer.Option(
+    help="Prepended to every file's id (its path relative to the indexed folder).")]
+FollowLinksOption = Annotated[bool, typer.Option(
+    "--follow-links", help="Follow symbolic links that point outside the folder.")]
+StrictOption = Annotated[bool, typer.Option(
+    "--strict", help="Exit 1 when any file is skipped or any row warned.")]
+ChunkOption = Annotated[bool, typer.Option(help="Split documents into chunks (§7.10).")]
+ContextualOption = Annotated[bool, typer.Option(
+    help="Prefix each chunk with its title and headings before indexing.")]
+BatchOption = Annotated[int, typer.Option(min=1, help="Documents per write.")]
+
 
 @index_app.command("add")
 def index_add(
-    paths: Annotated[list[Path], typer.Argument(help="Files or directories (.txt .md .jsonl "
-                                                     ".csv).")],
+    paths: Annotated[list[Path], typer.Argument(help=f"Files or directories "
+                                                     f"({' '.join(SUFFIXES)}).")],
     data: DataOption = _DEFAULT_DATA,
-    chunk: Annotated[bool, typer.Option(help="Split documents into chunks (§7.10).")] = True,
-    contextual: Annotated[bool, typer.Option(
-        help="Prefix each chunk with its title and headings before indexing.")] = False,
-    batch_size: Annotated[int, typer.Option(min=1, help="Documents per write.")] = 64,
+    backend: BackendOption = None,
+    dsn: DsnOption = None,
+    prefix: PrefixOption = "",
+    follow_links: FollowLinksOption = False,
+    strict: StrictOption = False,
+    chunk: ChunkOption = True,
+    contextual: ContextualOption = False,
+    batch_size: BatchOption = 64,
 ) -> None:
-    """Index documents (upsert by id: re-adding unchanged files costs nothing)."""
-    try:
-        documents = list(read_documents(paths))
-    except UsageError as exc:
-        _fail(str(exc))
-    with _engine(data) as engine:
-        batch = min(batch_size, engine.config.max_documents_per_add)
-        chunks = _ingest(engine, documents, chunk=chunk, contextual=contextual, batch_size=batch)
-        if not engine.wait_for_indexes(0):
-            with console.status("building the vector graph (saved with the index)"):
-                engine.wait_for_indexes()
-        console.print(f"indexed {len(documents)} documents ({chunks} chunks) into {data} "
-                      f"at indexVersion {engine.index_version}")
+    """Index files (upsert by stable id: re-adding unchanged files costs nothing)."""
+    _index("index add", paths, data, sync=False, backend=backend, dsn=dsn, prefix=prefix,
+           follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
+           batch_size=batch_size)
+
+
+@index_app.command("sync")
+def index_sync(
+    folder: Annotated[Path, typer.Argument(help="The folder to mirror.", file_okay=False,
+                                           exists=True)],
+    data: DataOption = _DEFAULT_DATA,
+    backend: BackendOption = None,
+    dsn: DsnOption = None,
+    prefix: PrefixOption = "",
+    follow_links: FollowLinksOption = False,
+    strict: StrictOption = False,
+    chunk: ChunkOption = True,
+    contextual: ContextualOption = False,
+    batch_size: BatchOption = 64,
+) -> None:
+    """Make the index mirror FOLDER: add new files, update changed ones, delete the
+    documents of files that are gone (only documents indexed from this folder)."""
+    _index("index sync", [folder], data, sync=True, backend=backend, dsn=dsn, prefix=prefix,
+           follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
+           batch_size=batch_size)
 
 
 @index_app.command("stats")
-def index_stats(data: DataOption = _DEFAULT_DATA) -> None:
-    """Corpus sizes and the current snapshot."""
-    with _engine(data) as engine:
+def index_stats(data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
+                dsn: DsnOption = None) -> None:
+    """Corpus sizes, the backend and the current snapshot."""
+    with _engine("index stats", data, backend=backend, dsn=dsn) as engine:
         stats = engine.stats()
         described = engine.describe()
+        where = engine.config.data_dir.as_posix() if engine.config.backend == "sqlite" \
+            else _redacted(engine.config.dsn)
     table = Table(show_header=False, box=None)
-    for name, value in [*stats.items(), ("embedder", described.embed_identity),
+    for name, value in [("backend", f"{engine.config.backend} ({where})"), *stats.items(),
+                        ("embedder", described.embed_identity),
                         ("filter fields", ", ".join(f"{k}:{v}" for k, v in
                                                     sorted(described.filter_fields.items())))]:
         table.add_row(name.replace("_", " "), str(value))
@@ -217,28 +347,34 @@ def index_stats(data: DataOption = _DEFAULT_DATA) -> None:
 
 @index_app.command("delete")
 def index_delete(ids: Annotated[list[str], typer.Argument(help="Document ids.")],
-                 data: DataOption = _DEFAULT_DATA) -> None:
+                 data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
+                 dsn: DsnOption = None) -> None:
     """Delete documents by id (absent ids are not an error, §7.11)."""
-    with _engine(data) as engine:
+    with _engine("index delete", data, backend=backend, dsn=dsn) as engine:
         result = engine.delete(ids)
     console.print(f"deleted {result.deleted} documents (indexVersion {result.index_version})")
 
 
 def _print_hits(query: str, result: SearchResult) -> None:
+    """Hits with their score (scaled as the mode makes it) and ``confidence`` (§7.7.2: in
+    [0, 1] and comparable across queries, the column to threshold on)."""
     # No latency in the caption: a one-shot command's first query also loads the model.
-    table = Table(title=f"“{query}”", caption=f"indexVersion {result.index_version}")
-    for column in ("#", "score", "hit", "citation", "text"):
+    table = Table(title=Text(f"“{query}”"), caption=f"indexVersion {result.index_version}")
+    for column in ("#", "score", "confidence", "hit", "citation", "text"):
         table.add_column(column, overflow="fold")
     for rank, hit in enumerate(result.hits, 1):
         citation = hit.citation
         where = ""
         if citation is not None:
             where = citation.title or citation.source
+            if citation.page is not None:
+                where += f" p. {citation.page}"
             if citation.start is not None and citation.end is not None:
                 where += f" [{citation.start}:{citation.end}]"
         snippet = " ".join((hit.text or "").split())
-        table.add_row(str(rank), f"{hit.score:.4f}", hit.id, where,
-                      snippet[:160] + ("…" if len(snippet) > 160 else ""))
+        confidence = "" if hit.confidence is None else f"{hit.confidence:.2f}"
+        table.add_row(str(rank), f"{hit.score:.4f}", confidence, Text(hit.id), Text(where),
+                      Text(snippet[:160] + ("…" if len(snippet) > 160 else "")))
     console.print(table)
     if not result.hits:
         console.print("no hits")
@@ -252,14 +388,20 @@ def query(
     filter_json: Annotated[str | None, typer.Option(
         "--filter", metavar="JSON", help='A §8 filter, e.g. \'{"field":"lang","op":"eq",'
         '"value":"en"}\'.')] = None,
+    min_score: Annotated[float | None, typer.Option(
+        help="Drop hits scoring below this (§7.7 minScore, on the mode's score scale).")]
+    = None,
+    backend: BackendOption = None,
+    dsn: DsnOption = None,
 ) -> None:
-    """Ranked hits with scores and citations."""
+    """Ranked hits with scores, confidence and citations."""
     try:
         tree = json.loads(filter_json) if filter_json else None
     except json.JSONDecodeError as exc:
-        _fail(f"--filter is not JSON: {exc.msg}")
-    with _engine(data) as engine:
-        result = engine.search(SearchRequest(query=text, k=k, mode=mode, filter=tree))
+        fail("query", f"--filter is not JSON: {exc.msg}")
+    with _engine("query", data, backend=backend, dsn=dsn) as engine:
+        result = engine.search(SearchRequest(query=text, k=k, mode=mode, filter=tree,
+                                             min_score=min_score))
     _print_hits(text, result)
 
 
@@ -267,9 +409,10 @@ def demo(data: Annotated[Path, typer.Option("--data", metavar="DIR",
                                             help="Where to keep the demo index.")]
          = Path("rcpkit-demo")) -> None:
     """Index the bundled sample notes, run a sample query, and show how to serve them."""
-    with _engine(data) as engine:
-        documents = sample_documents()
-        _ingest(engine, documents, chunk=True, contextual=True, batch_size=len(documents))
+    with _engine("demo", data, create=True) as engine:
+        documents = [(doc.id or "", doc) for doc in sample_documents()]
+        _ingest(engine, documents, _Tally(), chunk=True, contextual=True,
+                batch_size=len(documents))
         _print_hits(DEMO_QUERY, engine.search(SearchRequest(query=DEMO_QUERY, k=5)))
     console.print(
         "\nNext:\n"

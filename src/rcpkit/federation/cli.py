@@ -7,11 +7,11 @@ reached at start are reported on stderr and retried when a query needs them.
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Annotated, NoReturn
 
 import typer
 
+from ..cli_support import LogLevelOption, configure_logging, fail
 from ..transports.cli import ConfigError, _parse_host_port
 from .gateway import build_gateway
 from .registry import RegistryError, load_registry
@@ -22,8 +22,7 @@ _log = logging.getLogger("rcpkit.federation")
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"rcpkit gateway: {message}", err=True)
-    raise typer.Exit(2)
+    fail("gateway", message)
 
 
 def gateway(
@@ -36,6 +35,7 @@ def gateway(
         help="Server name, also this gateway's entry in _meta.federation.path.")
     ] = "rcpkit-gateway",
     base: Annotated[str, typer.Option(help="HTTP base path.")] = "/rcp",
+    log_level: LogLevelOption = "warning",
 ) -> None:
     """Serve the engines of a registry as one federated RCP server."""
     if stdio == (http is not None):
@@ -45,8 +45,7 @@ def gateway(
         engines = load_registry(registry)
     except (ConfigError, RegistryError) as exc:
         _fail(str(exc))
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging("gateway", log_level)
     server = build_gateway(engines, identity=identity)
     for note in server.startup_notes:
         _log.warning("%s (retried on use)", note)

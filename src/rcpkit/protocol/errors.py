@@ -2,7 +2,9 @@
 
 ::
 
-    RcpError                      an error that has a wire form (code, message, data)
+    RcpkitError                   base of the two families; ``.code`` where one applies
+    UsageError(RcpkitError)       local misuse, refused before any I/O
+    RcpError(RcpkitError)         an error that has a wire form (code, message, data)
     ├── ParseError          -32700
     ├── InvalidRequest      -32600
     ├── MethodNotFound      -32601  (reserved; RCP prefers UnknownMethod)
@@ -28,8 +30,10 @@ generic message (details go to the server log, never to the client).
 
 Local misuse (calling a method the peer did not advertise, bad arguments to a
 client method) is a different family: :class:`UsageError`, raised before any
-I/O and never sent anywhere. A peer's reply that breaks the protocol is
-:class:`ProtocolViolation`.
+I/O and never sent anywhere; it carries the code the server would have answered
+(``-32003``, ``-32005``, ``-32602``) when the refusal has one. Both families share
+:class:`RcpkitError`, so one ``except`` handles a refusal from either side. A peer's
+reply that breaks the protocol is :class:`ProtocolViolation`.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ __all__ = [
     "ProtocolViolation",
     "RateLimited",
     "RcpError",
+    "RcpkitError",
     "Timeout",
     "TransportClosed",
     "Unauthorized",
@@ -64,10 +69,18 @@ __all__ = [
 ]
 
 
-class RcpError(Exception):
+class RcpkitError(Exception):
+    """Base of every error rcpkit raises to its user; ``code`` is the §12 code, or ``None``
+    for a local failure that has none."""
+
+    code: int | None = None
+    data: dict[str, Any] | None = None
+
+
+class RcpError(RcpkitError):
     """An error with a JSON-RPC wire form (§12): ``{code, message, data?}``."""
 
-    code: ClassVar[int] = -32603
+    code: int = -32603
     default_message: ClassVar[str] = "internal error"
 
     def __init__(self, message: str | None = None, *, data: dict[str, Any] | None = None,
@@ -171,12 +184,19 @@ def error_from_wire(error: Any) -> RcpError:
         exc = RcpError.__new__(RcpError)
     RcpError.__init__(exc, message or None, data=data_dict)
     if isinstance(code, int) and code not in _BY_CODE:
-        exc.code = code  # type: ignore[misc]
+        exc.code = code
     return exc
 
 
-class UsageError(Exception):
-    """Local misuse detected before any I/O (e.g. calling an unadvertised method)."""
+class UsageError(RcpkitError):
+    """Local misuse detected before any I/O (e.g. calling an unadvertised method); ``code``
+    and ``data`` are those of the error the refusal stands for, when it stands for one."""
+
+    def __init__(self, message: str, *, code: int | None = None,
+                 data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data
 
 
 class ProtocolViolation(RcpError):

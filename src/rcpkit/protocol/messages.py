@@ -82,7 +82,8 @@ def is_valid_id(value: Any) -> bool:
     """§4.1/§4.6: a request id is a string or an integral number within 53 bits."""
     kind = type(value)  # the two usual cases first: this runs for every request
     if kind is int:
-        return -MAX_SAFE_INT <= value <= MAX_SAFE_INT
+        number: int = value
+        return -MAX_SAFE_INT <= number <= MAX_SAFE_INT
     if kind is str:
         return True
     if isinstance(value, bool):

@@ -111,6 +111,11 @@ class Context:
         return max(0.0, (self.deadline - time.monotonic()) * 1000.0)
 
     # ── server → client notifications (§9, §17.1) ───────────────────────────
+    @property
+    def reports_progress(self) -> bool:
+        """Whether :meth:`progress` sends anything: the request opted in (§9)."""
+        return self._progress_token is not None and self._notify is not None
+
     def progress(self, progress: float, stage: str | None = None, message: str | None = None,
                  partial: Mapping[str, Any] | None = None) -> None:
         """Send ``notifications/progress``; a no-op unless the request opted in (§9)."""

@@ -50,6 +50,7 @@ from ..protocol.errors import (
     PayloadTooLarge,
     RcpError,
     Timeout,
+    UsageError,
 )
 from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import PROTOCOL_VERSION, Event, negotiate
@@ -85,7 +86,7 @@ class _Call:
 class Dispatcher:
     """Turns frames into replies for one session. See the module docstring.
 
-    ``stateless=True`` is the HTTP stateless policy (DESIGN §4): the session is
+    ``stateless=True`` is the HTTP stateless session policy (§5.2): the session is
     implicitly initialized at the advertised capabilities, and ``initialize`` /
     ``info`` are answered idempotently without changing state.
     Without a connection, ids are not unique across stateless clients, so
@@ -169,7 +170,8 @@ class Dispatcher:
         if self.closed:
             return
         emit = self._emit
-        assert emit is not None, "call start(emit) before feed()"
+        if emit is None:
+            raise UsageError("call Dispatcher.start(emit) before feed()")
         parsed = messages.parse(frame)
         if isinstance(parsed, list):
             started = self._begin_batch(parsed, emit)
@@ -251,9 +253,7 @@ class Dispatcher:
             return params, [], None
         typed = wire_params.decode_params(handler.method, params)  # includes the §3.3 funnel
         caps = self._capabilities()
-        notes = gating.check_options(handler.method, typed, caps)
-        tree = gating.validate_filter(typed, caps) if isinstance(
-            typed, wire_params.RetrieveParams) else None
+        notes, tree = gating.gate_options(handler.method, typed, caps)
         return typed, notes, tree
 
     def _capabilities(self) -> Capabilities:

@@ -12,15 +12,14 @@ is one line on stderr and exit status 2.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
+from ..cli_support import LogLevelOption, configure_logging, fail
 from ..protocol.errors import RcpError, UsageError
 from ..server.framework import Server
 
@@ -37,8 +36,7 @@ class ConfigError(Exception):
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"rcpkit serve: {message}", err=True)
-    raise typer.Exit(2)
+    fail("serve", message)
 
 
 def load_app(spec: str) -> Server:
@@ -127,6 +125,7 @@ def serve(
         help="Seconds a request head may take to arrive (408 beyond).")] = 10.0,
     body_timeout: Annotated[float, typer.Option(
         help="Seconds a request body may take to arrive (408 beyond).")] = 60.0,
+    log_level: LogLevelOption = "warning",
 ) -> None:
     """Serve an RCP server over stdio or HTTP."""
     try:
@@ -164,8 +163,7 @@ def serve(
         source: Server | Callable[[], Server] = build() if workers == 1 else _in_worker(build)
     except ConfigError as exc:
         _fail(str(exc))
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging("serve", log_level)
     if address is None:
         from .stdio import serve_stdio
 

@@ -3,7 +3,7 @@ and served by :mod:`.httpserver` (optionally in several worker processes).
 
 Routes: ``POST <base>/<method>`` for one message (the body's method must match
 the path, else ``-32600``) and ``POST <base>`` for a batch or any single
-message (DESIGN §4). Status mapping (§5.2):
+message. Status mapping (§5.2):
 
 =====  ==================================================================
 200    every JSON-RPC response, errors included (JSON, or SSE on request)
@@ -20,7 +20,7 @@ message (DESIGN §4). Status mapping (§5.2):
 Back-end failures travel as JSON-RPC errors (``-32010``) with status 200,
 because a JSON-RPC response was produced (§5.2), so 503 is never needed.
 
-Session policies (DESIGN §4):
+Session policies (§5.2, §13):
 
 - ``stateless`` — every request is implicitly initialized at the advertised
   capabilities; ``initialize``/``info`` are idempotent; ``-32003`` still applies.
@@ -514,8 +514,9 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
         raise UsageError("workers must be at least 1")
     if workers == 1:
         app = create_app(server if isinstance(server, Server) else server(), **app_options)
-        HttpServer(app, graceful_timeout_s=graceful_timeout_s, **(limits or {})).run(
-            _listen(host, port))
+        listener = _listen(host, port)
+        _announce(listener, app_options.get("base", "/rcp"))
+        HttpServer(app, graceful_timeout_s=graceful_timeout_s, **(limits or {})).run(listener)
         return 0
     if app_options.get("sessions", "stateless") != "stateless":
         raise UsageError("several workers need the stateless session policy: token and "
@@ -523,8 +524,19 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
     if isinstance(server, Server):
         raise UsageError("several workers need a factory that builds the server after the "
                          "fork, not a Server built beforehand")
-    return _Workers(server, _listen(host, port), workers, graceful_timeout_s, app_options,
+    listener = _listen(host, port)
+    _announce(listener, app_options.get("base", "/rcp"), workers)
+    return _Workers(server, listener, workers, graceful_timeout_s, app_options,
                     dict(limits or {})).run()
+
+
+def _announce(listener: socket.socket, base: str, workers: int = 1) -> None:
+    """Say on stderr where requests go, with the port actually bound (``:0`` included)."""
+    host, port = listener.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    processes = f" in {workers} worker processes" if workers > 1 else ""
+    print(f"rcpkit: serving RCP/1 over HTTP at http://{shown}:{port}{base}{processes} "
+          "(Ctrl-C stops)", file=sys.stderr, flush=True)
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -642,7 +642,8 @@ class HttpServer:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        assert self._loop is not None, "the server is not running"
+        if self._loop is None:
+            raise RuntimeError("the HTTP server is not running")
         return self._loop
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:

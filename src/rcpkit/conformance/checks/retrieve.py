@@ -5,9 +5,10 @@ pagination (§10), streaming progress (§9), and the L1 profile (§14.2)."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, TypeGuard
 
-from rcpkit.conformance.checks.corpus import seed_corpus
+from rcpkit.conformance.checks.corpus import SEED_WORD, seed_corpus
 from rcpkit.conformance.model import Ctx, Level, check
 
 L0, L1, L2 = Level.L0, Level.L1, Level.L2
@@ -55,24 +56,46 @@ def expect_hits(ctx: Ctx, result: dict[str, Any], k: int) -> list[dict[str, Any]
 
 
 def probe_query(ctx: Ctx) -> str:
-    """A query with at least two hits (seeding a writable index if needed), cached per session."""
+    """A query with at least two hits in the default mode and one in every advertised mode,
+    cached per session.
+
+    A writable index is probed with documents the harness writes itself (reserved
+    ``rcpcheck-seed-`` ids, deleted afterwards), whatever it already holds, and with a word
+    every seed contains, so the checks measure what they wrote. A read-only index is probed
+    with common words, then with a word taken from one of its own hits."""
     scratch = ctx.session.scratch
     if "probe_query" not in scratch:
-        scratch["probe_query"] = _find_probe_query(ctx)
-        if scratch["probe_query"] is None and seed_corpus(ctx):
-            scratch["probe_query"] = _find_probe_query(ctx)
+        queries: tuple[str, ...] = (SEED_WORD,) if seed_corpus(ctx) else PROBE_QUERIES
+        scratch["probe_query"] = _find_probe_query(ctx, queries)
+        if scratch["probe_query"] is None:
+            scratch["probe_query"] = _find_probe_query(ctx, _words_of_a_hit(ctx))
     query = scratch["probe_query"]
     if not isinstance(query, str):
         raise ctx.skip("no probe query returned two or more hits on this corpus")
     return query
 
 
-def _find_probe_query(ctx: Ctx) -> str | None:
-    for query in PROBE_QUERIES:
+def _find_probe_query(ctx: Ctx, queries: tuple[str, ...]) -> str | None:
+    for query in queries:
         hits = expect_hits(ctx, ctx.result("retrieve", {"query": query, "k": 5}), 5)
-        if len(hits) >= 2:
+        if len(hits) >= 2 and all(
+            expect_hits(ctx, ctx.result("retrieve", {"query": query, "k": 2, "mode": mode}), 2)
+            for mode in advertised_modes(ctx)
+        ):
             return query
     return None
+
+
+def _words_of_a_hit(ctx: Ctx) -> tuple[str, ...]:
+    """The longest words of the first hit that carries text (any mode that returns one)."""
+    for query in PROBE_QUERIES:
+        for hit in ctx.result("retrieve", {"query": query, "k": 3}).get("hits") or []:
+            text = hit.get("text") if isinstance(hit, dict) else None
+            if isinstance(text, str):
+                words = sorted(set(re.findall(r"[^\W\d_]{4,}", text)),
+                               key=lambda word: (-len(word), word))
+                return tuple(words[:3])
+    return ()
 
 
 def retrieve_cap(ctx: Ctx) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from .base import (
     RowIds,
     Store,
     StoreCounts,
+    StoreVersionError,
     WriteOutcome,
     compile_filter,
     indexed_text,
@@ -124,15 +125,25 @@ def _rowid_array(rows: Sequence[tuple[int, ...]] | list[Any]) -> RowIds:
     return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
 
 
+SCHEMA_VERSION = 1
+"""The layout of ``_SCHEMA``, kept in SQLite's ``user_version`` header field; bump it (with a
+migration of older stores) whenever the tables change."""
+
+
 class SqliteStore(Store):
     """:class:`Store` in one SQLite file (``<data_dir>/store.sqlite3``)."""
+
+    FILE_NAME = "store.sqlite3"
 
     def __init__(self, path: Path) -> None:
         self._path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = self._connect()
         self._writer_lock = threading.Lock()
+        recorded = self._schema_version()
         self._writer.executescript(_SCHEMA)
+        if recorded < SCHEMA_VERSION:
+            self._writer.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -148,11 +159,23 @@ class SqliteStore(Store):
         self._database_id = settings["database_id"]
         self._secret = bytes.fromhex(settings["secret"])
 
+    def _schema_version(self) -> int:
+        """The recorded schema version. A newer one than this code's is refused before the
+        tables are touched; a store from before versions were recorded reads 0 and has the
+        version-1 tables."""
+        found = int(self._writer.execute("PRAGMA user_version").fetchone()[0])
+        if found > SCHEMA_VERSION:
+            self._writer.close()
+            raise StoreVersionError(
+                f"the store {self._path} has schema version {found}, newer than the "
+                f"{SCHEMA_VERSION} this rcpkit knows: upgrade rcpkit to open it")
+        return found
+
     @classmethod
     def open(cls, data_dir: str | Path) -> SqliteStore:
         """Open (creating if needed) the store under ``data_dir``; a file that is not an
         SQLite database, or a damaged one, is :class:`BackendUnavailable` saying so."""
-        path = Path(data_dir) / "store.sqlite3"
+        path = Path(data_dir) / cls.FILE_NAME
         try:
             return cls(path)
         except sqlite3.DatabaseError as exc:
