@@ -13,6 +13,10 @@ two clients each send a request whose one header grows to that many MiB while a 
 pings; printed are how long until the server cut them off, the slowest ping meanwhile and the
 server's RSS after.
 
+``--slowloris`` (default 2,000) connections then each trickle one byte of a request head
+every second: printed is how many the server still holds once its head deadline
+(``--header-timeout``, 10 s) has passed — 15 s in — and the slowest ping meanwhile.
+
 Every reply is checked against its request: ``lost`` (never answered: the run ends by
 waiting for every outstanding reply up to ``--drain`` seconds), ``duplicated`` (an id
 answered twice), ``mismatched`` (a reply to another request, or a ping echoing another
@@ -22,7 +26,8 @@ acknowledged write lost). Printed: those counts (all must be 0 but ``acked write
 requests/s, p50/p99 latency, and the server's RSS before and after the load.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_load.py [--seconds 10] [--clients 16]
-        [--depth 64] [--stdio-depth 256] [--flood-mib 100] [--only http|stdio]
+        [--depth 64] [--stdio-depth 256] [--flood-mib 100] [--slowloris 2000]
+        [--only http|stdio]
 """
 
 from __future__ import annotations
@@ -226,6 +231,58 @@ def measure_flood(port: int, pid: int, mib: int) -> None:
           "MiB after")
 
 
+async def _trickle(port: int, seconds: float, held: list[int]) -> None:
+    """One slowloris connection: a byte of a request head each second for ``seconds``;
+    counted in ``held`` if the server still had it open at the end."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return
+    head = b"POST /rcp HTTP/1.1\r\nHost: slow\r\nX-Slow: " + b"s" * int(seconds + 5)
+    try:
+        for byte in head[:int(seconds)]:
+            writer.write(bytes([byte]))
+            await writer.drain()
+            try:
+                if await asyncio.wait_for(reader.read(1024), 1.0) == b"" or reader.at_eof():
+                    return
+            except TimeoutError:
+                continue
+            return  # the server answered (408) and closes
+        held.append(1)
+    except ConnectionError:
+        return
+    finally:
+        writer.close()
+
+
+def measure_slowloris(port: int, count: int, seconds: float) -> None:
+    held: list[int] = []
+    slowest: list[float] = [0.0]
+    pings = {"answered": 0, "refused": 0}
+
+    async def attack() -> None:
+        async def pinger() -> None:
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                started = time.perf_counter()
+                try:
+                    await asyncio.to_thread(http_call, port, "ping", {})
+                except (OSError, ValueError, IndexError):
+                    pings["refused"] += 1  # shed (503) or cut off
+                else:
+                    pings["answered"] += 1
+                    slowest[0] = max(slowest[0], time.perf_counter() - started)
+                await asyncio.sleep(0.2)
+
+        await asyncio.gather(pinger(), *(_trickle(port, seconds, held) for _ in range(count)))
+
+    asyncio.run(attack())
+    print(f"\nHTTP slowloris: {count} connections trickling a head for {seconds:.0f} s: "
+          f"{len(held)} still held at the end; pings meanwhile: {pings['answered']} answered "
+          f"(slowest {slowest[0] * 1000:.0f} ms), {pings['refused']} refused")
+
+
 def run_http(data_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     server = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", "--data",
@@ -242,6 +299,8 @@ def run_http(data_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(0.1)
         if args.flood_mib:
             measure_flood(port, server.pid, args.flood_mib)
+        if args.slowloris:
+            measure_slowloris(port, args.slowloris, 15.0)
         rss_before = rss_kb(server.pid)
         tally, statuses = Tally(), {}
         started = time.perf_counter()
@@ -350,6 +409,8 @@ def main() -> None:
     parser.add_argument("--only", choices=("http", "stdio"))
     parser.add_argument("--flood-mib", type=int, default=100,
                         help="header size of the head flood before the HTTP load (0: skip)")
+    parser.add_argument("--slowloris", type=int, default=2000,
+                        help="trickling connections before the HTTP load (0: skip)")
     args = parser.parse_args()
     failed = False
     with tempfile.TemporaryDirectory(prefix="rcpkit-load-") as work:
