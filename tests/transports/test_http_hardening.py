@@ -137,25 +137,50 @@ def test_a_trickling_body_is_cut_off() -> None:
         assert read_until_closed(conn).startswith(b"HTTP/1.1 408 ")
 
 
-def test_connections_over_the_cap_evict_idle_ones_then_are_shed_with_503() -> None:
+def test_connections_over_the_cap_evict_idle_then_trickling_ones() -> None:
     app = create_app(build_test_server())
     with lean_server(app, max_connections=3) as lean:
         idle = [socket.create_connection(("127.0.0.1", lean.port), timeout=30) for _ in range(3)]
         for conn in idle:
             conn.sendall(post(PING))
             assert b'"result":{}' in conn.recv(65536)
-        busy = []
+        trickling = []
         for _ in range(3):  # each takes the place of an idle one: a half-sent head
             conn = socket.create_connection(("127.0.0.1", lean.port), timeout=30)
             conn.sendall(b"POST /rcp/ping HTTP/1.1\r\n")
-            busy.append(conn)
+            trickling.append(conn)
         for conn in idle:
             assert read_until_closed(conn) == b""
+        time.sleep(1.2)  # their heads are now overdue by the cap's standard (1 s)
+        with socket.create_connection(("127.0.0.1", lean.port), timeout=30) as newcomer:
+            newcomer.sendall(post(PING, b"Connection: close\r\n"))
+            assert b'"result":{}' in read_until_closed(newcomer)
+        refused = []
+        for conn in trickling:  # one of the three (equally old) gave way with a 408
+            conn.settimeout(0.5)
+            try:
+                refused.append(conn.recv(65536))
+            except TimeoutError:
+                conn.settimeout(30)
+                conn.sendall(b"Host: x\r\nContent-Length: %d\r\n\r\n%s" % (len(PING), PING))
+                assert b'"result":{}' in conn.recv(65536)  # the others still work
+        assert len(refused) == 1 and refused[0].startswith(b"HTTP/1.1 408 ")
+        for conn in trickling:
+            conn.close()
+
+
+def test_connections_over_the_cap_all_busy_shed_newcomers_with_503() -> None:
+    app = create_app(build_test_server())
+    sleep = b'{"jsonrpc":"2.0","id":1,"method":"x-test/sleep","params":{"seconds":3}}'
+    with lean_server(app, max_connections=2) as lean:
+        busy = [socket.create_connection(("127.0.0.1", lean.port), timeout=30) for _ in range(2)]
+        for conn in busy:
+            conn.sendall(post(sleep, path=b"/rcp/x-test/sleep"))
+        lean.wait_in_flight(2)
         with socket.create_connection(("127.0.0.1", lean.port), timeout=30) as extra:
             assert read_until_closed(extra).startswith(b"HTTP/1.1 503 ")
-        busy[0].sendall(b"Host: x\r\nContent-Length: %d\r\n\r\n%s" % (len(PING), PING))
-        assert b'"result":{}' in busy[0].recv(65536)  # the ones admitted still work
-        for conn in busy:
+        for conn in busy:  # the ones admitted finish their work
+            assert b'"slept"' in conn.recv(65536)
             conn.close()
 
 

@@ -433,15 +433,25 @@ class Engine:
                                 index_version=self.version_token(outcome.seq))
 
     def _after_write(self) -> None:
-        """Collect old snapshots, publish the write, then prune the bookkeeping."""
+        """Collect old snapshots, publish the write, then prune the bookkeeping. The write is
+        committed already: a housekeeping step that fails (a full disk) is logged and runs
+        again after a later write, but never turns the acknowledged write into an error."""
         now = self._clock()
-        self._store.collect_garbage(self.config.retain_versions, self.config.retain_seconds,
-                                    now)
+        self._housekeep("collecting old versions", lambda: self._store.collect_garbage(
+            self.config.retain_versions, self.config.retain_seconds, now))
         self._publish()
         self._writes_since_save += 1
         if self._writes_since_save >= self.config.index_save_every:
-            self._save_indexes()
-        self._prune_bookkeeping(now)
+            self._housekeep("saving the indexes", self._save_indexes)
+        self._housekeep("pruning bookkeeping", lambda: self._prune_bookkeeping(now))
+
+    @staticmethod
+    def _housekeep(what: str, step: Callable[[], object]) -> None:
+        try:
+            step()
+        except Exception as exc:  # whatever it is, the committed write stands
+            logger.warning("%s after a committed write failed (%s: %s); it is retried after "
+                           "a later write", what, type(exc).__name__, exc)
 
     def _prune_bookkeeping(self, now: float) -> None:
         """The retention policy the store executes (cheap: indexed deletes, usually none).

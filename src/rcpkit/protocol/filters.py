@@ -27,6 +27,7 @@ from .errors import InvalidParams, OptionUnsupported
 
 __all__ = [
     "FIELD_TYPES",
+    "MAX_NODES",
     "OPERATORS",
     "All",
     "AnyOf",
@@ -245,6 +246,9 @@ def validate(node: Any, fields: Mapping[str, str] | Collection[str],
     """
     typed = dict(fields) if isinstance(fields, Mapping) else {name: "any" for name in fields}
     allowed_ops = frozenset(OPERATORS if operators is None else operators)
+    if _more_nodes_than(node, MAX_NODES):
+        raise InvalidParams(f"a filter may hold at most {MAX_NODES} nodes", field=path,
+                            data={"limit": MAX_NODES})
     unadvertised: list[OptionUnsupported] = []
     tree = _validate(node, typed, allowed_ops, path, 0, unadvertised)
     if unadvertised:
@@ -253,6 +257,29 @@ def validate(node: Any, fields: Mapping[str, str] | Collection[str],
 
 
 _MAX_DEPTH = 32
+MAX_NODES = 1024
+"""Conditions and combinators in one filter, at most (§15.5: each costs a query-engine
+term; a set of values belongs in one ``in`` condition)."""
+
+
+def _more_nodes_than(node: Any, limit: int) -> bool:
+    """Whether the wire tree ``node`` has more than ``limit`` nodes, counted without recursion
+    and stopping at the limit."""
+    pending = [node]
+    seen = 0
+    while pending:
+        current = pending.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(current, dict):
+            for key in ("and", "or"):
+                children = current.get(key)
+                if isinstance(children, list):
+                    pending.extend(children)
+            if "not" in current:
+                pending.append(current["not"])
+    return False
 
 
 def _validate(node: Any, fields: dict[str, str], ops: frozenset[str], path: str,

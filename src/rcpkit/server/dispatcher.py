@@ -45,6 +45,7 @@ from ..protocol.capabilities import Capabilities
 from ..protocol.errors import (
     Cancelled,
     InternalError,
+    InvalidParams,
     InvalidRequest,
     PayloadTooLarge,
     RcpError,
@@ -403,7 +404,30 @@ def _info(dispatcher: Dispatcher, params: dict[str, Any]) -> Reply:
 
 
 def _ping(dispatcher: Dispatcher, params: dict[str, Any]) -> Reply:
-    return {"nonce": params["nonce"]} if "nonce" in params else {}
+    """§7.15: the nonce comes back as sent. A string or a number per the spec; a structured
+    one is echoed too, unless it nests deeper than any echo needs (the encoder's limit)."""
+    if "nonce" not in params:
+        return {}
+    nonce = params["nonce"]
+    if _nests_deeper(nonce, _MAX_NONCE_DEPTH):
+        raise InvalidParams(f"nonce nests more than {_MAX_NONCE_DEPTH} levels", field="nonce")
+    return {"nonce": nonce}
+
+
+_MAX_NONCE_DEPTH = 64
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether arrays/objects in ``value`` nest more than ``limit`` levels (no recursion)."""
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            members = item.values() if isinstance(item, dict) else item
+            pending.extend((member, depth + 1) for member in members)
+    return False
 
 
 def _shutdown(dispatcher: Dispatcher, params: dict[str, Any]) -> Reply:

@@ -18,9 +18,9 @@ a request line over ``max_request_line`` bytes is 414 and a head over
 the app (hence auth) sees the request; a head must arrive within ``header_timeout_s``
 of its first byte and a body within ``body_timeout_s`` of its head (else 408), so a
 trickle of bytes cannot hold a connection; at ``max_connections`` open connections a
-newcomer first takes the place of the longest-idle keep-alive connection, else it is
-answered 503 and closed. An ``Upgrade`` offer (``h2c``, what ``curl --http2`` sends)
-is ignored and the request served as HTTP/1.1, its body included.
+newcomer takes the place of the longest-idle keep-alive connection, else of the longest
+trickling head, else it is answered 503 and closed. An ``Upgrade`` offer (``h2c``, what
+``curl --http2`` sends) is ignored and the request served as HTTP/1.1, its body included.
 
 Two shortcuts keep a small request cheap (the RCP hot path is a ~40-byte JSON body):
 
@@ -63,6 +63,8 @@ _MAX_PIPELINE = 16
 
 _SWEEP_S = 1.0
 """How often read deadlines are checked (their precision)."""
+_SLOW_HEAD_S = 1.0
+"""At the connection cap, a head still arriving after this long gives way to a newcomer."""
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _NO_BODY_STATUSES = frozenset({204, 304})
@@ -662,7 +664,9 @@ class HttpServer:
 
     def admit(self, conn: _Connection) -> bool:
         """Make room for a new connection at ``max_connections``: close the longest-idle
-        keep-alive connection, or else answer the newcomer 503 and close it."""
+        keep-alive connection; else refuse (408) the one whose request head has been
+        arriving longest, if for over ``_SLOW_HEAD_S`` — a trickle, while a real client's
+        head comes in one piece; else answer the newcomer 503 and close it."""
         if len(self.connections) < self.max_connections:
             return True
         idle = [other for other in self.connections if other.idle()
@@ -670,6 +674,13 @@ class HttpServer:
         if idle:
             min(idle, key=lambda other: other.idle_since).close()
             return True
+        slow = [other for other in self.connections if other.idle() and other.reading_head
+                and other.read_started is not None]
+        if slow:
+            slowest = min(slow, key=lambda other: other.read_started or 0.0)
+            if self.loop.time() - (slowest.read_started or 0.0) > _SLOW_HEAD_S:
+                slowest.refuse(408, b"the request was not received in time")
+                return True
         conn.write(b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n"
                    b"content-length: 0\r\nconnection: close\r\n\r\n")
         conn.close()

@@ -7,11 +7,12 @@ import base64
 import json
 import socket
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_wire import Engine, HttpEngine, make_data_dir
+from engine_wire import Engine, HttpEngine, make_data_dir, rcpkit_argv
 
 LONE = "\ud800"
 
@@ -249,3 +250,36 @@ def test_inline_text_blobs_are_read_as_text(serve: Any) -> None:
     vectors = engine.ok("embed", {"inputs": ["honey bees", blob]})["vectors"]
     assert vectors[0] == vectors[1] and any(vectors[0])
     engine.close()
+
+
+def test_oversized_and_overdeep_params_get_their_own_errors(serve: Any) -> None:
+    engine: Engine = serve()
+    engine.add([{"id": "a", "text": "bees", "meta": {"lang": "en"}}])
+    nested: Any = "n"
+    for _ in range(300):
+        nested = [nested]
+    error = engine.error("ping", {"nonce": nested})
+    assert (error["code"], error["data"]["field"]) == (-32602, "nonce")
+    assert engine.ok("ping", {"nonce": [1, {"a": None}]}) == {"nonce": [1, {"a": None}]}
+    wide = {"or": [{"field": "lang", "op": "eq", "value": f"v{i}"} for i in range(5000)]}
+    error = engine.error("retrieve", {"query": "bees", "k": 3, "filter": wide})
+    assert (error["code"], error["data"]["field"]) == (-32602, "filter")
+    deep = (b'{"not":' * 10_000 + b'{"field":"lang","op":"eq","value":"en"}'
+            + b"}" * 10_000)
+    engine.peer.send_raw(b'{"jsonrpc":"2.0","id":"deep","method":"retrieve","params":'
+                         b'{"query":"bees","k":3,"filter":' + deep + b"}}\n")
+    reply = engine.peer.reply(None)
+    assert reply["error"]["code"] == -32600 and "levels deep" in reply["error"]["message"]
+    assert engine.ids("bees") == ["a#0"]  # and the server goes on
+    engine.close()
+
+
+@pytest.mark.parametrize("mode", [["--stdio"], ["--http", "127.0.0.1:0"]])
+def test_a_corrupt_store_file_is_one_clear_line_at_start(data_dir: Path,
+                                                         mode: list[str]) -> None:
+    (data_dir / "store.sqlite3").write_bytes(b"not a database, " * 512)
+    done = subprocess.run(rcpkit_argv("serve", *mode, "--data", str(data_dir)),
+                          capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stdout == b""
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "not a readable SQLite database" in lines[0], lines

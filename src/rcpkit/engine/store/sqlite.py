@@ -7,6 +7,7 @@ compiled to SQL with bound parameters only (§15.4).
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from rcpkit.protocol.errors import BackendUnavailable
 from rcpkit.protocol.filters import Condition, FilterNode
 
 from .base import (
@@ -171,8 +173,14 @@ class SqliteStore(Store):
 
     @classmethod
     def open(cls, data_dir: str | Path) -> SqliteStore:
-        """Open (creating if needed) the store under ``data_dir``."""
-        return cls(Path(data_dir) / cls.FILE_NAME)
+        """Open (creating if needed) the store under ``data_dir``; a file that is not an
+        SQLite database, or a damaged one, is :class:`BackendUnavailable` saying so."""
+        path = Path(data_dir) / cls.FILE_NAME
+        try:
+            return cls(path)
+        except sqlite3.DatabaseError as exc:
+            raise BackendUnavailable(f"{path} is not a readable SQLite database ({exc}); "
+                                     "restore it from a backup or move it aside") from None
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
@@ -532,9 +540,26 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
-            self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            try:
+                self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            except sqlite3.Error as failed:
+                if exc_type is not None or not _disk_full(failed):
+                    raise
+                self._db.execute("ROLLBACK")
+                exc = failed
         finally:
             self._lock.release()
+        if isinstance(exc, BaseException) and _disk_full(exc):
+            raise BackendUnavailable("the disk is full: nothing was written",
+                                     data={"detail": "disk full"}) from exc
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """SQLite's ``SQLITE_FULL``, or ``ENOSPC`` from the file system."""
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL \
+            or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
 
 
 # ── §8 filter compilation (bound parameters only, §15.4) ───────────────────
