@@ -88,8 +88,9 @@ def _holds_index(data: Path) -> bool:
 
 
 def _redacted(dsn: str | None) -> str:
-    """A DSN without its password, fit to print."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", dsn or "$RCPKIT_DSN")
+    """A DSN (URL or ``key=value`` form) without its password, fit to print."""
+    shown = re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", dsn or "$RCPKIT_DSN")
+    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", shown)
 
 
 # ── indexing a folder ──────────────────────────────────────────────────────
