@@ -1,4 +1,4 @@
-"""Storage backends side by side: embedded SQLite vs PostgreSQL + pgvector (issue 8).
+"""Storage backends side by side: embedded SQLite vs PostgreSQL + pgvector.
 
 ``scale``: for each size (10k and 100k chunks by default) the same synthetic corpus —
 Zipfian pseudo-word text (bench_lexical.py) and random unit vectors (d=384, served by

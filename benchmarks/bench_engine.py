@@ -1,4 +1,4 @@
-"""The engine as served over RCP: what the wire costs on top of the engine (issue 5).
+"""The engine as served over RCP: what the wire costs on top of the engine.
 
 For each size (10k and 100k chunks by default) the corpus of bench_scale.py is used — Zipfian
 pseudo-word text (bench_lexical.py) with random unit vectors (d=384) served by

@@ -1,4 +1,4 @@
-"""Cost of ``Engine.refresh`` (issue 8 scale-out): the per-request check every search and write
+"""Cost of ``Engine.refresh`` (scale-out): the per-request check every search and write
 makes so that engines sharing one record stay in step.
 
 Prints, per backend, the mean µs of ``refresh()`` when nothing changed, the mean µs of a sparse

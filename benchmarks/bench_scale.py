@@ -1,4 +1,4 @@
-"""Engine scaling: retrieve latency, ingest throughput and memory against corpus size (issue 7).
+"""Engine scaling: retrieve latency, ingest throughput and memory against corpus size.
 
 For each size (1k, 10k, 100k chunks; 1M with ``--max``) the script builds a synthetic corpus —
 Zipfian pseudo-word text from bench_lexical.py and random unit vectors (d=384) — ingests it

@@ -1,4 +1,4 @@
-"""Sharded gateway (issue 8, scale-out): two half-corpus engines fused by the gateway vs one whole.
+"""Sharded gateway (scale-out): two half-corpus engines fused by the gateway vs one whole.
 
 The offline Zaragoza construction FAQ (``rcpkit.eval.faq_to_beir``) is split in two halves by a
 hash of the document id. Three ``rcpkit serve --stdio`` engines are built through ``index/add``:

@@ -1,4 +1,4 @@
-"""Pipeline stage costs at 100k chunks, and where ColBERT rerank time goes (issue 6).
+"""Pipeline stage costs at 100k chunks, and where ColBERT rerank time goes.
 
 Part 1 — the corpus of bench_scale.py (Zipfian pseudo-words, random unit vectors served by
 ``_common.LookupEmbedder``) at ``--size`` chunks; queries are embedded by the real MiniLM

@@ -23,6 +23,8 @@ _AREAS = (
     "rcpkit.federation.cli",
     "rcpkit.conformance.cli",
     "rcpkit.eval.cli",
+    "rcpkit.integrations.cli",
+    "rcpkit.inspector.cli",
 )
 
 for _name in _AREAS:

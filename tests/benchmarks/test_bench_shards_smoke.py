@@ -1,6 +1,6 @@
 """Smoke run of benchmarks/bench_shards.py (``--quick``: 40 FAQ pairs, hashing embedder).
 
-The script must exit cleanly and print the table docs/benchmarks.md quotes (issue 8, sharded
+The script must exit cleanly and print the table docs/benchmarks.md quotes (sharded
 gateway): a W reference row and one gateway row per fusion for every mode, with a top-10
 overlap in [0, 1]. Dense search is exact at this size and cosines are comparable across shards,
 so merging the two shards' dense rankings by raw score must reproduce W's top 10 exactly. The
@@ -16,8 +16,11 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPT = BENCHMARKS / "bench_shards.py"
+pytestmark = pytest.mark.slow
 ROW = re.compile(r"^(sparse|dense|hybrid)\s+gateway (rrf|weighted|convex)\s+"
                  r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([+-][\d.]+)$")
 

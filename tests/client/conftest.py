@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from support.net import free_port, wait_listening
 
 SERVERS = Path(__file__).parent / "servers"
 
@@ -26,23 +26,6 @@ def scripted() -> list[str]:
     return [sys.executable, str(SERVERS / "scripted_server.py")]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_listening(port: int, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError(f"nothing listens on port {port}")
-
-
 @pytest.fixture
 def ref_http() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A reference-SDK server on loopback HTTP: (base URL, process)."""
@@ -50,7 +33,7 @@ def ref_http() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     process = subprocess.Popen([sys.executable, str(SERVERS / "ref_server.py"), "http",
                                 str(port)], stderr=subprocess.DEVNULL)
     try:
-        wait_listening(port)
+        wait_listening(port, process=process)
         yield f"http://127.0.0.1:{port}/rcp", process
     finally:
         process.kill()

@@ -1,8 +1,9 @@
 """JSON-RPC batches from the client (§11): one frame, one outcome per member.
 
-Against real servers: rcpkit's example server over stdio and loopback HTTP, the
-reference SDK's server (which answers batches on both transports), and a raw
-stdio server that answers out of order or refuses a batch whole.
+Against real servers: rcpkit's example server in memory (the stream semantics of stdio,
+without a process) and over loopback HTTP, the reference SDK's server (which answers
+batches on stdio and HTTP), and a raw stdio server that answers out of order or refuses a
+batch whole.
 """
 
 from __future__ import annotations
@@ -11,14 +12,21 @@ import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from rcpkit.client import AsyncClient, Client, ProgressEvent, connect_http, connect_stdio
+from rcpkit.client import (
+    AsyncClient,
+    Client,
+    ProgressEvent,
+    connect_http,
+    connect_memory,
+    connect_stdio,
+)
 from rcpkit.client.http11 import HttpPool
+from rcpkit.client.transports import HttpTransport
 from rcpkit.protocol.errors import (
     InternalError,
     NotFound,
@@ -31,7 +39,6 @@ from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
 from support.http import LoopbackServer
 
-EXAMPLE = Path(__file__).parents[1] / "support" / "example_server.py"
 DOCUMENTS = [{"id": "eiffel", "text": "the eiffel tower stands in paris"},
              {"id": "colosseum", "text": "the colosseum stands in rome"}]
 SERVER_MAX_BATCH = 1024  # the Dispatcher's default member cap
@@ -64,11 +71,11 @@ for line in sys.stdin:
 """
 
 
-@pytest.fixture(params=["stdio", "http-stateless", "http-token"])
+@pytest.fixture(params=["memory", "http-stateless", "http-token"])
 async def client(request: pytest.FixtureRequest) -> AsyncIterator[AsyncClient]:
     """rcpkit's example server, with the two documents indexed."""
-    if request.param == "stdio":
-        async with await connect_stdio([sys.executable, str(EXAMPLE)]) as opened:
+    if request.param == "memory":
+        async with await connect_memory(build_test_server()) as opened:
             await opened.index_add(DOCUMENTS)
             yield opened
         return
@@ -122,8 +129,8 @@ async def test_each_member_gets_its_own_result_or_error(
         await unadvertised
     with pytest.raises(UsageError, match="mode"):
         await bad_option
-    # progress frames reach a batch member over stdio; HTTP answers a batch without SSE
-    assert bool(events) is (client.session.transport.__class__.__name__ == "StdioTransport")
+    # progress frames reach a batch member on a stream; HTTP answers a batch without SSE
+    assert bool(events) is not isinstance(client.session.transport, HttpTransport)
 
 
 async def test_a_batch_is_one_post_to_the_base_path(monkeypatch: pytest.MonkeyPatch) -> None:

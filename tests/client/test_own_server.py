@@ -1,4 +1,5 @@
-"""The client against rcpkit's own server (tests/support/example_server.py), stdio and HTTP."""
+"""The client against rcpkit's own server (tests/support/example_server.py): in memory,
+over stdio and over HTTP; the same assertions hold on every connection."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rcpkit.client import AsyncClient, RetryPolicy, connect_http, connect_stdio
+from rcpkit.client import AsyncClient, RetryPolicy, connect_http, connect_memory, connect_stdio
 from rcpkit.protocol.errors import InternalError, NotFound
 from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
@@ -20,9 +21,13 @@ DOCUMENTS = [{"id": "eiffel", "text": "the eiffel tower stands in paris"},
              {"id": "colosseum", "text": "the colosseum stands in rome"}]
 
 
-@pytest.fixture(params=["stdio", "http-stateless", "http-token", "http-single"])
+@pytest.fixture(params=["memory", "stdio", "http-stateless", "http-token", "http-single"])
 async def client(request: pytest.FixtureRequest) -> AsyncIterator[AsyncClient]:
     retry = RetryPolicy(max_attempts=2, base_delay_s=0.01)
+    if request.param == "memory":
+        async with await connect_memory(build_test_server(), retry=retry) as opened:
+            yield opened
+        return
     if request.param == "stdio":
         async with await connect_stdio([sys.executable, str(EXAMPLE)], retry=retry) as opened:
             yield opened

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -21,11 +20,12 @@ from rcpkit.conformance import CHECKS, Level, Outcome, Report, Target, run_check
 from rcpkit.conformance.driver import parse_frame, sse_payloads
 from rcpkit.conformance.model import same_id
 from rcpkit.conformance.report import CheckResult
+from support.net import free_port, wait_listening
+from support.schema import schema_cli_args
 
 SERVERS = Path(__file__).parent / "servers"
 MINI = [sys.executable, str(SERVERS / "mini_server.py")]
 REFERENCE = [sys.executable, str(SERVERS / "reference_server.py")]
-SCHEMA = Path("/work/shared/rcp-spec/schema/rcp-1.0.json")
 
 #: mutation → a check that must FAIL because of it (None: only the overclaim fails).
 MUTANTS: dict[str, str | None] = {
@@ -128,7 +128,7 @@ def test_failure_detail_shows_sent_got_expected(
 
 def test_text_output_junit_and_schema(tmp_path: Path) -> None:
     junit = tmp_path / "report.xml"
-    status, out = run_cli("--junit", str(junit), "--schema", str(SCHEMA), "--", *MINI)
+    status, out = run_cli("--junit", str(junit), *schema_cli_args(), "--", *MINI)
     assert status == 0, out
     assert re.search(r"\[L0\] PASS +§4\.7 +id\.echo\.string: ", out)
     assert "CERTIFIED LEVEL: L1" in out
@@ -150,23 +150,13 @@ def test_reference_sdk_server_over_stdio() -> None:
     assert report["certifiedLevel"] is None and report["declarationHonest"] is False
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def http_server(argv: list[str]) -> Iterator[str]:
     """Start ``argv --http PORT …`` and yield its base URL once it accepts connections."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([*argv[:2], "--http", str(port), *argv[2:]], stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+        wait_listening(port, process=proc)
         yield f"http://127.0.0.1:{port}/rcp"
     finally:
         proc.terminate()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,28 +16,19 @@ import pytest
 from engine.test_pipeline import make_config
 from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.types import DocumentIn, SearchRequest
+from support.clock import FakeClock
 
 DAY = 86_400.0
 HOUR = 3_600.0
 QUERIES = ["girder welded", "concrete slab", "rebar tied crossing", "girder 7"]
 
 
-class ManualClock:
-    """Epoch seconds that only move when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+def clock() -> FakeClock:
+    return FakeClock()
 
 
-def open_engine(path: Path, clock: ManualClock, **overrides: Any) -> Engine:
+def open_engine(path: Path, clock: FakeClock, **overrides: Any) -> Engine:
     return Engine.open(make_config(path, **overrides), clock=clock)
 
 
@@ -62,7 +52,7 @@ def results(engine: Engine) -> list[list[str]]:
             for query in QUERIES for mode in ("sparse", "dense")]
 
 
-def churn(engine: Engine, clock: ManualClock, rounds: int) -> None:
+def churn(engine: Engine, clock: FakeClock, rounds: int) -> None:
     """Adds, updates and deletes, one write each, an hour apart."""
     for round_no in range(rounds):
         engine.add(girders(4 * round_no, 4 * round_no + 4))
@@ -77,7 +67,7 @@ def churn(engine: Engine, clock: ManualClock, rounds: int) -> None:
 # ── idempotency keys (§7.10) ────────────────────────────────────────────────
 
 def test_a_key_replays_within_retention_and_is_new_after(tmp_path: Path,
-                                                         clock: ManualClock) -> None:
+                                                         clock: FakeClock) -> None:
     with open_engine(tmp_path, clock) as engine:
         first = engine.add([DocumentIn("Concrete slab poured.", id="slab")],
                            idempotency_key="k")
@@ -93,7 +83,7 @@ def test_a_key_replays_within_retention_and_is_new_after(tmp_path: Path,
         assert engine.add([DocumentIn("x", id="x")], idempotency_key="k").ids == ["rebar"]
 
 
-def test_expired_keys_are_deleted_by_later_writes(tmp_path: Path, clock: ManualClock) -> None:
+def test_expired_keys_are_deleted_by_later_writes(tmp_path: Path, clock: FakeClock) -> None:
     with open_engine(tmp_path, clock, idempotency_retention_seconds=HOUR) as engine:
         engine.add([DocumentIn("Slab poured.", id="slab")], idempotency_key="old")
         clock.now += HOUR / 2
@@ -107,7 +97,7 @@ def test_expired_keys_are_deleted_by_later_writes(tmp_path: Path, clock: ManualC
 # ── write log ───────────────────────────────────────────────────────────────
 
 def test_log_rows_go_only_at_or_below_the_saved_state_and_once_old(tmp_path: Path,
-                                                                   clock: ManualClock) -> None:
+                                                                   clock: FakeClock) -> None:
     with open_engine(tmp_path, clock, index_save_every=3) as engine:
         for i in range(5):
             engine.add(girders(i, i + 1))
@@ -127,7 +117,7 @@ def test_log_rows_go_only_at_or_below_the_saved_state_and_once_old(tmp_path: Pat
 
 
 def test_the_log_is_kept_for_the_snapshot_retention_too(tmp_path: Path,
-                                                        clock: ManualClock) -> None:
+                                                        clock: FakeClock) -> None:
     # write_log_retention_seconds below retain_seconds is raised to it: the §7.7.1 time
     # rule of garbage collection reads write times from the log.
     with open_engine(tmp_path, clock, index_save_every=1, write_log_retention_seconds=1,
@@ -142,7 +132,7 @@ def test_the_log_is_kept_for_the_snapshot_retention_too(tmp_path: Path,
 
 
 def test_an_emptied_log_keeps_its_position_and_its_state(
-        tmp_path: Path, clock: ManualClock, rebuilds: list[Engine]) -> None:
+        tmp_path: Path, clock: FakeClock, rebuilds: list[Engine]) -> None:
     with open_engine(tmp_path, clock, index_save_every=1) as engine:
         engine.add(girders(0, 2))
         engine.add(girders(2, 4))
@@ -177,7 +167,7 @@ def rebuilds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Engine]]:
 
 
 def test_an_idle_engine_reloads_the_saved_state_across_a_pruned_range(
-        tmp_path: Path, clock: ManualClock, rebuilds: list[Engine],
+        tmp_path: Path, clock: FakeClock, rebuilds: list[Engine],
         monkeypatch: pytest.MonkeyPatch) -> None:
     with open_engine(tmp_path, clock, index_save_every=4) as writer, \
             open_engine(tmp_path, clock, index_save_every=4) as reader:
@@ -209,7 +199,7 @@ def test_an_idle_engine_reloads_the_saved_state_across_a_pruned_range(
 
 
 def test_a_restart_on_a_state_older_than_the_pruned_log_rebuilds(
-        tmp_path: Path, clock: ManualClock, rebuilds: list[Engine]) -> None:
+        tmp_path: Path, clock: FakeClock, rebuilds: list[Engine]) -> None:
     data = tmp_path / "data"
     with open_engine(data, clock, index_save_every=1000) as engine:
         engine.add(girders(0, 6))

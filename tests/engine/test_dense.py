@@ -485,3 +485,28 @@ def test_usearch_is_imported_only_through_the_guarded_loader() -> None:
             if any(name.split(".")[0] == "usearch" for name in names):
                 importers.append(path.relative_to(source_root).as_posix())
     assert sorted(set(importers)) == ["engine/dense.py"]
+
+
+def clustered_vectors(n: int, seed: int, dim: int = 64) -> np.ndarray:
+    """Tight clusters: many close pairs, the case parallel HNSW insertion gets wrong."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((n // 100, dim)).astype(np.float32)
+    vectors = centres[rng.integers(0, len(centres), n)]
+    vectors += 0.3 * rng.standard_normal(vectors.shape).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def lost_rows(index: DenseIndex, vectors: np.ndarray) -> list[int]:
+    found = index.search_batch(vectors, 1)
+    return [row for row, (rowids, _) in enumerate(found) if rowids[0] != row]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_parallel_graph_build_reaches_every_row(seed: int) -> None:
+    vectors = clustered_vectors(4000, seed)
+    index = DenseIndex(64, exact_threshold=100, build_threads=2)
+    index.add(np.arange(len(vectors)), vectors)
+    assert index.wait_for_graph(120)
+    assert index.uses_graph and index.graph_tail == 0
+    assert lost_rows(index, vectors) == []
+    index.close()

@@ -1,4 +1,4 @@
-"""Engines sharing one record (issue 8 scale-out, §7.7.1): ``Engine.refresh`` takes in what
+"""Engines sharing one record (scale-out, §7.7.1): ``Engine.refresh`` takes in what
 another engine committed — rows, filter schema, feedback — before reads and writes, never
 exposes a half-applied catch-up, and index saves on a shared data directory do not race.
 Two engines on one SQLite data directory stand in for two processes."""

@@ -13,9 +13,11 @@ from typing import Any
 import jsonschema
 import pytest
 
+from rcpkit.client import Client
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.sample import sample_documents
+from rcpkit.engine.service import bind
 from rcpkit.engine.types import (
     DocumentIn,
     FeedbackSignal,
@@ -31,8 +33,7 @@ from rcpkit.protocol.errors import (
     OptionUnsupported,
     PayloadTooLarge,
 )
-
-SCHEMA_PATH = Path("/work/shared/rcp-spec/schema/rcp-1.0.json")
+from support.schema import load_schema
 
 CORPUS = [
     DocumentIn("Honeybees dance to tell nest mates where the flowers are.", id="bees",
@@ -191,9 +192,11 @@ def test_hits_carry_citation_trust_chunk_and_valid_wire_form(engine: Engine) -> 
     assert all(0.0 <= h.confidence <= 1.0 for h in result.hits if h.confidence is not None)
     others = [h for h in result.hits if h.doc_id == "compost"]
     assert all(h.trust_level == "untrusted" for h in others)  # never trusted by default
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema = load_schema()
     result_schema = {**schema["$defs"]["RetrieveResult"], "$defs": schema["$defs"]}
-    wire = result.to_wire()
+    with Client.connect_memory(bind(engine)) as client:  # the reply the binding sends (§7.7)
+        wire = client.call("retrieve", {"query": "honeybees dance", "k": 5,
+                                        "includeVectors": True})
     jsonschema.validate(wire, result_schema)
     assert all(hit["chunk"]["docId"] and len(hit["vector"]) == 64 for hit in wire["hits"])
 
@@ -368,6 +371,7 @@ def test_reads_never_see_half_a_write(tmp_path: Path) -> None:
         assert errors == []
 
 
+@pytest.mark.slow
 def test_minilm_on_the_sample_corpus(tmp_path: Path) -> None:
     with Engine.open(EngineConfig(data_dir=tmp_path)) as eng:
         eng.add(sample_documents(), chunk=True, contextual=True)

@@ -1,4 +1,4 @@
-"""The CI evaluation (issue 5): the embedded engine on the FAQ, through the RCP wire."""
+"""The CI evaluation: the embedded engine on the FAQ, through the RCP wire."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from support.quality import assert_faq_quality
 
 pytest.importorskip("zaragoza_construction_faq")
+pytestmark = pytest.mark.slow
 
 
 async def test_engine_quality_on_the_faq_over_stdio(tmp_path: Path) -> None:

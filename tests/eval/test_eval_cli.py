@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from rcpkit.eval.cli import build_app, register
+from support.net import free_port, wait_listening
 
 SERVER = Path(__file__).with_name("bm25_rcp_server.py")
 ENGINE = f"{sys.executable} {SERVER}"
@@ -88,19 +87,10 @@ def test_convert_directory(tmp_path: Path) -> None:
 
 @pytest.fixture()
 def http_engine() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)])
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "engine did not start"
-                time.sleep(0.05)
+        wait_listening(port, process=process)
         yield f"http://127.0.0.1:{port}/rcp"
     finally:
         process.terminate()

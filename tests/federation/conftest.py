@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from support.net import wait_listening
 
 SERVERS = Path(__file__).parent / "servers"
 RCPKIT = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
@@ -41,25 +41,6 @@ def write_registry(path: Path, entries: Sequence[dict[str, Any]]) -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_listening(port: int, process: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"process exited with {process.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port}")
-
-
 class Processes:
     """Background processes stopped at the end of a test (SIGTERM, then SIGKILL)."""
 
@@ -69,7 +50,7 @@ class Processes:
     def http(self, argv: list[str], port: int) -> subprocess.Popen[bytes]:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.started.append(process)
-        wait_listening(port, process)
+        wait_listening(port, process=process)
         return process
 
     def stop(self) -> None:

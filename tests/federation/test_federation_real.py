@@ -10,8 +10,9 @@ import pytest
 from rcpkit.federation import Federation, Registry
 from rcpkit.protocol.errors import NotFound
 from rcpkit.protocol.params import RetrieveParams, decode_params
+from support.net import free_port
 
-from .conftest import Processes, engine, free_port, http_entry, ref_engine, stdio_entry
+from .conftest import Processes, engine, http_entry, ref_engine, stdio_entry
 
 GOOD_DOCS = json.dumps({"g1": "beta alpha", "g2": "beta"})
 WEB_DOCS = json.dumps({"w1": "beta web page", "g2": "beta"})

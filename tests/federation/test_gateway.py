@@ -13,12 +13,12 @@ from rcpkit.cli import app
 from rcpkit.client.client import connect_http, connect_stdio
 from rcpkit.protocol.errors import Timeout
 from rcpkit.protocol.params import Hit, RetrieveResult
+from support.net import free_port
 
 from .conftest import (
     RCPKIT,
     Processes,
     engine,
-    free_port,
     http_entry,
     ref_engine,
     stdio_entry,

@@ -7,6 +7,8 @@ from typing import Any, cast
 import pytest
 
 from rcpkit.federation import EngineSpec, Registry, Selector
+from rcpkit.federation.registry import RegistryError
+from rcpkit.federation.selector import connect_engine
 from rcpkit.protocol.errors import BackendUnavailable, NotFound, RcpError, TransportClosed
 
 from .fakes import FakeClient, hits
@@ -88,3 +90,8 @@ async def test_all_replicas_down() -> None:
         await Selector(GROUP, connect=replicas).acquire()
     assert isinstance(caught.value, RcpError) and caught.value.data == {"engine": "web"}
     assert "primary" in caught.value.message and "secondary" in caught.value.message
+
+
+async def test_an_http_spec_without_url_is_a_registry_error() -> None:
+    with pytest.raises(RegistryError, match="needs a `url`"):
+        await connect_engine(EngineSpec(id="web", transport="http"), 1.0)

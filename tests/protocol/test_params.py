@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -16,8 +15,8 @@ from rcpkit.protocol import params as P
 from rcpkit.protocol.content import ContentBlock
 from rcpkit.protocol.errors import InvalidParams, ProtocolViolation
 from rcpkit.protocol.methods import CANCEL, CORE_METHODS, LOG, PROGRESS
+from support.schema import load_schema
 
-SCHEMA_PATH = Path("/work/shared/rcp-spec/schema/rcp-1.0.json")
 MAX = 2**53 - 1
 
 
@@ -424,9 +423,7 @@ RESULT_EXAMPLES: list[tuple[str, Any]] = [
 
 @pytest.fixture(scope="module")
 def schema() -> dict[str, Any]:
-    if not SCHEMA_PATH.exists():
-        pytest.skip("normative schema not available")
-    return json.loads(SCHEMA_PATH.read_text())
+    return load_schema()
 
 
 @pytest.mark.parametrize(("method", "result"), RESULT_EXAMPLES)

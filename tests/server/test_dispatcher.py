@@ -412,3 +412,9 @@ async def test_stateless_policy_and_path_method() -> None:
 async def _until(predicate: Any) -> None:
     while not predicate():
         await asyncio.sleep(0.005)
+
+
+async def test_feeding_before_start_is_a_usage_error_not_an_assert() -> None:
+    dispatcher = Dispatcher(build_test_server())
+    with pytest.raises(UsageError, match="start"):
+        dispatcher.feed(frame("ping"))

@@ -1,5 +1,5 @@
-"""The CI evaluation of our engine (issues 5 and 8): the real MiniLM model, over the RCP wire,
-on the offline English Zaragoza construction FAQ (DESIGN §5: question = query, answer =
+"""The CI evaluation of our engine: the real MiniLM model, over the RCP wire,
+on the offline English Zaragoza construction FAQ (question = query, answer =
 document). To keep CI short it uses every other FAQ item (its answer indexed, its question
 asked), for each of the sparse, dense and hybrid modes.
 

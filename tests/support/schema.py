@@ -1,8 +1,13 @@
-"""Check frames against the normative RCP/1 JSON Schema (rcp-spec/schema/rcp-1.0.json).
+"""Check frames against the normative RCP/1 JSON Schema (``rcp-spec/schema/rcp-1.0.json``).
 
-When the schema file is absent every check is skipped cleanly: :func:`assert_frame`
-and :func:`assert_result` become no-ops, and tests marked :data:`requires_schema`
-are skipped. Set ``RCP_SCHEMA`` to point at another copy of the file.
+The schema is found through one path, :data:`SCHEMA_PATH`: ``$RCP_SCHEMA`` when set,
+else ``../shared/rcp-spec/schema/rcp-1.0.json`` next to the repository. When it is
+absent, schema checks cannot run. Under CI (``CI=true``) that is a failure, never a
+silent pass: :func:`assert_frame` and :func:`assert_result` raise, and
+:func:`load_schema`, :func:`schema_cli_args` and tests marked :data:`requires_schema`
+fail. Elsewhere (a bare clone) those tests are skipped with the reason shown, the
+frame checks do nothing and ``rcpkit check`` runs without ``--schema``; the session
+header says which case applies.
 """
 
 from __future__ import annotations
@@ -15,27 +20,71 @@ from typing import Any
 
 import pytest
 
-__all__ = ["SCHEMA_PATH", "assert_frame", "assert_result", "requires_schema", "schema_available"]
+__all__ = ["IN_CI", "SCHEMA_PATH", "assert_frame", "assert_result", "load_schema",
+           "requires_schema", "schema_available", "schema_cli_args", "schema_status"]
 
+REPOSITORY = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = Path(os.environ.get(
-    "RCP_SCHEMA", Path(__file__).resolve().parents[3] / "shared/rcp-spec/schema/rcp-1.0.json"))
+    "RCP_SCHEMA", REPOSITORY.parent / "shared" / "rcp-spec" / "schema" / "rcp-1.0.json"))
+IN_CI = os.environ.get("CI", "").lower() == "true"
+_MISSING = f"the RCP/1 schema is not at {SCHEMA_PATH} (set RCP_SCHEMA to its path)"
 
 
 def schema_available() -> bool:
     return SCHEMA_PATH.is_file()
 
 
-requires_schema = pytest.mark.skipif(not schema_available(),
-                                     reason=f"RCP schema not found at {SCHEMA_PATH}")
+def schema_status() -> str:
+    """One line for the test session header."""
+    if schema_available():
+        return f"RCP schema: {SCHEMA_PATH}"
+    consequence = "schema checks fail (CI=true)" if IN_CI else "schema checks are skipped"
+    return f"RCP schema: MISSING at {SCHEMA_PATH}; {consequence}"
+
+
+def _absent() -> None:
+    """Without the schema: fail under CI, skip elsewhere."""
+    if IN_CI:
+        pytest.fail(_MISSING, pytrace=False)
+    pytest.skip(_MISSING)
+
+
+requires_schema = pytest.mark.skipif(not schema_available() and not IN_CI, reason=_MISSING)
+"""Skip outside CI when the schema is absent; under CI the test runs, and its checks fail."""
+
+
+@functools.cache
+def _load() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+    return schema
+
+
+def load_schema() -> dict[str, Any]:
+    """The parsed schema (skips, or fails under CI, when it is absent)."""
+    if not schema_available():
+        _absent()
+    return _load()
+
+
+def schema_cli_args() -> list[str]:
+    """``["--schema", path]`` for ``rcpkit check``; without the schema the check still runs
+    its other checks (``[]``), except under CI, where the test fails."""
+    if schema_available():
+        return ["--schema", str(SCHEMA_PATH)]
+    if IN_CI:
+        pytest.fail(_MISSING, pytrace=False)
+    return []
 
 
 @functools.cache
 def _validators() -> tuple[Any, Any] | None:
     if not schema_available():
+        if IN_CI:
+            raise AssertionError(_MISSING)
         return None
     import jsonschema
 
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema = _load()
     cls = jsonschema.validators.validator_for(schema)
     frame = cls(schema)
     result_for = cls({"$ref": "#/$defs/ResultFor", "$defs": schema["$defs"]})

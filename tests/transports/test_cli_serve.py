@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rcpkit.cli import app
+from support.net import free_port
 from support.stdio import python_argv
 
 RCPKIT = python_argv("-c", "from rcpkit.cli import main; main()")
@@ -37,6 +37,8 @@ def run(*args: str, **kw: object) -> subprocess.CompletedProcess[bytes]:
     ["--http", "127.0.0.1:0", "--workers", "2", "--sessions", "token", "--app", APP],
     ["--http", "127.0.0.1:0", "--workers", "0", "--app", APP],
     ["--stdio", "--workers", "2", "--app", APP],
+    ["--http", "127.0.0.1:0", "--max-sessions", "0", "--app", APP],
+    ["--http", "127.0.0.1:0", "--header-timeout", "0", "--app", APP],
 ])
 def test_flag_errors_are_one_line_exit_2(args: list[str]) -> None:
     result = CliRunner().invoke(app, ["serve", *args])
@@ -54,9 +56,7 @@ def test_serve_stdio_app() -> None:
 
 
 def test_serve_http_app_with_auth_from_env() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     child = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", "--app", APP,
                               "--sessions", "token"], env={"RCPKIT_AUTH_TOKENS": "a,b",
                                                            **_base_env()},
@@ -78,6 +78,36 @@ def test_serve_http_app_with_auth_from_env() -> None:
     finally:
         child.send_signal(signal.SIGTERM)
         # uvicorn finishes in-flight work, then re-raises the signal it caught
+        assert child.wait(30) in (0, -signal.SIGTERM)
+
+
+def test_serve_http_limit_flags() -> None:
+    """``--max-header-bytes`` and ``--max-sessions`` reach the server (§15.5)."""
+    port = free_port()
+    child = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", "--app", APP,
+                              "--sessions", "token", "--max-sessions", "1",
+                              "--max-header-bytes", "2048"], env=_base_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}/rcp/initialize"
+        frame = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": 1}}
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                first = httpx.post(url, json=frame)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and child.poll() is None
+                time.sleep(0.1)
+        token = first.json()["result"]["_meta"]["session"]
+        used = httpx.post(f"http://127.0.0.1:{port}/rcp/ping", headers={"RCP-Session": token},
+                          json={"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        assert used.json()["result"] == {}
+        assert httpx.post(url, json=frame).status_code == 429  # one session, in use
+        assert httpx.post(url, json=frame, headers={"X-Pad": "p" * 4096}).status_code == 431
+    finally:
+        child.send_signal(signal.SIGTERM)
         assert child.wait(30) in (0, -signal.SIGTERM)
 
 

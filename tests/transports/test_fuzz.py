@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
+from support.http import LOOPBACK_KINDS, LoopbackServer
 from support.schema import assert_frame
 from support.stdio import StdioPeer, python_argv
-from transports.conftest import LOOPBACKS
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "support" / "example_server.py")
 METHODS = ["ping", "info", "initialize", "retrieve", "embed", "rerank", "index/add", "bogus",
@@ -167,11 +167,11 @@ def test_stdio_survives_anything(stdio_peer: StdioPeer, inputs: list[tuple[str, 
 
 # ── HTTP ────────────────────────────────────────────────────────────────────
 
-@pytest.fixture(scope="module", params=sorted(LOOPBACKS))
+@pytest.fixture(scope="module", params=LOOPBACK_KINDS)
 def http_client(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
-    """A client of the app under uvicorn, then under rcpkit's lean HTTP server."""
-    loopback_class = LOOPBACKS[request.param]
-    with loopback_class(create_app(build_test_server(), sessions="single")) as loopback, \
+    """A client of the app under rcpkit's lean HTTP server, then under uvicorn."""
+    app = create_app(build_test_server(), sessions="single")
+    with LoopbackServer(app, kind=request.param) as loopback, \
             httpx.Client(base_url=loopback.url, timeout=30) as client:
         yield client
 

@@ -1,8 +1,9 @@
-"""HTTP transport on real loopback servers, uvicorn and the lean one (§5.2; DESIGN §4)."""
+"""HTTP transport on real loopback servers, uvicorn and the lean one (§5.2)."""
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -132,15 +133,41 @@ def test_token_sessions(serve: Any) -> None:
     assert expired["error"]["code"] == -32001
 
 
-def test_session_cap_sheds_only_newcomers(serve: Any) -> None:
+def _session(client: Any) -> dict[str, str]:
+    init = body(post(client, rpc("initialize", {"protocolVersion": 1})))
+    return {"RCP-Session": init["result"]["_meta"]["session"]}
+
+
+def test_an_initialize_flood_does_not_lock_out_sessions_in_use(serve: Any) -> None:
+    client = serve(sessions="token", max_sessions=20)
+    user = _session(client)
+    assert "hits" in body(post(client, rpc("retrieve", {"query": "json", "k": 1}),
+                               headers=user))["result"]
+    flood = [post(client, rpc("initialize", {"protocolVersion": 1})) for _ in range(60)]
+    assert [reply.status_code for reply in flood] == [200] * 60  # never-used ones make room
+    assert "hits" in body(post(client, rpc("retrieve", {"query": "json", "k": 1}),
+                               headers=user))["result"]
+    newest = {"RCP-Session": body(flood[-1])["result"]["_meta"]["session"]}
+    assert "hits" in body(post(client, rpc("retrieve", {"query": "json", "k": 1}),
+                               headers=newest))["result"]
+    evicted = {"RCP-Session": body(flood[0])["result"]["_meta"]["session"]}
+    assert body(post(client, rpc("retrieve", {"query": "a", "k": 1}),
+                     headers=evicted))["error"]["code"] == -32001
+
+
+def test_session_cap_with_every_session_busy_sheds_newcomers_truthfully(serve: Any) -> None:
     client = serve(sessions="token", max_sessions=1)
-    token = body(post(client, rpc("initialize", {"protocolVersion": 1})))["result"]["_meta"][
-        "session"]
+    member = _session(client)
+    assert "hits" in body(post(client, rpc("retrieve", {"query": "json", "k": 1}),
+                               headers=member))["result"]
     newcomer = post(client, rpc("initialize", {"protocolVersion": 1}))
     assert newcomer.status_code == 429 and body(newcomer)["error"]["code"] == -32011
-    member = post(client, rpc("retrieve", {"query": "json", "k": 1}),
-                  headers={"RCP-Session": token})
-    assert "hits" in body(member)["result"]
+    wait_ms = body(newcomer)["error"]["data"]["retryAfterMs"]
+    assert 0 < wait_ms <= 5000
+    assert newcomer.headers["retry-after"] == str(math.ceil(wait_ms / 1000))
+    time.sleep(math.ceil(wait_ms / 1000))  # what the advice says; the member stayed idle
+    later = post(client, rpc("initialize", {"protocolVersion": 1}))
+    assert later.status_code == 200, later.headers
 
 
 def test_single_session(serve: Any) -> None:
@@ -256,7 +283,7 @@ def test_keep_alive_and_graceful_shutdown(loopback: Any) -> None:
                 assert post(client, rpc("ping")).headers.get("connection") != "close"
         slow = threading.Thread(target=slow_call)
         slow.start()
-        time.sleep(0.2)
+        running.wait_in_flight()
     # leaving the block asked the server to stop while the slow request was in flight
     slow.join()
     assert outcome and body(outcome[0])["result"] == {"slept": 0.5}

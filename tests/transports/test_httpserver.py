@@ -18,8 +18,9 @@ import pytest
 
 from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
+from support.http import LoopbackServer
+from support.net import free_port
 from support.stdio import python_argv
-from transports.conftest import LeanLoopback
 
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 RCPKIT = python_argv("-c", "from rcpkit.cli import main; main()")
@@ -27,8 +28,9 @@ APPS = str(Path(__file__).resolve().parent / "apps")
 
 
 @pytest.fixture
-def lean() -> Iterator[LeanLoopback]:
-    with LeanLoopback(create_app(build_test_server(), max_body_bytes=4096)) as running:
+def lean() -> Iterator[LoopbackServer]:
+    with LoopbackServer(create_app(build_test_server(), max_body_bytes=4096),
+                        kind="rcpkit") as running:
         yield running
 
 
@@ -53,7 +55,7 @@ def post(path: str, body: bytes, extra: bytes = b"") -> bytes:
             + str(len(body)).encode() + b"\r\n" + extra + b"\r\n" + body)
 
 
-def test_pipelined_requests_answered_in_order(lean: LeanLoopback) -> None:
+def test_pipelined_requests_answered_in_order(lean: LoopbackServer) -> None:
     requests = b"".join(post("/rcp/ping", b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % i)
                         for i in range(20))
     reply = exchange(lean.port, requests)
@@ -63,7 +65,7 @@ def test_pipelined_requests_answered_in_order(lean: LeanLoopback) -> None:
     assert ids == list(range(20))
 
 
-def test_chunked_request_body_and_expect_continue(lean: LeanLoopback) -> None:
+def test_chunked_request_body_and_expect_continue(lean: LoopbackServer) -> None:
     chunked = (b"POST /rcp/ping HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                + b"%x\r\n%s\r\n0\r\n\r\n" % (len(PING), PING))
     assert b'"result":{}' in exchange(lean.port, chunked)
@@ -74,12 +76,12 @@ def test_chunked_request_body_and_expect_continue(lean: LeanLoopback) -> None:
         assert b'"result":{}' in conn.recv(4096)
 
 
-def test_malformed_http_is_400_and_closed(lean: LeanLoopback) -> None:
+def test_malformed_http_is_400_and_closed(lean: LoopbackServer) -> None:
     reply = exchange(lean.port, b"NONSENSE\x00\r\n\r\n", until_close=True)
     assert reply.startswith(b"HTTP/1.1 400 ")
 
 
-def test_http10_and_oversized_bodies_close_the_connection(lean: LeanLoopback) -> None:
+def test_http10_and_oversized_bodies_close_the_connection(lean: LoopbackServer) -> None:
     reply = exchange(lean.port, post("/rcp/ping", PING).replace(b"HTTP/1.1", b"HTTP/1.0"),
                      until_close=True)
     assert reply.startswith(b"HTTP/1.1 200 ") and b"connection: close" in reply
@@ -93,7 +95,7 @@ def test_http10_and_oversized_bodies_close_the_connection(lean: LeanLoopback) ->
     assert reply.startswith(b"HTTP/1.1 413 ") and reply.count(b"HTTP/1.1 200 ") == 1
 
 
-def test_head_and_no_body_statuses(lean: LeanLoopback) -> None:
+def test_head_and_no_body_statuses(lean: LoopbackServer) -> None:
     note = b'{"jsonrpc":"2.0","method":"notifications/x"}'
     reply = exchange(lean.port, post("/rcp/notifications/x", note))
     head, _, rest = reply.partition(b"\r\n\r\n")
@@ -123,7 +125,7 @@ def _without_date(head: bytes) -> list[bytes]:
     return sorted(line for line in head.split(b"\r\n") if not line.startswith(b"date:"))
 
 
-def test_direct_route_and_asgi_answer_alike(lean: LeanLoopback) -> None:
+def test_direct_route_and_asgi_answer_alike(lean: LoopbackServer) -> None:
     """A POST under the base is answered by the app's direct route unless it carries a query,
     an escape, ``Expect`` or SSE in ``Accept`` (then ASGI): both must give the same bytes."""
     bodies = [PING, b'{"jsonrpc":"2.0","method":"notifications/x"}', b"{oops",
@@ -149,7 +151,7 @@ def test_direct_route_and_asgi_answer_alike(lean: LeanLoopback) -> None:
 
 
 def test_pipelined_direct_suspended_and_asgi_requests_keep_their_order(
-        lean: LeanLoopback) -> None:
+        lean: LoopbackServer) -> None:
     """Requests answered at once, one that waits (a task) and ones left to ASGI (a query,
     an unknown path) on one connection: answered in the order sent."""
     def call(i: int, method: str, params: bytes = b"{}") -> bytes:
@@ -168,7 +170,7 @@ def test_pipelined_direct_suspended_and_asgi_requests_keep_their_order(
 
 def test_idle_connections_close_but_slow_requests_finish() -> None:
     app = create_app(build_test_server())
-    with LeanLoopback(app, keep_alive_s=0.3) as srv:
+    with LoopbackServer(app, kind="rcpkit", keep_alive_s=0.3) as srv:
         with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as conn:
             started = time.monotonic()
             assert conn.recv(100) == b""  # closed by the server for idleness
@@ -185,7 +187,7 @@ def test_idle_connections_close_but_slow_requests_finish() -> None:
             assert conn.recv(100) == b""  # and then idle again
 
 
-def test_a_request_whose_client_left_is_cancelled(lean: LeanLoopback) -> None:
+def test_a_request_whose_client_left_is_cancelled(lean: LoopbackServer) -> None:
     with socket.create_connection(("127.0.0.1", lean.port), timeout=10) as conn:
         conn.sendall(post("/rcp/x-test/sleep", b'{"jsonrpc":"2.0","id":1,'
                           b'"method":"x-test/sleep","params":{"seconds":30}}'))
@@ -200,9 +202,7 @@ def test_a_request_whose_client_left_is_cancelled(lean: LeanLoopback) -> None:
 
 
 def _serve(*args: str) -> tuple[subprocess.Popen[bytes], int]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([APPS, os.environ.get("PYTHONPATH", "")])}
     child = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", *args],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -12,22 +12,37 @@
 
 The blocking twin is :class:`Client` (``Client.connect_stdio([...])``).
 ``client.batch()`` queues calls and sends them as one JSON-RPC batch frame (§11).
+:func:`connect_memory` opens a client on a :class:`~rcpkit.server.Server` in this
+process, with no pipes or sockets: the way to test a server of your own.
 """
 
 from ..protocol import errors, filters
-from .client import AsyncClient, Batch, ProgressEvent, Stream, connect_http, connect_stdio
+from .client import (
+    AsyncClient,
+    Batch,
+    ProgressEvent,
+    RetrieveOptions,
+    Stream,
+    connect_http,
+    connect_stdio,
+)
+from .memory import MemoryTransport, connect_memory
 from .retry import RetryPolicy
-from .sync import BlockingBatch, Client
+from .sync import BlockingBatch, BlockingStream, Client
 
 __all__ = [
     "AsyncClient",
     "Batch",
     "BlockingBatch",
+    "BlockingStream",
     "Client",
+    "MemoryTransport",
     "ProgressEvent",
+    "RetrieveOptions",
     "RetryPolicy",
     "Stream",
     "connect_http",
+    "connect_memory",
     "connect_stdio",
     "errors",
     "filters",

@@ -30,7 +30,7 @@ import ssl
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack
 
 import msgspec
 import numpy as np
@@ -58,6 +58,7 @@ from ..protocol.params import (
     CatalogListResult,
     EmbedResult,
     FeedbackResult,
+    FusionOptions,
     GraphResult,
     Hit,
     IndexAddResult,
@@ -65,10 +66,14 @@ from ..protocol.params import (
     InitializeResult,
     MemoryBuildResult,
     MemoryRecallResult,
+    MmrOptions,
     MultiEmbedResult,
     PeerInfo,
     PingResult,
     ProgressParams,
+    Query,
+    Recency,
+    RerankOptions,
     RerankResult,
     RetrieveParams,
     RetrieveResult,
@@ -85,7 +90,8 @@ from .retry import NO_RETRY, RetryPolicy, is_retry_safe
 from .session import LogHandler, Outgoing, ProgressCallback, RpcSession, Transport
 from .transports import HttpTransport, StdioTransport
 
-__all__ = ["AsyncClient", "Batch", "ProgressEvent", "Stream", "connect_http", "connect_stdio"]
+__all__ = ["AsyncClient", "Batch", "ProgressEvent", "RetrieveOptions", "Stream", "connect_http",
+           "connect_stdio"]
 
 _log = logging.getLogger("rcpkit.client")
 _F32 = "f32-base64"
@@ -118,6 +124,41 @@ class ProgressEvent:
 
 
 OnProgress = Callable[[ProgressEvent], None]
+
+
+class RetrieveOptions(TypedDict, total=False):
+    """The keyword options of :meth:`AsyncClient.retrieve` (§7.7), in ``snake_case``.
+
+    ``None`` leaves an option out. Nested objects take a Struct of
+    :mod:`rcpkit.protocol.params` or a mapping with wire names
+    (``fusion={"method": "rrf", "rrfK": 60}``); ``filter`` takes a builder
+    expression (§8) or its wire form; ``meta`` is ``_meta`` (§4.4); ``extra``
+    holds params sent as given, e.g. a vendor's ``x-<vendor>/…`` option (§6.2).
+    """
+
+    mode: str | None
+    modality: str | None
+    candidate_k: int | None
+    fusion: FusionOptions | Mapping[str, Any] | None
+    rerank: RerankOptions | Mapping[str, Any] | Literal[False] | None
+    mmr: MmrOptions | Mapping[str, Any] | None
+    rewrite: str | Literal[False] | None
+    filter: filters.FilterNode | Mapping[str, Any] | None
+    min_score: float | None
+    recency: Recency | Mapping[str, Any] | None
+    unit: str | None
+    level: int | None
+    token_budget: int | None
+    session_id: str | None
+    include_text: bool
+    include_vectors: bool
+    seed: int | None
+    index_version: str | None
+    strict: bool
+    cursor: str | None
+    encoding: str | None
+    meta: Mapping[str, Any] | None
+    extra: Mapping[str, Any] | None
 
 
 class Stream(Generic[T]):
@@ -273,18 +314,20 @@ class _Methods(ABC):
                 "topN": top_n}
         return self._dispatch(_Call("rerank", [wire], deadline_ms, on_progress))
 
-    def retrieve(self, query: Any, k: int = 10, *, deadline_ms: int | None = None,
+    def retrieve(self, query: Query, k: int = 10, *, deadline_ms: int | None = None,
                  on_progress: OnProgress | None = None,
-                 **options: Any) -> Awaitable[RetrieveResult]:
-        """§7.7. Options: ``mode``, ``candidate_k``, ``fusion``, ``rerank``, ``mmr``, ``filter``…
+                 **options: Unpack[RetrieveOptions]) -> Awaitable[RetrieveResult]:
+        """§7.7 with the options of :class:`RetrieveOptions`.
 
         ``k`` is pre-clamped to the advertised ``retrieve.maxK`` (§4.7).
         """
         advertised = self.capabilities.retrieve
-        if advertised is not None and advertised.max_k:
-            k = min(k, advertised.max_k)
-        wire: dict[str, Any] = {**options, "query": query, "k": k}
-        if options.get("include_vectors", options.get("includeVectors")) is True:
+        if advertised is not None and advertised.max_k and isinstance(k, int):
+            k = min(k, advertised.max_k)  # a k of the wrong type is refused by the pre-flight
+        named: dict[str, Any] = dict(options)
+        extra: Mapping[str, Any] = named.pop("extra", None) or {}
+        wire: dict[str, Any] = {**extra, **named, "query": query, "k": k}
+        if wire.get("include_vectors", wire.get("includeVectors")) is True:
             embed = self.capabilities.embed
             if embed and _F32 in (embed.encodings or ()):
                 wire.setdefault("encoding", _F32)
@@ -440,8 +483,8 @@ class AsyncClient(_Methods):
         """Send a notification (§4.5)."""
         await self.session.notify(method, params)
 
-    def retrieve_stream(self, query: Any, k: int = 10, *, deadline_ms: int | None = None,
-                        **options: Any) -> Stream[RetrieveResult]:
+    def retrieve_stream(self, query: Query, k: int = 10, *, deadline_ms: int | None = None,
+                        **options: Unpack[RetrieveOptions]) -> Stream[RetrieveResult]:
         """§9: ``async for event in client.retrieve_stream(q)`` then ``stream.result``."""
         return Stream(lambda on_progress: self.retrieve(
             query, k, deadline_ms=deadline_ms, on_progress=on_progress, **options))

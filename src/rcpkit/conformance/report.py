@@ -30,6 +30,18 @@ class CheckResult:
     detail: str = ""
     seconds: float = 0.0
 
+    def to_json(self) -> dict[str, Any]:
+        """The report's JSON entry for this check."""
+        c = self.check
+        return {
+            "id": c.id,
+            "level": c.level.value,
+            "section": c.section,
+            "title": c.title,
+            "outcome": self.outcome.value,
+            **({"detail": self.detail} if self.detail else {}),
+        }
+
     def text_lines(self) -> list[str]:
         """``[level] OUTCOME §section id: title``, then the reason unless it passed."""
         c = self.check
@@ -96,17 +108,7 @@ class Report:
             "declarationHonest": self.declaration_honest,
             "partial": self.partial,
             "counts": {o.value.lower(): self.count(o) for o in Outcome},
-            "checks": [
-                {
-                    "id": r.check.id,
-                    "level": r.check.level.value,
-                    "section": r.check.section,
-                    "title": r.check.title,
-                    "outcome": r.outcome.value,
-                    **({"detail": r.detail} if r.detail else {}),
-                }
-                for r in self.results
-            ],
+            "checks": [r.to_json() for r in self.results],
         }
 
     def summary_lines(self) -> list[str]:
@@ -124,16 +126,6 @@ class Report:
             verdict = "missing (§14 requires it)"
         lines.append(f"  declared _meta.conformance={self.declared_level!r} — {verdict}")
         return lines
-
-    def to_text(self, *, show_skips: bool = True) -> str:
-        """The human-readable report: one line per check (reasons indented), then the summary."""
-        lines = [
-            line
-            for r in self.results
-            if show_skips or r.outcome is not Outcome.SKIP
-            for line in r.text_lines()
-        ]
-        return "\n".join([*lines, *self.summary_lines()])
 
     def to_junit(self) -> str:
         suite = ElementTree.Element(

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from rcpkit.engine.persist import commit_manifest, save_arrays
+from rcpkit.engine.persist import commit_manifest, save_arrays, verify_file
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
 __all__ = ["FilterColumns"]
@@ -275,6 +275,7 @@ class FilterColumns:
         if manifest.get("format") != _FORMAT:
             raise ValueError(f"{directory} does not hold {_FORMAT} filter columns")
         columns = cls()
+        verify_file(directory / manifest["arrays"], manifest.get("checksum"))
         with np.load(directory / manifest["arrays"], allow_pickle=False) as arrays:
             columns._held = np.asarray(arrays["held"], dtype=np.bool_)
             size = len(columns._held)

@@ -34,7 +34,7 @@ class EngineConfig:
     exact up to ``dense_exact_threshold`` rows, HNSW beyond. The ``colbert`` rerank (§7.6)
     reads the first ``rerank_passage_tokens`` tokens of each passage (None: the model's limit)
     and caches passage token matrices up to ``rerank_cache_bytes``. ``backend`` picks the system
-    of record: embedded SQLite in ``data_dir``, or PostgreSQL at ``dsn`` (issue 8). On PostgreSQL,
+    of record: embedded SQLite in ``data_dir``, or PostgreSQL at ``dsn``. On PostgreSQL,
     ``pg_recall`` says where recall runs: ``"database"`` (pgvector HNSW and BM25 in SQL: no
     in-memory index to build on open or to catch up; docs/postgres.md) or ``"memory"`` (derived
     indexes in ``data_dir``, as on SQLite).
@@ -86,6 +86,9 @@ class EngineConfig:
     """How much of a hit's relevance §7.7 ``recency`` may take away: the score above the
     candidates' lowest is scaled by ``1 - w + w * 0.5 ** (age / halfLifeDays)``, so an old
     document keeps at least ``1 - w`` of its relevance."""
+    query_cache_size: int = 1024
+    """Query vectors kept by query text: a repeated query (a user paging, retrying, or the
+    same question from many users) skips the embedding model, the costliest per-query step."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:

@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rcpkit.engine.embedding import available_cores
+from rcpkit.engine.persist import file_checksum, verify_file
 from rcpkit.protocol.errors import InvalidParams, NotFound
 
 if TYPE_CHECKING:
@@ -78,6 +80,12 @@ REBUILD_STALE_FRACTION = 0.25
 """A graph holding more removed rows than this fraction of its size is rebuilt, not extended."""
 BUILD_BATCH = 4_096
 """Rows per usearch insertion call; the builder checks for :meth:`DenseIndex.close` between."""
+CHECK_EXPANSION = 32
+CHECK_K = 4
+"""The self-check after a parallel insertion searches each new vector with this ef and k: a
+reachable node is its own nearest neighbour, and a cheap search finds it; a false alarm
+only costs a re-insertion."""
+REPAIR_ROUNDS = 3
 _FORMAT = 2
 _META = "dense.json"
 _QUERY_CHUNK = 256
@@ -175,9 +183,14 @@ class DenseIndex:
     ``connectivity``, ``expansion_add`` and ``expansion_search`` are the HNSW M, ef_construction
     and ef_search. ef_search 128 (usearch's default is 64) measured recall@10 of 0.71 vs 0.60 on
     random 384-d vectors at similar latency, and 1.0 on clustered ones (benchmarks/bench_dense.py).
-    ``build_threads=1`` (default) inserts sequentially on the background thread: usearch 2.26
-    with parallel insertion left a few nodes unreachable (up to 9 of 3000 points not found by
-    their own vector; none with one thread), and one thread leaves the other core to serving.
+    ``build_threads`` (default: the cores available) insert in parallel on the background
+    thread. Parallel HNSW insertion can leave a node unreachable: two close vectors inserted
+    at once do not see each other, and when a shared neighbour's full list is pruned by the
+    diversity heuristic it keeps only one of them, "covered" by the other, which has no link
+    to it (usearch 2.26: a few of 3000 clustered vectors not found by their own vector with
+    two threads, none with one). So every parallel batch is self-checked — each new vector
+    must find itself — and the nodes that do not are removed and inserted again one at a
+    time, when their neighbours are all linked (:meth:`_insert`).
     """
 
     def __init__(
@@ -189,7 +202,7 @@ class DenseIndex:
         connectivity: int = 16,
         expansion_add: int = 128,
         expansion_search: int = 128,
-        build_threads: int = 1,
+        build_threads: int | None = None,
     ) -> None:
         if dimension < 1:
             raise ValueError("dimension must be positive")
@@ -201,7 +214,7 @@ class DenseIndex:
         self.connectivity = connectivity
         self.expansion_add = expansion_add
         self.expansion_search = expansion_search
-        self.build_threads = build_threads
+        self.build_threads = build_threads if build_threads is not None else available_cores()
         self._buffer = np.zeros((0, dimension), dtype=np.float32)
         self._buffer_rowids = np.zeros(0, dtype=np.int64)
         self._view = _view_of(_Snapshot(self._buffer, self._buffer_rowids), None)
@@ -343,8 +356,26 @@ class DenseIndex:
             if self._closing.is_set():
                 return None
             batch = pending[start : start + BUILD_BATCH]
-            graph.add(snapshot.rowids[batch], snapshot.vectors[batch], threads=self.build_threads)
+            self._insert(graph, snapshot.rowids[batch], snapshot.vectors[batch])
+        graph.expansion_search = self.expansion_search  # type: ignore[misc]  # has a setter
         return _Graph(graph, np.union1d(kept, snapshot.rowids[pending]))
+
+    def _insert(self, graph: Index, keys: np.ndarray, vectors: np.ndarray) -> None:
+        """Add to an unpublished graph; after a parallel add, re-insert (one thread) the
+        nodes their own vector does not find (see the class docstring)."""
+        graph.add(keys, vectors, threads=self.build_threads)
+        if self.build_threads == 1:
+            return
+        lost = _unreachable(graph, keys, vectors, self.build_threads)
+        for _ in range(REPAIR_ROUNDS):
+            if not lost.any():
+                return
+            graph.remove(keys[lost])
+            graph.add(keys[lost], vectors[lost], threads=1)
+            keys, vectors = keys[lost], vectors[lost]
+            lost = _unreachable(graph, keys, vectors, 1)
+        if lost.any():  # e.g. more identical vectors than CHECK_K: a duplicate is found
+            logger.debug("%d vectors not found by themselves after repair", int(lost.sum()))
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -443,8 +474,8 @@ class DenseIndex:
                 "connectivity": self.connectivity,
                 "expansion_add": self.expansion_add,
                 "expansion_search": self.expansion_search,
-                "build_threads": self.build_threads,
                 "files": names,
+                "checksums": {key: file_checksum(directory / name) for key, name in names.items()},
             }
             _atomic_write_text(directory / _META, json.dumps(meta, indent=1))
             _remove_stale(directory, keep=set(names.values()))
@@ -467,11 +498,15 @@ class DenseIndex:
             connectivity=meta["connectivity"],
             expansion_add=meta["expansion_add"],
             expansion_search=meta["expansion_search"],
-            build_threads=meta["build_threads"],
         )
         files = meta["files"]
+        checksums = meta.get("checksums", {})
+        for key, name in files.items():
+            verify_file(directory / name, checksums.get(key))
         vectors = np.load(directory / files["vectors"], allow_pickle=False)
         rowids = np.load(directory / files["rowids"], allow_pickle=False)
+        if vectors.shape != (len(rowids), index.dimension) or np.any(np.diff(rowids) <= 0):
+            raise ValueError("the saved dense vectors and row ids do not match")
         snapshot = index._publish(vectors.astype(np.float32), rowids.astype(np.int64), spare=0)
         graph = None
         if "graph" in files:
@@ -587,6 +622,16 @@ class DenseIndex:
         scores = np.concatenate([snapshot.vectors[positions] @ query,
                                  _tail_scores(snapshot.vectors, tail, query)])
         return _top_k(scores, snapshot.rowids[np.concatenate([positions, tail])], k)
+
+
+def _unreachable(graph: Index, keys: np.ndarray, vectors: np.ndarray, threads: int
+                 ) -> np.ndarray:
+    """Mask of ``keys`` whose own vector does not find them in ``graph`` (a cheap search:
+    ``CHECK_EXPANSION``, ``CHECK_K``; the caller restores the graph's ef afterwards)."""
+    graph.expansion_search = CHECK_EXPANSION  # type: ignore[misc]  # has a setter
+    found = np.asarray(graph.search(vectors, CHECK_K, threads=threads).keys).reshape(
+        len(keys), -1)
+    return ~(found == keys[:, None]).any(axis=1)
 
 
 def _tail_scores(vectors: np.ndarray, tail: np.ndarray, query: np.ndarray) -> np.ndarray:

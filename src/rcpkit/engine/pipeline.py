@@ -23,7 +23,7 @@ idempotency keys, and write-log rows the saved state covers once they are old en
 process whose position falls below the pruned log reloads the saved state, or rebuilds.
 
 Several processes may share one record (N HTTP workers on one data directory, or engines on
-one PostgreSQL database, issue 8): :meth:`Engine.refresh` runs before every search and write,
+one PostgreSQL database): :meth:`Engine.refresh` runs before every search and write,
 polls the store's change marks (one small query) and, when another process moved them, catches
 the indexes, schema and poison state up before publishing the newer version. Index saves take
 an exclusive ``flock`` on ``indexes/LOCK`` and loads a shared one, so one process saves at a
@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -99,11 +100,12 @@ from rcpkit.protocol.errors import (
     PayloadTooLarge,
 )
 from rcpkit.protocol.filters import OPERATORS, FilterNode, parse_date, validate
+from rcpkit.protocol.messages import require_scalar
 
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["MODES", "STAGES", "Engine", "Progress"]
+__all__ = ["MODES", "STAGES", "Engine", "Progress", "record_hit"]
 
 logger = logging.getLogger(__name__)
 
@@ -164,12 +166,27 @@ class _ReadWriteLock:
 
 @dataclass(slots=True)
 class _Candidate:
-    """A chunk moving through the pipeline with its per-stage scores."""
+    """A chunk moving through the pipeline with its per-stage scores.
 
-    record: ChunkRecord
-    vector: npt.NDArray[np.float32]
+    Recall and fusion need only row ids and scores, so the stored record and vector are
+    read later (:meth:`Engine._load`) for just the candidates a later stage looks at: most
+    requests read the ``k`` chunks of one page, not all ``candidateK`` of them.
+    """
+
+    rowid: int
     score: float
     scores: dict[str, float]
+    loaded: tuple[ChunkRecord, npt.NDArray[np.float32]] | None = None
+
+    @property
+    def record(self) -> ChunkRecord:
+        assert self.loaded is not None, "candidate read before Engine._load"
+        return self.loaded[0]
+
+    @property
+    def vector(self) -> npt.NDArray[np.float32]:
+        assert self.loaded is not None, "candidate read before Engine._load"
+        return self.loaded[1]
 
 
 def _demote(score: float, factor: float) -> float:
@@ -193,7 +210,8 @@ class Engine:
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self._clock = clock
-        """Epoch seconds for retention decisions (snapshots, keys, log); tests inject one."""
+        """Epoch seconds for retention (snapshots, keys, log), recency decay and session
+        expiry; tests inject one."""
         self._store = store
         if config.pg_recall not in ("database", "memory"):
             raise ValueError(f"pg_recall must be database or memory, not {config.pg_recall!r}")
@@ -218,10 +236,13 @@ class Engine:
         self._poisoned = self._poisoned_documents(store.feedback_position())
         self._writes_since_save = 0
         self._masks: _Recent[int, BoolMask] = _Recent(8)
+        self._query_vectors: _Recent[str, npt.NDArray[np.float32]] = _Recent(
+            config.query_cache_size)
         self._recalled: _Recent[tuple[str, str], tuple[list[_Candidate], int]] = _Recent(64)
         """First pages recalled approximately (HNSW), kept so their cursor pages replay the
         very same candidates instead of an exact recall that could differ (§10)."""
-        self._sessions: dict[str, tuple[float, set[str]]] = {}
+        self._sessions: dict[tuple[str | None, str], tuple[float, set[str]]] = {}
+        """(caller, sessionId) → (last use, hit ids returned so far), §7.7.3."""
         self._sessions_lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
         self._check_embedder()
@@ -246,7 +267,7 @@ class Engine:
 
         The record is ``store`` when given (e.g. a PostgreSQL backend), else the embedded
         SQLite store in ``config.data_dir``; derived indexes always live in ``data_dir``.
-        ``clock`` (epoch seconds) drives the retention windows.
+        ``clock`` (epoch seconds) drives the retention windows, recency and session expiry.
         """
         chosen = embedder or _make_embedder(config)
         store = store or _open_store(config)
@@ -305,6 +326,16 @@ class Engine:
         """The latest published snapshot."""
         return self.version_token(self._published)
 
+    def snapshot(self, index_version: str | None = None) -> int:
+        """The version a read pinned to ``index_version`` (default: the latest) sees; -32010
+        when it cannot be served (§7.7.1)."""
+        return self._parse_version(index_version) if index_version else self._published
+
+    @property
+    def store(self) -> Store:
+        """The system of record, for components deriving their own indexes from it."""
+        return self._store
+
     # ── writes ─────────────────────────────────────────────────────────────
 
     def add(self, documents: Sequence[DocumentIn], *, chunk: bool = False,
@@ -322,6 +353,9 @@ class Engine:
         for position, document in enumerate(documents):
             if not isinstance(document.text, str):
                 raise InvalidParams("text must be a string", field=f"documents[{position}].text")
+            # Before anything is written: the store could not read such a row back (§4.6).
+            require_scalar({"id": document.id, "text": document.text, "meta": document.meta},
+                           f"documents[{position}]")
             if not document.text.strip():
                 raise InvalidParams("text must not be empty or whitespace only",
                                     field=f"documents[{position}].text")
@@ -519,15 +553,20 @@ class Engine:
         try:
             with self._indexes_locked(exclusive=False):
                 saved = self._saved_state()
-                if saved is None or saved[1] > self._store.log_position():
-                    raise ValueError("persisted indexes do not belong to this record")
-                if saved[1] < self._store.log_floor():
-                    raise ValueError("the write log no longer reaches the persisted indexes")
-                state_dir, position = saved
-                lexical = LexicalIndex.load(state_dir / "lexical")
-                dense = DenseIndex.load(state_dir / "dense")
-                columns = _saved_columns(state_dir / "columns")
-        except Exception:  # any unreadable state means: rebuild from the record
+                if saved is not None:  # else none yet, or another record's / embedder's
+                    if saved[1] > self._store.log_position():
+                        raise ValueError("persisted indexes do not belong to this record")
+                    if saved[1] < self._store.log_floor():
+                        raise ValueError("the write log no longer reaches the saved indexes")
+                    state_dir, position = saved
+                    lexical = LexicalIndex.load(state_dir / "lexical")
+                    dense = DenseIndex.load(state_dir / "dense")
+                    columns = _saved_columns(state_dir / "columns")
+        except Exception as exc:  # any unreadable state means: rebuild from the record
+            logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
+                           "store", type(exc).__name__, exc)
+            saved = None
+        if saved is None:
             self._rebuild()
             return
         self._saved_position = position
@@ -693,15 +732,20 @@ class Engine:
             if progress is not None:
                 progress(name, fraction, partial)
 
-        query_vector = self._embedder.embed([request.query], "query")[0]
+        query_vector = self._query_vector(request.query)
         replayed = (self._recalled.get((plan.fingerprint, plan.pinned))
-                    if request.cursor is not None and plan.pinned is not None else None)
+                    if plan.fingerprint is not None and plan.pinned is not None else None)
         candidates, seq = replayed or self._recall(request, plan, query_vector)
-        leading = sorted(candidates, key=lambda c: -c.score)[:plan.k]
-        stage("recall", 0.3, [self._hit(c, request, query_vector) for c in leading])
+        if progress is not None:
+            leading = self._load(sorted(candidates, key=lambda c: -c.score)[:plan.k], seq)
+            stage("recall", 0.3, [self._hit(c, request, query_vector) for c in leading])
+        else:
+            stage("recall", 0.3)
         ranked = self._fuse(request, candidates)
         stage("fuse", 0.5)
-        ranked, reranked = self._rerank(request, plan, ranked)
+        if _reads_every_candidate(request, plan):
+            ranked = self._load(ranked, seq)
+        ranked, reranked = self._rerank(request, plan, ranked, seq)
         stage("rerank", 0.7)
         ranked = self._adjust(request, plan, ranked)
         ranked = self._diversify(request, plan, ranked, query_vector)
@@ -711,30 +755,41 @@ class Engine:
         if request.unit == "document":
             ranked = _best_per_document(ranked)
         if request.session_id is not None and request.cursor is None:
-            seen = self._session_seen(request.session_id)
+            seen = self._session_seen((request.caller, request.session_id))
             ranked = [c for c in ranked if _hit_id(c.record, request.unit) not in seen]
         page = [self._hit(c, request, query_vector)
-                for c in ranked[plan.offset:plan.offset + plan.k]]
+                for c in self._load(ranked[plan.offset:plan.offset + plan.k], seq)]
         tokens: int | None = None
         if request.token_budget is not None:
             page, tokens = _pack(page, request.token_budget)
         end = plan.offset + len(page)
         if not request.include_text:
             page = [replace(hit, text=None) for hit in page]
-        next_cursor = (self._cursor(_CursorState(seq, end, plan.now_ms, plan.poisoned.mark),
-                                    plan.fingerprint)
-                       if page and end < len(ranked) else None)
-        if (next_cursor is not None and request.cursor is None and request.mode != "sparse"
-                and not _exact_dense(request, plan)):
-            self._recalled.put((plan.fingerprint, self.version_token(seq)), (candidates, seq))
+        next_cursor = None
+        if page and end < len(ranked):
+            fingerprint = plan.fingerprint or _fingerprint(request, self._store.secret)
+            next_cursor = self._cursor(_CursorState(seq, end, plan.now_ms, plan.poisoned.mark),
+                                       fingerprint)
+            if (request.cursor is None and request.mode != "sparse"
+                    and not _exact_dense(request, plan)):
+                self._recalled.put((fingerprint, self.version_token(seq)), (candidates, seq))
         if request.session_id is not None:
-            self._remember(request.session_id, [hit.id for hit in page])
+            self._remember((request.caller, request.session_id), [hit.id for hit in page])
         stage("pack", 1.0)
         usage = Usage(candidates=plan.candidate_k, reranked=reranked, k=plan.k,
                       latency_ms=(time.perf_counter() - started) * 1000, tokens=tokens,
                       notes=plan.notes)
         return SearchResult(hits=page, index_version=self.version_token(seq), usage=usage,
                             next_cursor=next_cursor)
+
+    def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
+        """The query's embedding (§7.3 ``kind: query``), from the cache when recently seen."""
+        cached = self._query_vectors.get(query)
+        if cached is None:
+            cached = np.asarray(self._embedder.embed([query], "query")[0], dtype=np.float32)
+            cached.flags.writeable = False  # shared by every request with this query
+            self._query_vectors.put(query, cached)
+        return cached
 
     def _plan(self, request: SearchRequest) -> _Plan:
         """Validate options and clamp the funnel ``candidateK ≥ topN ≥ k`` to ``maxK`` (§3.3)."""
@@ -770,58 +825,78 @@ class Engine:
         if request.rerank is not None:
             wanted_top_n = request.rerank.top_n or self.config.default_rerank_top_n
             top_n = min(max(wanted_top_n, k), candidate_k)
-        fingerprint = _fingerprint(request, self._store.secret)
         plan = _Plan(k=k, candidate_k=candidate_k, top_n=top_n, offset=0,
-                     fingerprint=fingerprint, pinned=request.index_version, notes=tuple(notes),
-                     schema=self._schema, poisoned=self._poisoned, now_ms=time.time() * 1000)
+                     fingerprint=None, pinned=request.index_version, notes=tuple(notes),
+                     schema=self._schema, poisoned=self._poisoned, now_ms=self._clock() * 1000)
         if request.cursor is None:
             return plan
         # A continuation page replays the first page's ranking inputs exactly (§10): the
         # snapshot, the clock used for recency and the feedback seen by the poison policy.
+        fingerprint = _fingerprint(request, self._store.secret)
         state = self._open_cursor(request.cursor, fingerprint)
         poisoned = (plan.poisoned if state.feedback_mark == plan.poisoned.mark
                     else self._poisoned_documents(state.feedback_mark))
-        return replace(plan, offset=state.offset, pinned=self.version_token(state.seq),
-                       now_ms=state.now_ms, poisoned=poisoned)
+        return replace(plan, fingerprint=fingerprint, offset=state.offset,
+                       pinned=self.version_token(state.seq), now_ms=state.now_ms,
+                       poisoned=poisoned)
 
     def _recall(self, request: SearchRequest, plan: _Plan,
                 query_vector: npt.NDArray[np.float32]) -> tuple[list[_Candidate], int]:
         """Dense and/or lexical recall at the snapshot, under the filter (§8)."""
-        tree = (validate(request.filter, plan.schema, OPERATORS)
-                if request.filter is not None else None)
+        tree = (request.filter if request.filter is None or request.filter_validated
+                else validate(request.filter, plan.schema, OPERATORS))
         with self._index_lock.reading():
             seq = self._parse_version(plan.pinned) if plan.pinned else self._published
             dense_hits, sparse_hits = (self._memory_recall(request, plan, query_vector, tree, seq)
                                        if self._database is None else
                                        self._database_recall(self._database, request, plan,
                                                              query_vector, tree, seq))
-            wanted = list(dict.fromkeys([*dense_hits, *sparse_hits]))
-            records = self._store.chunks(wanted)
-            order = [rowid for rowid in wanted if rowid in records]
-            vectors = (self._database.vectors(order) if self._database is not None
-                       else self._dense.get(np.asarray(order, dtype=np.int64)))
-            if seq < self._store.gc_floor():
-                # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
-                raise BackendUnavailable("indexVersion was garbage-collected during the read")
         candidates = []
-        for position, rowid in enumerate(order):
+        for rowid in dict.fromkeys([*dense_hits, *sparse_hits]):
             scores_of = {}
             if rowid in dense_hits:
                 scores_of["dense"] = dense_hits[rowid]
             if rowid in sparse_hits:
                 scores_of["sparse"] = sparse_hits[rowid]
             first = dense_hits.get(rowid, sparse_hits.get(rowid, 0.0))
-            candidates.append(_Candidate(records[rowid], vectors[position], first, scores_of))
+            candidates.append(_Candidate(rowid, first, scores_of))
         return candidates, seq
+
+    def _load(self, candidates: list[_Candidate], seq: int) -> list[_Candidate]:
+        """``candidates`` with their stored records and vectors read (once per candidate);
+        rows the store no longer holds drop out."""
+        missing = [c.rowid for c in candidates if c.loaded is None]
+        if missing:
+            with self._index_lock.reading():
+                records = self._store.chunks(missing)
+                order = [rowid for rowid in missing if rowid in records]
+                try:
+                    vectors = (self._database.vectors(order) if self._database is not None
+                               else self._dense.get(np.asarray(order, dtype=np.int64)))
+                except NotFound as exc:  # indexes disagree with the record: ours, not -32015
+                    raise RuntimeError(
+                        f"derived indexes are inconsistent: {exc.message}") from exc
+                if seq < self._store.gc_floor():
+                    # Collected while we read: serve that snapshot whole or not at all
+                    # (§7.7.1).
+                    raise BackendUnavailable(
+                        "indexVersion was garbage-collected during the read")
+            found = dict(zip(order, vectors, strict=True))
+            for candidate in candidates:
+                if candidate.loaded is None and candidate.rowid in found:
+                    candidate.loaded = (records[candidate.rowid], found[candidate.rowid])
+        return [c for c in candidates if c.loaded is not None]
 
     def _memory_recall(self, request: SearchRequest, plan: _Plan,
                        query_vector: npt.NDArray[np.float32], tree: FilterNode | None,
                        seq: int) -> tuple[dict[int, float], dict[int, float]]:
         """Recall from the in-memory indexes; snapshot and filter become rowid masks."""
-        visible = self._visible_mask(seq)
-        allow = visible
-        if tree is not None:
-            allow = visible & self._columns.mask(tree, len(visible), plan.schema)
+        mask = self._visible_mask(seq)
+        # When the snapshot shows every indexed row (no hidden versions), the visibility mask
+        # is a no-op the indexes skip when given None, using their precomputed statistics.
+        visible = None if int(np.count_nonzero(mask)) == self._dense.count else mask
+        allow = visible if tree is None else mask & self._columns.mask(tree, len(mask),
+                                                                        plan.schema)
         dense_hits: dict[int, float] = {}
         sparse_hits: dict[int, float] = {}
         if request.mode in ("dense", "hybrid"):
@@ -863,9 +938,9 @@ class Engine:
     def _fuse(self, request: SearchRequest, candidates: list[_Candidate]) -> list[_Candidate]:
         """One ranked list: dense or sparse alone, or fused by rank/score (§16.3)."""
         if request.mode != "hybrid":
-            return sorted(candidates, key=lambda c: (-c.score, c.record.rowid))
-        by_key = {str(c.record.rowid): c for c in candidates}
-        lists = [sorted(((str(c.record.rowid), c.scores[name]) for c in candidates
+            return sorted(candidates, key=lambda c: (-c.score, c.rowid))
+        by_key = {str(c.rowid): c for c in candidates}
+        lists = [sorted(((str(c.rowid), c.scores[name]) for c in candidates
                          if name in c.scores), key=lambda item: (-item[1], int(item[0])))
                  for name in ("dense", "sparse")]
         if request.fusion == "convex":
@@ -887,12 +962,12 @@ class Engine:
             ranked.append(candidate)
         return ranked
 
-    def _rerank(self, request: SearchRequest, plan: _Plan,
-                ranked: list[_Candidate]) -> tuple[list[_Candidate], int]:
+    def _rerank(self, request: SearchRequest, plan: _Plan, ranked: list[_Candidate],
+                seq: int) -> tuple[list[_Candidate], int]:
         """Rescore the top ``topN`` with the requested reranker; the rest drop out (§3.3)."""
         if request.rerank is None or not ranked:
             return ranked, 0
-        head = ranked[:plan.top_n]
+        head = self._load(ranked[:plan.top_n], seq)
         scores = self._rerankers[request.rerank.method].score(
             request.query, [c.record.indexed_text for c in head])
         for candidate, score in zip(head, np.asarray(scores).tolist(), strict=True):
@@ -947,25 +1022,12 @@ class Engine:
 
     def _hit(self, candidate: _Candidate, request: SearchRequest,
              query_vector: npt.NDArray[np.float32]) -> Hit:
-        record = candidate.record
-        meta = record.meta
         cosine = float(np.dot(candidate.vector, query_vector))
-        uri = meta.get("uri") or meta.get("url")
-        page = meta.get("page")
-        citation = Citation(source=str(meta.get("source") or record.doc_id),
-                            uri=uri if isinstance(uri, str) else None,
-                            title=meta["title"] if isinstance(meta.get("title"), str) else None,
-                            start=record.start, end=record.end,
-                            page=page if isinstance(page, int) and not isinstance(page, bool)
-                            else None)
-        return Hit(
-            id=_hit_id(record, request.unit),
-            score=candidate.score, unit=request.unit, doc_id=record.doc_id,
-            chunk_index=record.index, confidence=min(1.0, max(0.0, cosine)),
-            text=record.text, meta=meta,
+        return replace(
+            record_hit(candidate.record, candidate.score, request.unit),
+            confidence=min(1.0, max(0.0, cosine)),
             vector=candidate.vector.tolist() if request.include_vectors else None,
-            scores=dict(candidate.scores), citation=citation,
-            trust_level=str(meta.get("trust", "untrusted")), context=record.context)
+            scores=dict(candidate.scores))
 
     # ── pagination (§10) and sessions (§7.7.3) ─────────────────────────────
 
@@ -995,15 +1057,15 @@ class Engine:
             raise NotFound("cursor expired: its snapshot was garbage-collected")
         return state
 
-    def _session_seen(self, session_id: str) -> set[str]:
-        now = time.monotonic()
+    def _session_seen(self, session_id: tuple[str | None, str]) -> set[str]:
+        now = self._clock()
         with self._sessions_lock:
             self._expire_sessions(now)
             entry = self._sessions.get(session_id)
             return set(entry[1]) if entry else set()
 
-    def _remember(self, session_id: str, hit_ids: Sequence[str]) -> None:
-        now = time.monotonic()
+    def _remember(self, session_id: tuple[str | None, str], hit_ids: Sequence[str]) -> None:
+        now = self._clock()
         with self._sessions_lock:
             self._expire_sessions(now)
             _, seen = self._sessions.get(session_id, (now, set()))
@@ -1113,7 +1175,8 @@ class _Plan:
     candidate_k: int
     top_n: int
     offset: int
-    fingerprint: str
+    fingerprint: str | None
+    """Of a continuation page's query (§10); a first page computes it only for its cursor."""
     pinned: str | None
     notes: tuple[str, ...]
     schema: Mapping[str, str]
@@ -1177,6 +1240,15 @@ class _Recent(Generic[K, V]):
             self._entries.clear()
 
 
+def _reads_every_candidate(request: SearchRequest, plan: _Plan) -> bool:
+    """Whether a stage before paging looks at the record or vector of every candidate:
+    recency (date), the poison policy and ``unit: document`` (document id), MMR (vectors)
+    and session dedup (hit ids). Rerank reads only its ``topN`` head."""
+    return (request.recency is not None
+            or bool(plan.poisoned.documents) or request.unit == "document"
+            or request.mmr_lambda is not None or request.session_id is not None)
+
+
 def _exact_dense(request: SearchRequest, plan: _Plan) -> bool:
     """§7.7.1: a seeded or pinned request must not depend on which HNSW graph a background
     build has published (or later inserts have reshaped), so it takes the exact path."""
@@ -1201,7 +1273,7 @@ def _saved_columns(directory: Path) -> FilterColumns | None:
 
 
 def _open_store(config: EngineConfig) -> Store:
-    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL (issue 8)."""
+    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL."""
     if config.backend == "sqlite":
         return SqliteStore.open(config.data_dir)
     if config.backend != "postgres":
@@ -1277,8 +1349,24 @@ def _mask(rowids: IntArray, length: int) -> BoolMask:
 def _fingerprint(request: SearchRequest, secret: bytes) -> str:
     """Identifies a query and its ranking parameters across pages (cursor, §10)."""
     fixed = replace(request, cursor=None, index_version=None, session_id=None)
-    body = json.dumps(asdict(fixed), sort_keys=True, default=repr)
-    return hmac.new(secret, body.encode(), hashlib.sha256).hexdigest()[:32]
+    body = msgspec.json.encode(fixed, order="sorted", enc_hook=repr)
+    return hmac.new(secret, body, hashlib.sha256).hexdigest()[:32]
+
+
+def record_hit(record: ChunkRecord, score: float, unit: str = "chunk") -> Hit:
+    """The §7.7 hit of a stored chunk (text, metadata, citation, trust) with ``score``."""
+    meta = record.meta
+    uri = meta.get("uri") or meta.get("url")
+    page = meta.get("page")
+    citation = Citation(source=str(meta.get("source") or record.doc_id),
+                        uri=uri if isinstance(uri, str) else None,
+                        title=meta["title"] if isinstance(meta.get("title"), str) else None,
+                        start=record.start, end=record.end,
+                        page=page if isinstance(page, int) and not isinstance(page, bool)
+                        else None)
+    return Hit(id=_hit_id(record, unit), score=score, unit=unit, doc_id=record.doc_id,
+               chunk_index=record.index, text=record.text, meta=meta, citation=citation,
+               trust_level=str(meta.get("trust", "untrusted")), context=record.context)
 
 
 def _hit_id(record: ChunkRecord, unit: str) -> str:

@@ -1,5 +1,5 @@
 """The engine served over RCP: binds :class:`~rcpkit.engine.pipeline.Engine` to the server
-framework exactly as a user's own engine would (DESIGN §1).
+framework exactly as a user's own engine would.
 
 :func:`build_server` opens the engine and returns a :class:`~rcpkit.server.Server` whose
 capabilities (§6, §6.1) are derived from :meth:`Engine.describe` — only what is configured is
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rcpkit import __version__
+from rcpkit.engine.binding_graph import bind_knowledge
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.embedding import minilm_files
 from rcpkit.engine.pipeline import Engine
@@ -38,8 +39,9 @@ from rcpkit.engine.types import (
     RerankOptions,
     SearchRequest,
 )
-from rcpkit.protocol.content import ContentBlock, text_of
+from rcpkit.protocol.content import ContentBlock, plain_text
 from rcpkit.protocol.errors import BackendUnavailable, InvalidParams, UsageError
+from rcpkit.protocol.filters import FilterNode
 from rcpkit.protocol.lifecycle import LOG_LEVELS
 from rcpkit.protocol.params import (
     EmbedParams,
@@ -199,6 +201,7 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
         server.add_method("rerank", handlers.rerank)
     if encoder is not None:
         server.add_method("embed/sparse", handlers.embed_sparse)
+    bind_knowledge(server, engine)
     return server
 
 
@@ -230,13 +233,9 @@ class _EngineServer(Server):
             self.capability("filter", refreshed)
 
 
-def _texts(inputs: Sequence[str | ContentBlock]) -> list[str]:
+def _texts(inputs: Sequence[str | ContentBlock], path: str) -> list[str]:
     """Bare strings or text Content blocks (§4.8; gating already refused other modalities)."""
-    return [item if isinstance(item, str) else text_of([item]) for item in inputs]
-
-
-def _query_text(query: str | ContentBlock | list[ContentBlock]) -> str:
-    return text_of([query] if isinstance(query, ContentBlock) else query)
+    return [plain_text(item, f"{path}[{index}]") for index, item in enumerate(inputs)]
 
 
 class _Handlers:
@@ -249,7 +248,7 @@ class _Handlers:
 
     # ── retrieve (§7.7, §9, §10) ───────────────────────────────────────────
     def retrieve(self, params: RetrieveParams, ctx: Context) -> dict[str, Any]:
-        request = self._search_request(params)
+        request = self._search_request(params, ctx.caller, ctx.filter)
         encoding = params.encoding or "json"
 
         def wire(hit: Hit) -> dict[str, Any]:
@@ -265,7 +264,9 @@ class _Handlers:
         def stopped() -> bool:
             return ctx.cancelled or ctx.remaining_ms == 0.0
 
-        result = self.engine.search(request, progress=progress, cancelled=stopped)
+        # Partial hits cost a record read and hit construction: only when someone listens.
+        result = self.engine.search(request, progress=progress if ctx.reports_progress else None,
+                                    cancelled=stopped)
         usage = result.usage.to_wire()
         if ctx.notes:
             usage["notes"] = [*usage.get("notes", []), *ctx.notes]
@@ -278,8 +279,12 @@ class _Handlers:
             body["nextCursor"] = result.next_cursor
         return body
 
-    def _search_request(self, params: RetrieveParams) -> SearchRequest:
-        """Typed §7.7 params → the engine's request; absent options keep engine defaults."""
+    def _search_request(self, params: RetrieveParams, caller: str,
+                        filter_tree: FilterNode | None) -> SearchRequest:
+        """Typed §7.7 params → the engine's request; absent options keep engine defaults.
+        ``caller`` scopes session dedup and cursors (:attr:`Context.caller`); ``filter_tree``
+        is the filter the dispatcher's gating validated against the advertised fields (the
+        engine's own schema, see :meth:`_advertise_filter_fields`)."""
         fusion = params.fusion
         rerank = params.rerank_options
         recency = None
@@ -290,7 +295,7 @@ class _Handlers:
         rerank_method = (rerank.method if rerank is not None and rerank.method
                          else self.default_rerank)
         return SearchRequest(
-            query=_query_text(params.query), k=params.k, mode=params.mode or "hybrid",
+            query=plain_text(params.query, "query"), k=params.k, mode=params.mode or "hybrid",
             candidate_k=params.candidate_k,
             fusion=(fusion.method if fusion and fusion.method else "rrf"),
             rrf_k=(fusion.rrf_k if fusion and fusion.rrf_k is not None else 60),
@@ -300,28 +305,31 @@ class _Handlers:
                     if rerank is not None and rerank_method is not None else None),
             mmr_lambda=((params.mmr.lambda_ if params.mmr.lambda_ is not None else 0.5)
                         if params.mmr is not None else None),
-            filter=params.filter, min_score=params.min_score, recency=recency,
+            filter=params.filter if filter_tree is None else filter_tree,
+            filter_validated=filter_tree is not None, min_score=params.min_score,
+            recency=recency,
             unit=params.unit or "chunk", token_budget=params.token_budget,
             session_id=params.session_id, include_text=params.include_text,
             include_vectors=params.include_vectors, seed=params.seed,
-            index_version=params.index_version, cursor=params.cursor)
+            index_version=params.index_version, cursor=params.cursor, caller=caller)
 
     # ── embeddings (§7.3, §7.4, §7.5) and rerank (§7.6) ────────────────────
     def embed(self, params: EmbedParams, ctx: Context) -> dict[str, Any]:
         encoding = params.encoding or "json"
-        vectors = self.engine.embed(_texts(params.inputs), params.kind or "document")
+        vectors = self.engine.embed(_texts(params.inputs, "inputs"), params.kind or "document")
         return {"vectors": encode_vectors(vectors, encoding), "encoding": encoding,
                 "dimension": int(vectors.shape[1])}
 
     def embed_multi(self, params: MultiEmbedParams, ctx: Context) -> dict[str, Any]:
         encoding = params.encoding or "json"
-        matrices = self.engine.token_embeddings(_texts(params.inputs), params.kind or "document")
+        matrices = self.engine.token_embeddings(_texts(params.inputs, "inputs"),
+                                                params.kind or "document")
         return {"matrices": [encode_vectors(matrix, encoding) for matrix in matrices],
                 "encoding": encoding, "dimension": self.engine.describe().embed_dimension}
 
     def embed_sparse(self, params: SparseEmbedParams, ctx: Context) -> dict[str, Any]:
         assert self.sparse is not None  # registered only with an encoder
-        texts = _texts(params.inputs)
+        texts = _texts(params.inputs, "inputs")
         if len(texts) > self.engine.config.max_batch_inputs:
             raise InvalidParams(f"at most {self.engine.config.max_batch_inputs} inputs per call",
                                 field="inputs")
@@ -330,11 +338,12 @@ class _Handlers:
                            for indices, values in encoded]}
 
     def rerank(self, params: RerankParams, ctx: Context) -> dict[str, Any]:
-        """§7.6 plus DESIGN §4: ``scores`` aligned with the input, ``order`` and ``results``
+        """§7.6, as peers expect: ``scores`` aligned with the input, ``order`` and ``results``
         best first (cut at ``topN``)."""
         method = params.method or self.default_rerank
         assert method is not None  # registered only with a reranker
-        scores = self.engine.rerank(_query_text(params.query), _texts(params.passages), method)
+        scores = self.engine.rerank(plain_text(params.query, "query"),
+                                    _texts(params.passages, "passages"), method)
         order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
         if params.top_n is not None:
             order = order[:params.top_n]

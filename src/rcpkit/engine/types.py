@@ -84,7 +84,9 @@ class SearchRequest:
     Paging (§10) walks the ranking of the first page's snapshot, so at most ``candidate_k``
     hits are reachable; session dedup (§7.7.3) filters first pages only, since a cursor
     already guarantees each hit once. ``token_budget`` stops before the first hit that would
-    exceed it (§7.7.2).
+    exceed it (§7.7.2). ``caller`` scopes the ``session_id`` dedup state and the cursors to
+    whoever asks (the transport's session or principal), so callers cannot see or poison
+    each other's.
     """
 
     query: str
@@ -98,6 +100,9 @@ class SearchRequest:
     rerank: RerankOptions | None = None
     mmr_lambda: float | None = None
     filter: Any = None
+    filter_validated: bool = False
+    """``filter`` is a tree :func:`~rcpkit.protocol.filters.validate` returned for this
+    engine's advertised fields (the server's gating did it), so the engine does not again."""
     min_score: float | None = None
     recency: Recency | None = None
     unit: str = "chunk"
@@ -108,6 +113,7 @@ class SearchRequest:
     seed: int | None = None
     index_version: str | None = None
     cursor: str | None = None
+    caller: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,14 +211,6 @@ class SearchResult:
     index_version: str
     usage: Usage
     next_cursor: str | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"hits": [hit.to_wire() for hit in self.hits],
-                                "indexVersion": self.index_version,
-                                "usage": self.usage.to_wire()}
-        if self.next_cursor:
-            wire["nextCursor"] = self.next_cursor
-        return wire
 
 
 @dataclass(frozen=True, slots=True)

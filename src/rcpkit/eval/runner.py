@@ -45,6 +45,7 @@ from rcpkit.protocol.errors import (
 
 __all__ = [
     "DEFAULT_K",
+    "ClientTarget",
     "EvalConfig",
     "ProgressCallback",
     "RetrievalTarget",
@@ -259,7 +260,7 @@ async def _prepare_corpus(target: RetrievalTarget, dataset: Dataset, index: bool
     return f"added {len(dataset.corpus)} documents"
 
 
-class _ClientTarget:
+class ClientTarget:
     """Adapts the client SDK to :class:`RetrievalTarget` (raw params, raw results)."""
 
     def __init__(self, client: AsyncClient) -> None:
@@ -285,6 +286,6 @@ async def open_target(stdio: str | None, http: str | None) -> AsyncIterator[Retr
     except OSError as exc:
         raise BackendUnavailable(f"cannot reach the engine: {exc}") from None
     try:
-        yield _ClientTarget(client)
+        yield ClientTarget(client)
     finally:
         await client.close()

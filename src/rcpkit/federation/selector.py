@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from ..client.client import AsyncClient, connect_http, connect_stdio
 from ..client.retry import NO_RETRY
 from ..protocol.errors import BackendUnavailable, RcpError, Timeout, TransportClosed
-from .registry import EngineGroup, EngineSpec
+from .registry import EngineGroup, EngineSpec, RegistryError
 
 __all__ = ["Connector", "Selector", "connect_engine"]
 
@@ -32,7 +32,8 @@ async def connect_engine(spec: EngineSpec, timeout_s: float) -> AsyncClient:
     The client is non-strict: the federation forwards raw params after its own gating.
     """
     if spec.transport == "http":
-        assert spec.url is not None
+        if not spec.url:
+            raise RegistryError(f"engine {spec.id!r}: an http engine needs a `url`")
         return await connect_http(spec.url, headers=dict(spec.headers), strict=False,
                                   log_level=None, timeout=timeout_s, retry=NO_RETRY)
     return await connect_stdio(list(spec.command), env=dict(spec.env) or None, cwd=spec.cwd,

@@ -13,6 +13,7 @@ capability, ``["text"]`` when unadvertised, and reject others with ``-32005``.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -29,6 +30,7 @@ __all__ = [
     "check_modalities",
     "modality_of",
     "normalize_content",
+    "plain_text",
     "text_of",
 ]
 
@@ -100,6 +102,36 @@ def text_of(blocks: Sequence[ContentBlock] | str) -> str:
         return blocks
     return "\n".join(block.text for block in blocks if block.text is not None
                      and block.type == "text")
+
+
+def plain_text(value: str | ContentBlock | Sequence[ContentBlock], path: str) -> str:
+    """The text a text-only consumer reads from ``value``: text blocks, and ``text/*`` blocks
+    carrying base64 ``data`` (decoded as UTF-8), joined by newlines. A block given by
+    ``uri`` is refused with ``-32602`` rather than silently read as nothing: content is
+    never fetched on a client's behalf (§4.8; §15.5, an SSRF vector). So is a non-text
+    block, should one get past modality gating."""
+    if isinstance(value, str):
+        return value
+    blocks = [value] if isinstance(value, ContentBlock) else value
+    single = isinstance(value, ContentBlock)
+    parts: list[str] = []
+    for index, block in enumerate(blocks):
+        where = path if single else f"{path}[{index}]"
+        if block.type == "text":
+            parts.append(block.text or "")
+        elif block.uri is not None:
+            raise InvalidParams("content given by uri is not fetched by this server; send it "
+                                "inline", field=f"{where}.uri")
+        elif _block_modality(block) == "text":
+            try:
+                parts.append(base64.b64decode(block.data or "", validate=True).decode("utf-8"))
+            except ValueError:
+                raise InvalidParams("data must be base64 of UTF-8 text",
+                                    field=f"{where}.data") from None
+        else:
+            raise InvalidParams(f"{_block_modality(block)} content cannot be read as text",
+                                field=where)
+    return "\n".join(parts)
 
 
 def _block_modality(block: ContentBlock) -> str:

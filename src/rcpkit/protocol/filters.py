@@ -238,17 +238,25 @@ def validate(node: Any, fields: Mapping[str, str] | Collection[str],
 
     ``fields`` is either a mapping name → type (§8 table) or a plain collection
     of names (untyped: any scalar accepted). Returns the normalised tree.
+
+    One pass over the tree: an operator outside ``operators`` is remembered and raised
+    (``-32005``) only once the whole tree is known to be well formed, so a structural or
+    field error (``-32602``) anywhere in it takes precedence.
     """
     typed = dict(fields) if isinstance(fields, Mapping) else {name: "any" for name in fields}
     allowed_ops = frozenset(OPERATORS if operators is None else operators)
-    return _validate(node, typed, allowed_ops, path, 0)
+    unadvertised: list[OptionUnsupported] = []
+    tree = _validate(node, typed, allowed_ops, path, 0, unadvertised)
+    if unadvertised:
+        raise unadvertised[0]
+    return tree
 
 
 _MAX_DEPTH = 32
 
 
 def _validate(node: Any, fields: dict[str, str], ops: frozenset[str], path: str,
-              depth: int) -> FilterNode:
+              depth: int, unadvertised: list[OptionUnsupported]) -> FilterNode:
     if isinstance(node, Condition | All | AnyOf | Not):
         node = to_wire(node)
     if depth > _MAX_DEPTH:
@@ -262,10 +270,11 @@ def _validate(node: Any, fields: dict[str, str], ops: frozenset[str], path: str,
         key = combinators[0]
         body = node[key]
         if key == "not":
-            return Not(_validate(body, fields, ops, f"{path}.not", depth + 1))
+            return Not(_validate(body, fields, ops, f"{path}.not", depth + 1, unadvertised))
         if not isinstance(body, list) or not body:
             raise InvalidParams(f"'{key}' must be a non-empty array", field=f"{path}.{key}")
-        children = tuple(_validate(child, fields, ops, f"{path}.{key}[{i}]", depth + 1)
+        children = tuple(_validate(child, fields, ops, f"{path}.{key}[{i}]", depth + 1,
+                                   unadvertised)
                          for i, child in enumerate(body))
         return All(children) if key == "and" else AnyOf(children)
 
@@ -281,8 +290,8 @@ def _validate(node: Any, fields: dict[str, str], ops: frozenset[str], path: str,
     if op not in OPERATORS:
         raise InvalidParams(f"unknown filter operator {op!r}", field=field_path)
     if op not in ops:
-        raise OptionUnsupported(f"filter operator {op!r} is not advertised", option=op,
-                                param="filter.op")
+        unadvertised.append(OptionUnsupported(f"filter operator {op!r} is not advertised",
+                                              option=op, param="filter.op"))
     if "value" not in node:
         raise InvalidParams("filter condition needs a 'value'", field=field_path)
     ftype = fields[name]

@@ -26,7 +26,7 @@ reserved for option values of an available method (§12).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .capabilities import (
     Capabilities,
@@ -50,7 +50,7 @@ from .params import (
     TransformParams,
 )
 
-__all__ = ["EMBED_KINDS", "check_options", "validate_filter"]
+__all__ = ["EMBED_KINDS", "Gated", "check_options", "gate_options", "validate_filter"]
 
 EMBED_KINDS: tuple[str, ...] = ("query", "document")
 _DEFAULT_UNITS: tuple[str, ...] = ("chunk", "passage")
@@ -70,6 +70,8 @@ class _Gate:
     def __init__(self, strict: bool) -> None:
         self.strict = strict
         self.notes: list[str] = []
+        self.filter: FilterNode | None = None
+        """The validated §8 filter of a ``retrieve`` (None without one)."""
 
     def unsupported(self, option: str, value: Any, message: str) -> None:
         """An unadvertised option under the §7.7 ``strict`` rule."""
@@ -83,19 +85,31 @@ class _Gate:
         raise _refusal(option, value, message)
 
 
-def check_options(method: str, params: Any, caps: Capabilities) -> list[str]:
-    """Gate the options of typed ``params`` against ``caps``; returns degrade notes.
+class Gated(NamedTuple):
+    """What gating one request found: degrade notes and the validated §8 filter."""
+
+    notes: list[str]
+    filter: FilterNode | None
+
+
+def gate_options(method: str, params: Any, caps: Capabilities) -> Gated:
+    """Gate the options of typed ``params`` against ``caps``.
 
     Raises ``OptionUnsupported`` (or ``CapabilityMissing`` for a read-only
-    ``index/add``, ``InvalidParams`` for a malformed filter). Methods without
-    options return ``[]``.
+    ``index/add``, ``InvalidParams`` for a malformed filter). A ``retrieve`` filter is
+    validated here once, and the tree handed on, so no later stage validates it again.
     """
     checker = _CHECKERS.get(method)
     if checker is None:
-        return []
+        return Gated([], None)
     gate = _Gate(strict=getattr(params, "strict", True))
     checker(params, caps, gate)
-    return gate.notes
+    return Gated(gate.notes, gate.filter)
+
+
+def check_options(method: str, params: Any, caps: Capabilities) -> list[str]:
+    """The degrade notes of :func:`gate_options` (methods without options: ``[]``)."""
+    return gate_options(method, params, caps).notes
 
 
 def validate_filter(params: RetrieveParams, caps: Capabilities) -> FilterNode | None:
@@ -111,11 +125,7 @@ def validate_filter(params: RetrieveParams, caps: Capabilities) -> FilterNode | 
     if not caps.has("filter"):
         raise _refusal("filter", None, "metadata filtering is not advertised")
     filter_cap = caps.filter or FilterCap()
-    fields = filter_cap.fields or []
-    tree = validate(params.filter, fields, None)
-    if filter_cap.operators is not None:
-        tree = validate(params.filter, fields, filter_cap.operators)
-    return tree
+    return validate(params.filter, filter_cap.fields or [], filter_cap.operators)
 
 
 def _check_encoding(encoding: str | None, advertised: Sequence[str] | None, gate: _Gate) -> None:
@@ -176,7 +186,7 @@ def _retrieve(params: RetrieveParams, caps: Capabilities, gate: _Gate) -> None:
                          f"modality {params.modality!r} is not advertised")
     _retrieve_pipeline(params, caps, retrieve, gate)
     _retrieve_granularity(params, caps, retrieve, gate)
-    validate_filter(params, caps)
+    gate.filter = validate_filter(params, caps)
     _check_encoding(params.encoding, (caps.embed or EmbedCap()).encodings, gate)
     if params.seed is not None and not retrieve.deterministic:
         gate.notes.append("seed ignored: retrieval is not deterministic (seed)")

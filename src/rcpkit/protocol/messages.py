@@ -15,9 +15,10 @@ import msgspec
 import numpy as np
 import orjson
 
-from .errors import InvalidRequest, ParseError, RcpError
+from .errors import InvalidParams, InvalidRequest, ParseError, RcpError
 
 __all__ = [
+    "MAX_DEPTH",
     "MAX_SAFE_INT",
     "Invalid",
     "Message",
@@ -29,9 +30,11 @@ __all__ = [
     "encode",
     "error_response",
     "is_valid_id",
+    "non_scalar_path",
     "notification",
     "parse",
     "request",
+    "require_scalar",
     "success_response",
 ]
 
@@ -79,7 +82,8 @@ def is_valid_id(value: Any) -> bool:
     """§4.1/§4.6: a request id is a string or an integral number within 53 bits."""
     kind = type(value)  # the two usual cases first: this runs for every request
     if kind is int:
-        return -MAX_SAFE_INT <= value <= MAX_SAFE_INT
+        number: int = value
+        return -MAX_SAFE_INT <= number <= MAX_SAFE_INT
     if kind is str:
         return True
     if isinstance(value, bool):
@@ -99,17 +103,72 @@ def decode(data: bytes | str) -> Any:
     """Parse one JSON text; raise :class:`ParseError` on invalid JSON or UTF-8.
 
     NaN/Infinity literals are rejected (§4.6). Integers beyond 64 bits, which
-    orjson refuses, are still valid JSON and fall back to the stdlib parser.
+    orjson refuses, are still valid JSON and fall back to the stdlib parser, which
+    also lets through escaped lone surrogates (``"\\ud800"``): :func:`parse` looks
+    for those in such frames (:func:`non_scalar_path`).
     """
+    return _decode(data)[0]
+
+
+MAX_DEPTH = 1024
+"""Arrays/objects nested deeper than this are refused as a whole (orjson's limit)."""
+
+
+def _decode(data: bytes | str) -> tuple[Any, bool]:
+    """The decoded value, and whether the lenient stdlib parser produced it."""
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
+        return orjson.loads(data), False
+    except orjson.JSONDecodeError as exc:
+        too_deep = "depth limit" in str(exc)
     try:
         text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
-        return json.loads(text, parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        if not too_deep:
+            return json.loads(text, parse_constant=_reject_constant), True
+    except (UnicodeDecodeError, ValueError) as exc:
         raise ParseError("parse error: the frame is not valid UTF-8 JSON") from exc
+    except RecursionError:
+        too_deep = True
+    raise InvalidRequest(f"the frame nests arrays/objects more than {MAX_DEPTH} levels deep",
+                         data={"limit": MAX_DEPTH})
+
+
+def non_scalar_path(value: Any, path: str = "") -> str | None:
+    """The path (``documents[0].meta.source``) of the first string or object key in
+    ``value`` that is not a sequence of Unicode scalar values — it holds a lone
+    surrogate, which no UTF-8 store or encoder can take (§4.6: strings are UTF-8)."""
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if not _is_scalar_text(item):
+                return where
+        elif isinstance(item, dict):
+            for key, member in item.items():
+                if not _is_scalar_text(key):
+                    return where
+                stack.append((f"{where}.{key}" if where else key, member))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{index}]", member) for index, member in enumerate(item))
+    return None
+
+
+_NOT_UNICODE = "a string is not valid Unicode (it holds a lone surrogate)"
+
+
+def require_scalar(value: Any, path: str) -> None:
+    """Raise ``-32602`` naming the first string in ``value`` (at ``path``) that is not
+    valid Unicode (:func:`non_scalar_path`)."""
+    where = non_scalar_path(value, path)
+    if where is not None:
+        raise InvalidParams(_NOT_UNICODE, field=where)
+
+
+def _is_scalar_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _ABSENT: Any = object()
@@ -150,17 +209,33 @@ def classify(obj: Any, *, allow_compact: bool = True) -> Message:
 def parse(data: bytes | str, *, allow_compact: bool = True) -> Message | list[Message]:
     """Decode and classify one frame: a message, a batch (list), or an Invalid.
 
-    An empty batch is a single ``-32600`` with ``id: null`` (§11).
+    An empty batch is a single ``-32600`` with ``id: null`` (§11). A request holding
+    a string that is not valid Unicode is refused with ``-32602`` naming it.
     """
     try:
-        obj = decode(data)
-    except ParseError as exc:
+        obj, lenient = _decode(data)
+    except RcpError as exc:
         return Invalid(None, exc)
     if isinstance(obj, list):
         if not obj:
             return Invalid(None, InvalidRequest("an empty batch is not a valid request"))
-        return [classify(item, allow_compact=allow_compact) for item in obj]
-    return classify(obj, allow_compact=allow_compact)
+        return [_classify(item, allow_compact, lenient) for item in obj]
+    return _classify(obj, allow_compact, lenient)
+
+
+def _classify(obj: Any, allow_compact: bool, lenient: bool) -> Message:
+    message = classify(obj, allow_compact=allow_compact)
+    if not lenient or isinstance(message, Response | Invalid):
+        return message
+    where = non_scalar_path(obj)
+    if where is None:
+        return message
+    if isinstance(message, Request) and (where == "params" or where.startswith("params.")):
+        return Invalid(message.id, InvalidParams(_NOT_UNICODE,
+                                                 field=where.removeprefix("params.")))
+    if isinstance(message, Notification):
+        return Notification(message.method if _is_scalar_text(message.method) else "")
+    return Invalid(None, InvalidRequest(_NOT_UNICODE))
 
 
 # ── encoding ────────────────────────────────────────────────────────────────

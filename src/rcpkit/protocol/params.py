@@ -1,7 +1,7 @@
 """Typed params and results for every §7 method (msgspec Structs).
 
 Server and client share these types, so both sides read and write the same
-shapes. Decoding is liberal where the spec or DESIGN.md §4 asks for it:
+shapes. Decoding is liberal where the spec allows it and peers differ:
 
 * an explicit JSON ``null`` counts as absent (§4.6), except inside free-form
   objects (``meta``, ``_meta``, ``filter``, ``capabilities``, log ``data``,
@@ -280,7 +280,7 @@ class EmbedResult(_Message, frozen=True, kw_only=True):
 
 
 class SparseEmbedParams(_Message, frozen=True, kw_only=True):
-    """§7.4; accepts ``texts`` or ``inputs`` (DESIGN.md §4)."""
+    """§7.4; accepts ``texts`` or ``inputs`` (peers use both)."""
 
     synonyms: ClassVar[dict[str, str]] = {"texts": "inputs"}
 
@@ -323,7 +323,7 @@ class MultiEmbedResult(_Message, frozen=True, kw_only=True):
 # ── rerank ───────────────────────────────────────────────────────────────────
 
 class RerankParams(_Message, frozen=True, kw_only=True):
-    """§7.6; ``documents`` is a synonym of ``passages`` (DESIGN.md §4)."""
+    """§7.6; ``documents`` is a synonym of ``passages`` (peers use both)."""
 
     synonyms: ClassVar[dict[str, str]] = {"documents": "passages"}
 
@@ -484,7 +484,8 @@ class TransformResult(_Message, frozen=True, kw_only=True):
 
 
 class GraphParams(_Message, frozen=True, kw_only=True):
-    """§7.9; ``cursor`` pages ``communities`` (§10)."""
+    """§7.9; ``cursor`` pages ``communities`` (§10); ``indexVersion`` pins the snapshot
+    whose graph answers, as in ``retrieve`` (§7.7.1)."""
 
     op: str
     query: str | None = None
@@ -494,6 +495,7 @@ class GraphParams(_Message, frozen=True, kw_only=True):
     level: NonNegativeInt | None = None
     session_id: str | None = None
     cursor: str | None = None
+    index_version: str | None = None
 
 
 class Community(_Wire, frozen=True, kw_only=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -35,10 +36,12 @@ def _as_matrix(vectors: np.ndarray | Sequence[Sequence[float]], dtype: np.dtype)
     return matrix
 
 
-def encode_vectors(vectors: np.ndarray | Sequence[Sequence[float]], encoding: str) -> list:
+def encode_vectors(vectors: np.ndarray | Sequence[Sequence[float]],
+                   encoding: str) -> list[list[float]] | list[str]:
     """Encode a batch (n × d) for the wire under ``encoding`` (§7.3.1)."""
     if encoding == "json":
-        return _as_matrix(vectors, np.dtype(np.float64)).tolist()
+        rows: list[list[float]] = _as_matrix(vectors, np.dtype(np.float64)).tolist()
+        return rows
     if encoding == "f32-base64":
         matrix = np.ascontiguousarray(_as_matrix(vectors, _LITTLE_F32))
         raw = matrix.tobytes()
@@ -77,7 +80,7 @@ def decode_vectors(items: object, encoding: str, dimension: int | None, *,
     return matrix
 
 
-def _decode_json(items: list, field: str) -> np.ndarray:
+def _decode_json(items: list[Any], field: str) -> np.ndarray:
     try:
         rows = msgspec.convert(items, list[list[float]])
     except msgspec.ValidationError as exc:
@@ -93,7 +96,7 @@ def _decode_json(items: list, field: str) -> np.ndarray:
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), width)
 
 
-def _decode_f32(items: list, dimension: int | None, field: str) -> np.ndarray:
+def _decode_f32(items: list[Any], dimension: int | None, field: str) -> np.ndarray:
     blobs: list[bytes] = []
     for index, item in enumerate(items):
         if not isinstance(item, str):

@@ -1,4 +1,4 @@
-"""The RCP server framework: declare capabilities, register handlers, serve (DESIGN §1)."""
+"""The RCP server framework: declare capabilities, register handlers, serve (§6, §7)."""
 
 from .context import Context, ServerSession
 from .dispatcher import Dispatcher

@@ -8,6 +8,7 @@ synchronous handler: frames it produces are handed to the event loop with
 from __future__ import annotations
 
 import asyncio
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol import messages
-from ..protocol.errors import Cancelled
+from ..protocol.errors import Cancelled, Timeout
 from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import LOG_LEVELS, Session
 from ..protocol.methods import LOG, PROGRESS
@@ -36,19 +37,28 @@ class ServerSession:
     token: str | None = None
     """The HTTP ``RCP-Session`` token in ``token`` mode (§5.2), else None."""
     last_used: float = field(default_factory=time.monotonic)
+    caller: str = field(default_factory=lambda: secrets.token_hex(8))
+    """Who this session's requests come from, unique per session: what caller-scoped state
+    (``sessionId`` dedup, cursors, §7.7.3, §10) is keyed by, unless the transport names the
+    caller of each request (:attr:`Context.caller`)."""
 
 
 class Context:
     """Per-request handle given to every handler alongside its typed params."""
 
     __slots__ = ("_cancel", "_log_level", "_loop", "_loop_thread", "_notify", "_progress_token",
-                 "deadline", "filter", "meta", "method", "notes", "request_id", "session")
+                 "caller", "deadline", "filter", "meta", "method", "notes", "request_id",
+                 "session")
 
     def __init__(self, *, request_id: Any, method: str, meta: Mapping[str, Any],
                  session: ServerSession, notify: Notify | None, streaming: bool,
                  deadline: float | None, notes: list[str] | None = None,
-                 filter: FilterNode | None = None) -> None:
+                 filter: FilterNode | None = None, caller: str | None = None) -> None:
         self.request_id = request_id
+        self.caller = caller if caller is not None else session.caller
+        """Whose request this is: the authenticated principal of a stateless HTTP request,
+        else the session's :attr:`ServerSession.caller`. Per-caller state is keyed by it, so
+        two callers never see each other's (§15.6)."""
         self.method = method
         self.meta = meta
         """The request's ``params._meta`` (§4.4); empty when absent."""
@@ -82,6 +92,13 @@ class Context:
         if self._cancel.is_set():
             raise Cancelled()
 
+    def check_stop(self) -> None:
+        """Raise :class:`Cancelled` (-32006) once cancelled, :class:`Timeout` (-32014) once
+        past the deadline: what long stages call between batches (:mod:`rcpkit.interrupts`)."""
+        self.check_cancelled()
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise Timeout()
+
     def cancel(self) -> None:
         """Mark the request cancelled (the dispatcher calls this on ``notifications/cancel``)."""
         self._cancel.set()
@@ -94,6 +111,11 @@ class Context:
         return max(0.0, (self.deadline - time.monotonic()) * 1000.0)
 
     # ── server → client notifications (§9, §17.1) ───────────────────────────
+    @property
+    def reports_progress(self) -> bool:
+        """Whether :meth:`progress` sends anything: the request opted in (§9)."""
+        return self._progress_token is not None and self._notify is not None
+
     def progress(self, progress: float, stage: str | None = None, message: str | None = None,
                  partial: Mapping[str, Any] | None = None) -> None:
         """Send ``notifications/progress``; a no-op unless the request opted in (§9)."""

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import logging
 import math
 import time
@@ -39,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from ..interrupts import checked_by
 from ..protocol import gating, messages
 from ..protocol import params as wire_params
 from ..protocol.capabilities import Capabilities
@@ -49,6 +49,7 @@ from ..protocol.errors import (
     PayloadTooLarge,
     RcpError,
     Timeout,
+    UsageError,
 )
 from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import PROTOCOL_VERSION, Event, negotiate
@@ -84,7 +85,7 @@ class _Call:
 class Dispatcher:
     """Turns frames into replies for one session. See the module docstring.
 
-    ``stateless=True`` is the HTTP stateless policy (DESIGN §4): the session is
+    ``stateless=True`` is the HTTP stateless session policy (§5.2): the session is
     implicitly initialized at the advertised capabilities, and ``initialize`` /
     ``info`` are answered idempotently without changing state.
     Without a connection, ids are not unique across stateless clients, so
@@ -120,7 +121,7 @@ class Dispatcher:
 
     # ── frame-at-a-time API (HTTP) ──────────────────────────────────────────
     async def handle(self, data: bytes, *, notify: Notify | None = None,
-                     path_method: str | None = None) -> bytes | None:
+                     path_method: str | None = None, caller: str | None = None) -> bytes | None:
         """Process one complete frame; return the encoded reply, or None if none is due.
 
         ``notify`` receives progress/log frames (HTTP SSE). ``path_method`` is the
@@ -128,17 +129,18 @@ class Dispatcher:
         (§5.2). Batches are only accepted without a path method.
         """
         return await self.handle_message(messages.parse(data), notify=notify,
-                                         path_method=path_method)
+                                         path_method=path_method, caller=caller)
 
     async def handle_message(self, parsed: Message | list[Message], *,
-                             notify: Notify | None = None,
-                             path_method: str | None = None) -> bytes | None:
-        """:meth:`handle` for a frame already parsed by ``messages.parse``."""
+                             notify: Notify | None = None, path_method: str | None = None,
+                             caller: str | None = None) -> bytes | None:
+        """:meth:`handle` for a frame already parsed by ``messages.parse``. ``caller`` names
+        who sent it when the session is shared by several (:attr:`Context.caller`)."""
         if isinstance(parsed, list):
             if path_method is not None:
                 return self._encode(messages.error_response(
                     None, InvalidRequest("a batch must be posted to the base path")))
-            started = self._begin_batch(parsed, notify)
+            started = self._begin_batch(parsed, notify, caller)
             if isinstance(started, dict):
                 return self._encode(started)
             replies = await self._collect(started)
@@ -148,7 +150,7 @@ class Dispatcher:
             rid = parsed.id if isinstance(parsed, Request) else None
             return self._encode(messages.error_response(
                 rid, InvalidRequest("the method in the body does not match the URL path")))
-        outcome = self._begin(parsed, notify)
+        outcome = self._begin(parsed, notify, caller)
         if outcome is None:
             return None
         reply = await outcome if isinstance(outcome, asyncio.Task) else outcome
@@ -167,7 +169,8 @@ class Dispatcher:
         if self.closed:
             return
         emit = self._emit
-        assert emit is not None, "call start(emit) before feed()"
+        if emit is None:
+            raise UsageError("call Dispatcher.start(emit) before feed()")
         parsed = messages.parse(frame)
         if isinstance(parsed, list):
             started = self._begin_batch(parsed, emit)
@@ -191,10 +194,11 @@ class Dispatcher:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     # ── core ────────────────────────────────────────────────────────────────
-    def _begin(self, msg: Message, notify: Notify | None) -> Reply | asyncio.Task[Reply] | None:
+    def _begin(self, msg: Message, notify: Notify | None,
+               caller: str | None = None) -> Reply | asyncio.Task[Reply] | None:
         """Admit one message now; return its reply, a task computing it, or None."""
         if isinstance(msg, Request):
-            return self._begin_request(msg, notify)
+            return self._begin_request(msg, notify, caller)
         if isinstance(msg, Invalid):
             return messages.error_response(msg.id, msg.error)
         if isinstance(msg, Notification) and msg.method == CANCEL:
@@ -203,7 +207,8 @@ class Dispatcher:
         # are ignored: they are never answered (§4.5).
         return None
 
-    def _begin_request(self, req: Request, notify: Notify | None) -> Reply | asyncio.Task[Reply]:
+    def _begin_request(self, req: Request, notify: Notify | None,
+                       caller: str | None = None) -> Reply | asyncio.Task[Reply]:
         method = req.method
         if method == CANCEL:
             return messages.error_response(req.id, InvalidRequest(
@@ -225,7 +230,8 @@ class Dispatcher:
         ctx = Context(request_id=req.id, method=method,
                       meta=meta if isinstance(meta, Mapping) else {}, session=self.session,
                       notify=notify, deadline=self._deadline(meta), notes=notes, filter=tree,
-                      streaming="streaming" in (self.session.protocol.capabilities or {}))
+                      streaming="streaming" in (self.session.protocol.capabilities or {}),
+                      caller=caller)
         call = _Call(ctx)
         call.task = task = asyncio.ensure_future(self._run(req, handler, typed, call))
         self._track(task)
@@ -246,9 +252,7 @@ class Dispatcher:
             return params, [], None
         typed = wire_params.decode_params(handler.method, params)  # includes the §3.3 funnel
         caps = self._capabilities()
-        notes = gating.check_options(handler.method, typed, caps)
-        tree = gating.validate_filter(typed, caps) if isinstance(
-            typed, wire_params.RetrieveParams) else None
+        notes, tree = gating.gate_options(handler.method, typed, caps)
         return typed, notes, tree
 
     def _capabilities(self) -> Capabilities:
@@ -289,10 +293,14 @@ class Dispatcher:
 
     @staticmethod
     async def _invoke(handler: Handler, typed: Any, ctx: Context) -> Any:
+        """Run the handler with the request's stop check installed, also in the worker
+        thread of a synchronous one: cancelling the task does not stop that thread, its
+        next :func:`rcpkit.interrupts.checkpoint` does."""
         if handler.is_async:
-            return await handler.fn(typed, ctx)
+            with checked_by(ctx.check_stop):
+                return await handler.fn(typed, ctx)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(handler.fn, typed, ctx))
+        return await loop.run_in_executor(None, _run_checked, handler, typed, ctx)
 
     def _deadline(self, meta: Any) -> float | None:
         """The earliest of ``_meta.deadlineMs`` (time remaining, §16.2) and the server default."""
@@ -318,8 +326,9 @@ class Dispatcher:
             call.task.cancel()
 
     # ── batches (§11) ───────────────────────────────────────────────────────
-    def _begin_batch(self, members: list[Message],
-                     notify: Notify | None) -> list[Reply | asyncio.Task[Reply] | None] | Reply:
+    def _begin_batch(self, members: list[Message], notify: Notify | None,
+                     caller: str | None = None
+                     ) -> list[Reply | asyncio.Task[Reply] | None] | Reply:
         """Admit every member now, in order (so an ``initialize`` or ``shutdown`` early in a
         batch governs the members after it); or refuse an oversized batch as a whole."""
         if len(members) > self.max_batch:
@@ -328,7 +337,7 @@ class Dispatcher:
                 data={"limit": self.max_batch}))
         # §11: a malformed member is answered with id null, whatever id it may carry.
         return [messages.error_response(None, member.error) if isinstance(member, Invalid)
-                else self._begin(member, notify) for member in members]
+                else self._begin(member, notify, caller) for member in members]
 
     @staticmethod
     async def _collect(outcomes: list[Reply | asyncio.Task[Reply] | None]) -> list[Reply]:
@@ -415,6 +424,11 @@ def _encodable(reply: Reply) -> Reply:
         logger.exception("the result for request id %r cannot be serialised", reply.get("id"))
         return messages.error_response(reply.get("id"), InternalError())
     return reply
+
+
+def _run_checked(handler: Handler, typed: Any, ctx: Context) -> Any:
+    with checked_by(ctx.check_stop):
+        return handler.fn(typed, ctx)
 
 
 def _seconds_left(deadline: float | None) -> float | None:

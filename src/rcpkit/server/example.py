@@ -14,7 +14,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from ..protocol.content import ContentBlock, text_of
+from ..protocol.content import plain_text
 from ..protocol.params import IndexAddParams, IndexDeleteParams, RetrieveParams
 from .context import Context
 from .framework import Server
@@ -79,8 +79,7 @@ def build_server(documents: dict[str, str] | None = None, *, max_k: int = 50) ->
 
     @app.method("retrieve")
     def retrieve(params: RetrieveParams, ctx: Context) -> dict[str, Any]:
-        query = text_of([params.query] if isinstance(params.query, ContentBlock)
-                        else params.query)
+        query = plain_text(params.query, "query")
         ctx.progress(0.0, stage="recall")
         hits = index.search(query, min(params.k, max_k))
         ctx.log("debug", f"{len(hits)} hits", {"k": params.k})

@@ -1,4 +1,4 @@
-"""The server framework (DESIGN §1): a handler registry plus a small decorator facade.
+"""The server framework: a handler registry plus a small decorator facade.
 
 ::
 

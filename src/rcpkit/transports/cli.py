@@ -111,6 +111,20 @@ def serve(
     workers: Annotated[int, typer.Option(
         help="HTTP worker processes (stateless sessions, and a server that declares itself "
              "multi-process safe).")] = 1,
+    max_sessions: Annotated[int, typer.Option(
+        help="Token sessions kept at most; never-used, then least recently used, make room."
+    )] = 10_000,
+    session_ttl: Annotated[float, typer.Option(
+        help="Seconds an idle token session lives.")] = 900.0,
+    max_connections: Annotated[int, typer.Option(
+        help="Open HTTP connections at most (per worker); idle ones make room, else 503."
+    )] = 1024,
+    max_header_bytes: Annotated[int, typer.Option(
+        help="Largest HTTP request head (431 beyond).")] = 64 * 1024,
+    header_timeout: Annotated[float, typer.Option(
+        help="Seconds a request head may take to arrive (408 beyond).")] = 10.0,
+    body_timeout: Annotated[float, typer.Option(
+        help="Seconds a request body may take to arrive (408 beyond).")] = 60.0,
     log_level: LogLevelOption = "warning",
 ) -> None:
     """Serve an RCP server over stdio or HTTP."""
@@ -126,6 +140,10 @@ def serve(
         if stdio and (tokens or cors_origin or api_key_header):
             raise ConfigError("--auth-token, --api-key-header and --cors-origin apply to --http")
         address = _parse_host_port(http) if http is not None else None
+        if min(max_sessions, max_connections, max_header_bytes) < 1 \
+                or min(session_ttl, header_timeout, body_timeout) <= 0:
+            raise ConfigError("--max-sessions, --session-ttl, --max-connections, "
+                              "--max-header-bytes and the timeouts must be positive")
         if workers < 1:
             raise ConfigError("--workers must be at least 1")
         if workers > 1 and (address is None or sessions != "stateless"):
@@ -156,7 +174,12 @@ def serve(
     try:
         status = serve_http(source, *address, workers=workers, base=base, sessions=sessions,
                             auth_tokens=tokens, api_key_header=api_key_header,
-                            cors_origins=cors_origin or (), request_timeout_ms=timeout_ms)
+                            cors_origins=cors_origin or (), request_timeout_ms=timeout_ms,
+                            max_sessions=max_sessions, session_ttl_s=session_ttl,
+                            limits={"max_connections": max_connections,
+                                    "max_header_bytes": max_header_bytes,
+                                    "header_timeout_s": header_timeout,
+                                    "body_timeout_s": body_timeout})
     except UsageError as exc:
         _fail(str(exc))
     raise typer.Exit(status)

@@ -3,7 +3,7 @@ and served by :mod:`.httpserver` (optionally in several worker processes).
 
 Routes: ``POST <base>/<method>`` for one message (the body's method must match
 the path, else ``-32600``) and ``POST <base>`` for a batch or any single
-message (DESIGN §4). Status mapping (§5.2):
+message. Status mapping (§5.2):
 
 =====  ==================================================================
 200    every JSON-RPC response, errors included (JSON, or SSE on request)
@@ -12,15 +12,15 @@ message (DESIGN §4). Status mapping (§5.2):
 401    missing/wrong credentials (with a ``-32012`` body), before dispatch
 404    a path outside ``<base>``; 405 a verb other than POST (OPTIONS with CORS)
 413    a body over ``max_body_bytes`` (with a ``-32013`` body)
-429    over ``max_pending`` requests in flight, or a newcomer while ``max_sessions``
-       token sessions are live (``Retry-After``, ``-32011`` body)
+429    over ``max_pending`` requests in flight, or a newcomer while all ``max_sessions``
+       token sessions are in recent use (``Retry-After``, ``-32011`` body)
 500    a failure of the transport itself (``-32603`` body)
 =====  ==================================================================
 
 Back-end failures travel as JSON-RPC errors (``-32010``) with status 200,
 because a JSON-RPC response was produced (§5.2), so 503 is never needed.
 
-Session policies (DESIGN §4):
+Session policies (§5.2, §13):
 
 - ``stateless`` — every request is implicitly initialized at the advertised
   capabilities; ``initialize``/``info`` are idempotent; ``-32003`` still applies.
@@ -28,7 +28,8 @@ Session policies (DESIGN §4):
   carry it in the ``RCP-Session`` header. A missing, unknown or expired token is
   treated as an uninitialized session: gated methods get ``-32001`` (with
   ``data.detail``), whose §12.2 remedy — initialize again — is exactly the fix.
-  Sessions idle for ``session_ttl_s`` expire; ``shutdown`` ends one at once.
+  Sessions idle for ``session_ttl_s`` expire; ``shutdown`` ends one at once; at
+  ``max_sessions`` the never-used, then the least recently used, make room.
 - ``single`` — one process-wide session, as the reference server behaves;
   ``shutdown`` ends it and the next ``initialize`` starts afresh.
 
@@ -47,16 +48,18 @@ differ between workers.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hmac
 import logging
+import math
 import os
 import secrets
 import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from starlette.applications import Starlette
@@ -69,6 +72,7 @@ from starlette.types import Receive, Scope, Send
 from ..protocol import messages
 from ..protocol.errors import (
     InternalError,
+    InvalidRequest,
     NotInitialized,
     ParseError,
     PayloadTooLarge,
@@ -84,7 +88,7 @@ from ..protocol.messages import Request as RpcRequest
 from ..server.context import ServerSession
 from ..server.dispatcher import Dispatcher
 from ..server.framework import Server
-from .httpserver import DirectRoute, HttpServer, Reply
+from .httpserver import DirectRoute, HttpServer, Reply, header_map
 
 __all__ = ["SESSION_HEADER", "SessionPolicy", "create_app", "serve_http"]
 
@@ -95,18 +99,29 @@ SESSION_HEADER = "RCP-Session"
 
 
 class _Sessions:
-    """Finds the dispatcher for a request under the configured policy."""
+    """Finds the dispatcher for a request under the configured policy.
+
+    Token mode keeps at most ``max_sessions`` sessions. A newcomer at the cap takes the
+    place of the oldest session never used since its ``initialize``, else of the least
+    recently used one, so a flood of ``initialize`` cannot lock users out; only while
+    every session was used within ``_BUSY_S`` is it refused (429), with a ``Retry-After``
+    saying when the least recently used one may be taken."""
 
     def __init__(self, server: Server, policy: SessionPolicy, ttl_s: float, max_sessions: int,
                  dispatcher_options: dict[str, Any]) -> None:
         if policy not in ("stateless", "token", "single"):
             raise UsageError(f"unknown session policy {policy!r}")
+        if max_sessions < 1 or ttl_s <= 0:
+            raise UsageError("max_sessions and session_ttl_s must be positive")
         self.server = server
         self.policy = policy
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
         self._options = dispatcher_options
-        self._by_token: dict[str, Dispatcher] = {}
+        self._by_token: collections.OrderedDict[str, Dispatcher] = collections.OrderedDict()
+        """Live sessions, least recently used first."""
+        self._unused: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """Sessions not used since their ``initialize``, oldest first."""
         self._shared: Dispatcher | None = None
         self._next_sweep = 0.0
 
@@ -129,7 +144,10 @@ class _Sessions:
         self._sweep(now)
         known = self._by_token.get(token) if token is not None else None
         if known is not None and now - known.session.last_used <= self.ttl_s:
+            assert token is not None
             known.session.last_used = now
+            self._by_token.move_to_end(token)
+            self._unused.pop(token, None)
             return known
         return self._new(token=secrets.token_urlsafe(24))
 
@@ -141,25 +159,41 @@ class _Sessions:
         assert token is not None
         state = dispatcher.session.protocol.state
         if state is State.READY and token not in self._by_token:
+            while len(self._by_token) >= self.max_sessions:
+                self._forget(next(iter(self._unused or self._by_token)))
             self._by_token[token] = dispatcher
+            self._unused[token] = None
         elif state is State.CLOSED:
-            self._by_token.pop(token, None)
+            self._forget(token)
 
-    def refuses(self, dispatcher: Dispatcher) -> bool:
-        """Token mode at ``max_sessions``: requests outside a live session are shed (429),
-        while live sessions keep working."""
-        return self.policy == "token" and len(self._by_token) >= self.max_sessions \
-            and dispatcher.session.token not in self._by_token
+    def retry_after(self, dispatcher: Dispatcher) -> float | None:
+        """Token mode at ``max_sessions`` with every session in recent use: the seconds until
+        a newcomer may take the least recently used one's place; None when it is served."""
+        if self.policy != "token" or len(self._by_token) < self.max_sessions \
+                or dispatcher.session.token in self._by_token or self._unused:
+            return None
+        oldest = next(iter(self._by_token.values())).session.last_used
+        wait = oldest + _BUSY_S - time.monotonic()
+        return wait if wait > 0 else None
+
+    def _forget(self, token: str) -> None:
+        self._by_token.pop(token, None)
+        self._unused.pop(token, None)
 
     def _sweep(self, now: float) -> None:
         """Forget idle sessions (at most every 30 s; lookups also check the age)."""
         if now < self._next_sweep:
             return
         self._next_sweep = now + min(self.ttl_s, 30.0)
-        expired = [token for token, d in self._by_token.items()
-                   if now - d.session.last_used > self.ttl_s]
-        for token in expired:
-            del self._by_token[token]
+        while self._by_token:
+            token, oldest = next(iter(self._by_token.items()))
+            if now - oldest.session.last_used <= self.ttl_s:
+                break
+            self._forget(token)
+
+
+_BUSY_S = 5.0
+"""A token session used this recently is mid-conversation: a newcomer does not evict it."""
 
 
 def _error_body(error: RcpError) -> bytes:
@@ -188,17 +222,29 @@ class _Endpoint:
         self.max_pending = max_pending
         self.pending = 0
 
-    def authorized(self, headers: Headers) -> bool:
+    def authenticate(self, headers: Headers) -> str | Reply | None:
+        """The principal of the credentials presented (``credential-<n>``: which accepted
+        token), None when no auth is configured, or the refusal: 400 when a credential
+        header came more than once (combined with commas, which no token holds), 401 when
+        none is right."""
         if not self.auth_tokens:
-            return True
+            return None
+        authorization = headers.get(b"authorization")
+        api_key = headers.get(self.api_key_header) if self.api_key_header is not None else None
+        if (authorization is not None and b"," in authorization) \
+                or (api_key is not None and b"," in api_key):
+            return 400, [], _error_body(InvalidRequest("a credential header appears twice"))
         presented: list[bytes] = []
-        authorization = headers.get(b"authorization", b"")
-        if authorization[:7].lower() == b"bearer ":
+        if authorization is not None and authorization[:7].lower() == b"bearer ":
             presented.append(authorization[7:].strip())
-        if self.api_key_header is not None and self.api_key_header in headers:
-            presented.append(headers[self.api_key_header])
-        return any(hmac.compare_digest(offered, known)
-                   for offered in presented for known in self.auth_tokens)
+        if api_key is not None:
+            presented.append(api_key.strip())
+        for offered in presented:
+            for index, known in enumerate(self.auth_tokens):
+                if hmac.compare_digest(offered, known):
+                    return f"credential-{index}"
+        return 401, [(b"www-authenticate", b"Bearer")], _error_body(
+            Unauthorized("missing or invalid credentials"))
 
     async def read_body(self, headers: Headers, receive: Receive) -> bytes | None:
         """The body, or None when it exceeds the limit (declared or actual)."""
@@ -219,7 +265,7 @@ class _Endpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry; ``scope["path_params"]["method"]`` is the method named by the path."""
         reply = await self.answer(scope.get("path_params", {}).get("method"),
-                                  dict(scope["headers"]), receive, (receive, send))
+                                  header_map(scope["headers"]), receive, (receive, send))
         if reply is not None:
             await _respond(send, *reply)
 
@@ -230,11 +276,11 @@ class _Endpoint:
         ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
         ``stream`` the reply is always buffered. Credentials are checked first, then load
         (429), then the body; an unexpected failure here is a 500 (``-32603``)."""
-        if not self.authorized(headers):
-            return 401, [(b"www-authenticate", b"Bearer")], _error_body(
-                Unauthorized("missing or invalid credentials"))
+        principal = self.authenticate(headers)
+        if isinstance(principal, tuple):
+            return principal
         if self.pending >= self.max_pending:
-            return _SHED
+            return _shed(_PENDING_RETRY_S, "server busy")
         self.pending += 1
         try:
             if not isinstance(body, bytes):
@@ -242,7 +288,7 @@ class _Endpoint:
                 if received is None:
                     return self.too_large()
                 body = received
-            return await self.dispatch(path_method, headers, body, stream)
+            return await self.dispatch(path_method, headers, body, stream, principal)
         except ClientDisconnect:
             return None
         except Exception:
@@ -256,23 +302,27 @@ class _Endpoint:
             f"the body exceeds {self.max_body_bytes} bytes", data={"limit": self.max_body_bytes}))
 
     async def dispatch(self, path_method: str | None, headers: Headers, body: bytes,
-                       stream: Stream | None) -> Reply | None:
+                       stream: Stream | None, principal: str | None) -> Reply | None:
+        """``principal`` is the caller of a stateless request, whose session all share; a
+        token or single session is the caller itself."""
         parsed = messages.parse(body)
         if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
             return 400, [], _error_body(parsed.error)
         token = headers.get(_SESSION_KEY)
         presented = token.decode("latin-1") if token is not None else None
         dispatcher = self.sessions.dispatcher_for(presented)
-        if self.sessions.refuses(dispatcher):
-            return _SHED
+        wait = self.sessions.retry_after(dispatcher)
+        if wait is not None:
+            return _shed(wait, "every session is in use")
         if self.sessions.policy == "token" and presented is not None \
                 and dispatcher.session.token != presented:
             parsed = _refuse_unknown_session(parsed)
+        caller = principal if self.sessions.policy == "stateless" else None
         if stream is not None and isinstance(parsed, RpcRequest) \
                 and self.wants_sse(headers, dispatcher):
-            await self.stream(*stream, dispatcher, parsed, path_method)
+            await self.stream(*stream, dispatcher, parsed, path_method, caller)
             return None
-        reply = await dispatcher.handle_message(parsed, path_method=path_method)
+        reply = await dispatcher.handle_message(parsed, path_method=path_method, caller=caller)
         self.sessions.after(dispatcher)
         return (204, [], b"") if reply is None else (200, [], reply)
 
@@ -281,12 +331,12 @@ class _Endpoint:
         return "streaming" in advertised and b"text/event-stream" in headers.get(b"accept", b"")
 
     async def stream(self, receive: Receive, send: Send, dispatcher: Dispatcher,
-                     parsed: RpcRequest, path_method: str | None) -> None:
+                     parsed: RpcRequest, path_method: str | None, caller: str | None) -> None:
         """Progress/log frames as they come, then exactly one final frame (§5.2). A client
         that disconnects cancels the call: nobody is left to read its result."""
         frames: asyncio.Queue[bytes] = asyncio.Queue()
         call = asyncio.ensure_future(dispatcher.handle_message(
-            parsed, notify=frames.put_nowait, path_method=path_method))
+            parsed, notify=frames.put_nowait, path_method=path_method, caller=caller))
         gone = asyncio.ensure_future(_disconnect(receive))
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
@@ -319,8 +369,16 @@ async def _disconnect(receive: Receive) -> None:
 
 _SESSION_KEY = SESSION_HEADER.lower().encode()
 _JSON = (b"content-type", b"application/json")
-_SHED: Reply = (429, [(b"retry-after", b"1")],
-                _error_body(RateLimited("server busy", retryAfterMs=1000)))
+_PENDING_RETRY_S = 1.0
+"""Retry advice when ``max_pending`` requests are in flight: requests take milliseconds, so
+a second is enough for some to finish."""
+
+
+def _shed(seconds: float, reason: str) -> Reply:
+    """429 with ``Retry-After`` (whole seconds, rounded up) and ``data.retryAfterMs``."""
+    whole = max(1, math.ceil(seconds))
+    return 429, [(b"retry-after", b"%d" % whole)], _error_body(
+        RateLimited(reason, retryAfterMs=math.ceil(seconds * 1000)))
 
 
 def _headers(status: int, extra: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -439,10 +497,12 @@ ServerSource = Server | Callable[[], Server]
 
 def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, *,
                workers: int = 1, graceful_timeout_s: float = 10.0,
-               **app_options: Any) -> int:
+               limits: Mapping[str, Any] | None = None, **app_options: Any) -> int:
     """Serve ``server`` over HTTP/1.1 with the lean server of :mod:`.httpserver` until
     SIGINT/SIGTERM; in-flight requests then get ``graceful_timeout_s`` to finish.
-    ``app_options`` go to :func:`create_app`. Returns the exit status.
+    ``limits`` go to :class:`.httpserver.HttpServer` (``max_connections``,
+    ``max_header_bytes``, ``header_timeout_s``, …), ``app_options`` to :func:`create_app`.
+    Returns the exit status.
 
     ``workers > 1`` runs that many processes accepting on one listening socket, for the
     ``stateless`` policy only (``token``/``single`` sessions live in one process). Each
@@ -456,7 +516,7 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
         app = create_app(server if isinstance(server, Server) else server(), **app_options)
         listener = _listen(host, port)
         _announce(listener, app_options.get("base", "/rcp"))
-        HttpServer(app, graceful_timeout_s=graceful_timeout_s).run(listener)
+        HttpServer(app, graceful_timeout_s=graceful_timeout_s, **(limits or {})).run(listener)
         return 0
     if app_options.get("sessions", "stateless") != "stateless":
         raise UsageError("several workers need the stateless session policy: token and "
@@ -466,7 +526,8 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
                          "fork, not a Server built beforehand")
     listener = _listen(host, port)
     _announce(listener, app_options.get("base", "/rcp"), workers)
-    return _Workers(server, listener, workers, graceful_timeout_s, app_options).run()
+    return _Workers(server, listener, workers, graceful_timeout_s, app_options,
+                    dict(limits or {})).run()
 
 
 def _announce(listener: socket.socket, base: str, workers: int = 1) -> None:
@@ -499,8 +560,10 @@ class _Workers:
     the rest; a signal is passed on to every worker; when one worker ends, all do."""
 
     def __init__(self, build: Callable[[], Server], listener: socket.socket, count: int,
-                 graceful_timeout_s: float, app_options: dict[str, Any]) -> None:
+                 graceful_timeout_s: float, app_options: dict[str, Any],
+                 limits: dict[str, Any]) -> None:
         self.build = build
+        self.limits = limits
         self.listener = listener
         self.count = count
         self.graceful_timeout_s = graceful_timeout_s
@@ -566,7 +629,8 @@ class _Workers:
         if ready_fd is not None:
             os.write(ready_fd, b"1")
             os.close(ready_fd)
-        HttpServer(app, graceful_timeout_s=self.graceful_timeout_s).run(self.listener)
+        HttpServer(app, graceful_timeout_s=self.graceful_timeout_s, **self.limits).run(
+            self.listener)
         return 0
 
     def _signal_all(self, signum: int) -> None:

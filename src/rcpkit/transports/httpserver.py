@@ -12,6 +12,16 @@ order; request bodies streamed to the app with back-pressure; ``Expect:
 100-continue``; responses with a ``Content-Length`` or chunked (SSE); graceful stop
 (stop accepting, let in-flight requests finish within a grace period, then close).
 
+Limits against hostile clients (§15.5; each one configurable on :class:`HttpServer`):
+a request line over ``max_request_line`` bytes is 414 and a head over
+``max_header_bytes`` is 431, both checked before the parser buffers them and before
+the app (hence auth) sees the request; a head must arrive within ``header_timeout_s``
+of its first byte and a body within ``body_timeout_s`` of its head (else 408), so a
+trickle of bytes cannot hold a connection; at ``max_connections`` open connections a
+newcomer first takes the place of the longest-idle keep-alive connection, else it is
+answered 503 and closed. An ``Upgrade`` offer (``h2c``, what ``curl --http2`` sends)
+is ignored and the request served as HTTP/1.1, its body included.
+
 Two shortcuts keep a small request cheap (the RCP hot path is a ~40-byte JSON body):
 
 - an app may offer a :class:`DirectRoute` (its ``direct`` attribute): requests it
@@ -42,7 +52,7 @@ from urllib.parse import unquote
 import httptools
 from starlette.types import ASGIApp, Message
 
-__all__ = ["DirectRoute", "HttpServer"]
+__all__ = ["DirectRoute", "HttpServer", "header_map"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -50,6 +60,9 @@ _BODY_HIGH_WATER = 1 << 16
 """Stop reading from a client once this many request-body bytes wait for the app."""
 _MAX_PIPELINE = 16
 """Stop reading from a client with this many requests queued behind the current one."""
+
+_SWEEP_S = 1.0
+"""How often read deadlines are checked (their precision)."""
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _NO_BODY_STATUSES = frozenset({204, 304})
@@ -68,6 +81,17 @@ class _DateHeader:
             self._second = now
             self._line = b"date: " + email.utils.formatdate(now, usegmt=True).encode() + b"\r\n"
         return self._line
+
+
+def header_map(pairs: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    """Lower-cased names → values; a field given on several lines is one comma-joined value
+    (RFC 9110 §5.3), so a repeated singleton such as ``Authorization`` stays visible."""
+    headers = {name.lower(): value for name, value in pairs}
+    if len(headers) != len(pairs):
+        for name in headers:
+            values = [value for other, value in pairs if other.lower() == name]
+            headers[name] = b", ".join(values)
+    return headers
 
 
 Reply = tuple[int, list[tuple[bytes, bytes]], bytes]
@@ -245,6 +269,18 @@ class _Connection(asyncio.Protocol):
         """Exchanges parsed or being parsed, answered in order; the first one runs."""
         self.reading_paused = False
         self.writing_paused = False
+        self.starting = False
+        """True while :meth:`_start` runs exchanges (it is not re-entered)."""
+        self.reading_head = True
+        """Whether the next bytes belong to a request head (its limits apply)."""
+        self.head_bytes = 0
+        """Bytes of the request head being read, counted before the parser buffers them."""
+        self.read_started: float | None = None
+        """When the request being read (head, then body) began; None between requests."""
+        self.raw_body_left = 0
+        """Body bytes of an ``Upgrade`` request still to be read past the parser."""
+        self.upgrade_body = 0
+        """The declared body length of the ``Upgrade`` request whose head was just parsed."""
         self.drain_waiter: asyncio.Future[None] | None = None
         self.idle_timer: asyncio.TimerHandle | None = None
         self.idle_since = self.loop.time()
@@ -253,6 +289,8 @@ class _Connection(asyncio.Protocol):
     # ── asyncio.Protocol ────────────────────────────────────────────────────
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's does not subclass it
+        if not self.server.admit(self):
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -274,15 +312,48 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.idle_since = self.loop.time()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            pass  # no protocol switch is offered; the request is served as plain HTTP
-        except httptools.HttpParserError:
-            self._reject_malformed()
+        if self.reading_head and not self._head_fits(data):
             return
-        if self.queue:
-            self._start(self.queue[0])
+        self._feed(data)
+        self._start()
+
+    def _head_fits(self, data: bytes) -> bool:
+        """Count the head bytes in ``data`` before the parser sees them (it buffers a header
+        piece by piece); answer 431 and close once a head exceeds its limit."""
+        end = data.find(b"\r\n\r\n")
+        self.head_bytes += len(data) if end < 0 else end + 4
+        if self.read_started is None:
+            self.read_started = self.idle_since
+        if self.head_bytes <= self.server.max_header_bytes:
+            return True
+        self.refuse(431, b"the request head is too large")
+        return False
+
+    def _feed(self, data: bytes) -> None:
+        while data:
+            if self.raw_body_left:
+                data = self._take_raw_body(data)
+                continue
+            try:
+                self.parser.feed_data(data)
+                return
+            except httptools.HttpParserUpgrade as upgrade:
+                # No protocol switch is offered: the parser stopped after the head, so the
+                # request is served as plain HTTP/1.1 and its body read past the parser.
+                data = data[upgrade.args[0]:]
+                self.parser = httptools.HttpRequestParser(self)
+            except httptools.HttpParserError:
+                if self.transport is not None and not self.transport.is_closing():
+                    self.refuse(400, b"Invalid HTTP request")
+                return
+
+    def _take_raw_body(self, data: bytes) -> bytes:
+        piece = data[:self.raw_body_left]
+        self.raw_body_left -= len(piece)
+        self.on_body(piece)
+        if not self.raw_body_left:
+            self.on_message_complete()
+        return data[len(piece):]
 
     def eof_received(self) -> bool | None:
         return None
@@ -299,9 +370,14 @@ class _Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self.url = b""
         self.headers = []
+        if self.read_started is None:
+            self.read_started = self.loop.time()
 
     def on_url(self, url: bytes) -> None:
         self.url += url
+        if len(self.url) > self.server.max_request_line:
+            self.refuse(414, b"the request target is too long")
+            raise _Refused
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name.lower(), value))
@@ -310,8 +386,14 @@ class _Connection(asyncio.Protocol):
         parser = self.parser
         method = parser.get_method()
         keep_alive = parser.should_keep_alive()
-        headers = dict(self.headers)
+        self.reading_head = False
+        self.head_bytes = 0
+        self.read_started = self.loop.time()  # now the body's deadline
+        headers = header_map(self.headers)
         expect = headers.get(b"expect", b"").lower() == b"100-continue"
+        if b"upgrade" in headers and b"upgrade" in headers.get(b"connection", b"").lower():
+            length = headers.get(b"content-length", b"0")
+            self.upgrade_body = int(length) if length.isdigit() else 0
         direct = self.server.direct
         route = None if direct is None or expect else direct.claim(method, self.url, headers)
         if route is not None:
@@ -349,6 +431,11 @@ class _Connection(asyncio.Protocol):
         exchange.wake()
 
     def on_message_complete(self) -> None:
+        if self.upgrade_body:  # the parser ends an Upgrade request at its head
+            self.raw_body_left, self.upgrade_body = self.upgrade_body, 0
+            return
+        self.reading_head = True
+        self.read_started = None
         exchange = self.current
         self.current = None
         if exchange is None:
@@ -357,15 +444,29 @@ class _Connection(asyncio.Protocol):
         exchange.wake()
 
     # ── running exchanges ───────────────────────────────────────────────────
-    def _start(self, exchange: _Exchange) -> None:
-        """Run the first queued exchange unless it runs already; a direct one once its body
-        is complete. Called once the received bytes are parsed, so an answer written at
-        once still knows whether its request was read whole (keep-alive)."""
-        if exchange.started or (exchange.route is not None and not exchange.request_complete):
+    def _start(self) -> None:
+        """Run the queued exchanges in order, each once the previous one answered; a direct
+        one once its body is complete. Called once the received bytes are parsed, so an
+        answer written at once still knows whether its request was read whole (keep-alive).
+
+        A loop, not recursion: an exchange answered eagerly (inside ``spawn``) calls back
+        here through :meth:`_next`, which then only returns, and this loop goes on — so a
+        long pipeline of instant answers costs no stack."""
+        if self.starting:
             return
-        exchange.started = True
-        exchange.task = self.server.spawn(self._run_direct(exchange) if exchange.route is not None
-                          else self._run(exchange))
+        self.starting = True
+        try:
+            while self.queue:
+                exchange = self.queue[0]
+                if exchange.started or (exchange.route is not None
+                                        and not exchange.request_complete):
+                    return
+                exchange.started = True
+                exchange.task = self.server.spawn(
+                    self._run_direct(exchange) if exchange.route is not None
+                    else self._run(exchange))
+        finally:
+            self.starting = False
 
     async def _run(self, exchange: _Exchange) -> None:
         assert exchange.scope is not None
@@ -402,15 +503,27 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
             return
         self.resume_reading()
-        if self.queue:
-            self._start(self.queue[0])
+        self._start()
 
-    def _reject_malformed(self) -> None:
-        body = b"Invalid HTTP request"
-        self.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\n"
-                   b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
-        assert self.transport is not None
-        self.transport.close()
+    def refuse(self, status: int, reason: bytes) -> None:
+        """Answer ``status`` without reading further and close the connection (a request we
+        will not read, or could not parse)."""
+        self.write(b"HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
+                   b"connection: close\r\n\r\n%s"
+                   % (status, _REASONS.get(status, b""), len(reason), reason))
+        self.close()
+
+    def check_read_deadline(self, now: float) -> None:
+        """408 for a head not read within ``header_timeout_s`` of its first byte, or a body
+        not read within ``body_timeout_s`` of its head; reading paused by the server (the app
+        is behind) does not count against the client."""
+        started = self.read_started
+        if started is None or self.reading_paused:
+            return
+        limit = self.server.header_timeout_s if self.reading_head else self.server.body_timeout_s
+        if now - started > limit:
+            self.read_started = None
+            self.refuse(408, b"the request was not received in time")
 
     # ── I/O helpers ─────────────────────────────────────────────────────────
     def write(self, data: bytes) -> None:
@@ -434,6 +547,8 @@ class _Connection(asyncio.Protocol):
         if self.reading_paused and self.transport is not None \
                 and len(self.queue) <= _MAX_PIPELINE:
             self.reading_paused = False
+            if self.read_started is not None:  # the wait was the server's, not the client's
+                self.read_started = self.loop.time()
             self.transport.resume_reading()
 
     def idle(self) -> bool:
@@ -461,6 +576,10 @@ class _Connection(asyncio.Protocol):
         if self.idle_timer is not None:
             self.idle_timer.cancel()
             self.idle_timer = None
+
+
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing a request already refused."""
 
 
 class _Resumed:
@@ -501,11 +620,18 @@ class HttpServer:
     """
 
     def __init__(self, app: ASGIApp, *, keep_alive_s: float = 30.0,
-                 graceful_timeout_s: float = 10.0) -> None:
+                 graceful_timeout_s: float = 10.0, max_connections: int = 1024,
+                 max_request_line: int = 8 * 1024, max_header_bytes: int = 64 * 1024,
+                 header_timeout_s: float = 10.0, body_timeout_s: float = 60.0) -> None:
         self.app = app
         self.direct: DirectRoute | None = getattr(app, "direct", None)
         self.keep_alive_s = keep_alive_s
         self.graceful_timeout_s = graceful_timeout_s
+        self.max_connections = max_connections
+        self.max_request_line = max_request_line
+        self.max_header_bytes = max_header_bytes
+        self.header_timeout_s = header_timeout_s
+        self.body_timeout_s = body_timeout_s
         self.date = _DateHeader()
         self.connections: set[_Connection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -516,7 +642,8 @@ class HttpServer:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        assert self._loop is not None, "the server is not running"
+        if self._loop is None:
+            raise RuntimeError("the HTTP server is not running")
         return self._loop
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
@@ -532,6 +659,28 @@ class HttpServer:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task
+
+    def admit(self, conn: _Connection) -> bool:
+        """Make room for a new connection at ``max_connections``: close the longest-idle
+        keep-alive connection, or else answer the newcomer 503 and close it."""
+        if len(self.connections) < self.max_connections:
+            return True
+        idle = [other for other in self.connections if other.idle()
+                and other.read_started is None]
+        if idle:
+            min(idle, key=lambda other: other.idle_since).close()
+            return True
+        conn.write(b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n"
+                   b"content-length: 0\r\nconnection: close\r\n\r\n")
+        conn.close()
+        return False
+
+    async def _sweep_deadlines(self) -> None:
+        while True:
+            await asyncio.sleep(_SWEEP_S)
+            now = self.loop.time()
+            for conn in list(self.connections):
+                conn.check_read_deadline(now)
 
     def run(self, sock: socket.socket, *, handle_signals: bool = True) -> None:
         """Serve on ``sock`` (bound; listening or not) until stopped, on uvloop if installed."""
@@ -552,9 +701,11 @@ class HttpServer:
         listener = await self._loop.create_server(lambda: _Connection(self), sock=sock,
                                                   backlog=2048)
         self.started = True
+        sweeper = self._loop.create_task(self._sweep_deadlines())
         try:
             await self._stop.wait()
         finally:
+            sweeper.cancel()
             await self._shut_down(listener)
 
     def stop(self) -> None:

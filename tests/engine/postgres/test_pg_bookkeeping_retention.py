@@ -14,7 +14,6 @@ import psycopg
 from engine.test_bookkeeping_retention import (
     DAY,
     HOUR,
-    ManualClock,
     churn,
     girders,
     results,
@@ -24,9 +23,10 @@ from rcpkit.engine.embedding import HashingEmbedder
 from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.store.postgres import PostgresStore
 from rcpkit.engine.types import DocumentIn
+from support.clock import FakeClock
 
 
-def pg_engine(dsn: str, data_dir: Path, clock: ManualClock, recall: str,
+def pg_engine(dsn: str, data_dir: Path, clock: FakeClock, recall: str,
               **overrides: Any) -> Engine:
     return Engine(make_config(data_dir, pg_recall=recall, **overrides), PostgresStore.open(dsn),
                   HashingEmbedder(64), {}, clock=clock)
@@ -39,7 +39,7 @@ def column(dsn: str, sql: str) -> list[Any]:
 
 def test_keys_expire_and_the_log_is_pruned_by_age_with_database_recall(
         pg_dsn: str, tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock()
     with pg_engine(pg_dsn, tmp_path, clock, "database") as engine:
         first = engine.add([DocumentIn("Concrete slab poured.", id="slab")], idempotency_key="k")
         clock.now += DAY - 60
@@ -63,7 +63,7 @@ def test_keys_expire_and_the_log_is_pruned_by_age_with_database_recall(
 
 def test_an_engine_behind_the_pruned_log_reloads_with_memory_recall(
         pg_dsn: str, tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock()
     with pg_engine(pg_dsn, tmp_path / "a", clock, "memory", index_save_every=4) as writer, \
             pg_engine(pg_dsn, tmp_path / "b", clock, "memory") as reader:
         writer.add(girders(100, 102))

@@ -1,5 +1,5 @@
-"""The Engine on PostgreSQL behaves as on the embedded store (issue 8: "no loss of
-behaviour"): same hits and scores for every mode, filters (§8), pinned snapshots (§7.7.1),
+"""The Engine on PostgreSQL behaves as on the embedded store (no loss of
+behaviour): same hits and scores for every mode, filters (§8), pinned snapshots (§7.7.1),
 cursors (§10), upserts and deletes (§7.10, §7.11) — with recall computed in the database
 (``pg_recall = "database"``, the default) and from in-memory indexes (``"memory"``)."""
 

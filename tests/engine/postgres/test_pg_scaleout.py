@@ -1,4 +1,4 @@
-"""Several processes on one database (issue 8): versions allocated safely under concurrent
+"""Several processes on one database: versions allocated safely under concurrent
 writers, and a write through one process visible through another (§7.7.1, §7.10)."""
 
 from __future__ import annotations

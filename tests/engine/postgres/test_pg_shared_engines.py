@@ -1,4 +1,4 @@
-"""Scale-out on one database (issue 8): engines in different processes answer consistently —
+"""Scale-out on one database: engines in different processes answer consistently —
 a write through one is visible through the other, and version tokens (§7.7.1) and cursors
 (§10) minted by one are honoured by the other (``Engine.refresh`` before each request)."""
 

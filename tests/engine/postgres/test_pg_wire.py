@@ -1,4 +1,4 @@
-"""Issue 8: the engine on PostgreSQL keeps the embedded engine's behaviour on the wire — the
+"""The engine on PostgreSQL keeps the embedded engine's behaviour on the wire — the
 same L2 certification by ``rcpkit check`` and the same FAQ quality floors."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from support.quality import assert_faq_quality
-from support.schema import SCHEMA_PATH
+from support.schema import schema_cli_args
 
 RCPKIT = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
 HASHING = 'embedder = "hashing"\nhashing_dimension = 64\n'
@@ -25,8 +27,7 @@ def test_postgres_engine_certifies_l2_over_stdio(pg_dsn: str, tmp_path: Path) ->
     data = tmp_path / "kb"
     data.mkdir()
     (data / "rcpkit.toml").write_text(HASHING)
-    schema = ["--schema", str(SCHEMA_PATH)] if SCHEMA_PATH.exists() else []
-    run = subprocess.run([*RCPKIT, "check", "--json", "--timeout", "30", *schema, "--",
+    run = subprocess.run([*RCPKIT, "check", "--json", "--timeout", "30", *schema_cli_args(), "--",
                           *serve_argv(data, pg_dsn)],
                          capture_output=True, text=True, timeout=600)
     report = json.loads(run.stdout)
@@ -36,5 +37,6 @@ def test_postgres_engine_certifies_l2_over_stdio(pg_dsn: str, tmp_path: Path) ->
     assert run.returncode == 0
 
 
+@pytest.mark.slow
 async def test_postgres_engine_meets_the_faq_quality_floors(pg_dsn: str, tmp_path: Path) -> None:
     await assert_faq_quality(shlex.join(serve_argv(tmp_path / "faq", pg_dsn)))

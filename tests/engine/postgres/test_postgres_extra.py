@@ -1,4 +1,4 @@
-"""The ``postgres`` extra is installed and brings PostgreSQL 18 with pgvector ≥ 0.8 (issue 8).
+"""The ``postgres`` extra is installed and brings PostgreSQL 18 with pgvector ≥ 0.8.
 Without it, this module is skipped with the reason and the other modules are not collected
 (see conftest.py)."""
 

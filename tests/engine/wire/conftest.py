@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_wire import Engine, HttpEngine, make_data_dir
+from engine_wire import Engine, HttpEngine, MemoryEngine, make_data_dir
 
 
 @pytest.fixture
@@ -29,6 +29,22 @@ def serve(data_dir: Path) -> Iterator[Any]:
     for engine in started:
         if engine.peer.proc.poll() is None:
             engine.close()
+
+
+@pytest.fixture
+def serve_in_memory(data_dir: Path) -> Iterator[Any]:
+    """``serve_in_memory()``: the served engine on ``data_dir`` in this process, closed at
+    teardown; for tests of the engine's answers rather than of the wire."""
+    started: list[MemoryEngine] = []
+
+    def start(data: Path = data_dir) -> MemoryEngine:
+        engine = MemoryEngine(data)
+        started.append(engine)
+        return engine
+
+    yield start
+    for engine in started:
+        engine.close()
 
 
 @pytest.fixture

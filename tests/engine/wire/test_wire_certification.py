@@ -1,4 +1,4 @@
-"""Issue 4's "done means": the engine certifies L2 with ``rcpkit check`` over stdio and over
+"""The engine certifies L2 with ``rcpkit check`` over stdio and over
 HTTP (every session policy), every received frame validated against the normative schema."""
 
 from __future__ import annotations
@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 from engine_wire import HttpEngine, make_data_dir, rcpkit_argv
 
-from support.schema import SCHEMA_PATH
+from support.schema import schema_cli_args
 
 
 def certify(*target: str) -> dict:
-    schema = ["--schema", str(SCHEMA_PATH)] if SCHEMA_PATH.exists() else []
-    run = subprocess.run(rcpkit_argv("check", "--json", "--timeout", "30", *schema, *target),
-                         capture_output=True, text=True, timeout=600)
+    argv = rcpkit_argv("check", "--json", "--timeout", "30", *schema_cli_args(), *target)
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     report = json.loads(run.stdout)
     failed = [c for c in report["checks"] if c["outcome"] == "FAIL"]
     assert not failed, json.dumps(failed, indent=1)[:4000]

@@ -72,8 +72,8 @@ def test_kill_9_during_large_add_loses_no_acknowledged_document(data_dir: Path,
             assert len(found) in (0, PER_BATCH), f"batch {number} is half-written"
 
 
-def test_upsert_delete_and_idempotency_key(serve: Any) -> None:
-    engine = serve()
+def test_upsert_delete_and_idempotency_key(serve_in_memory: Any) -> None:
+    engine = serve_in_memory()
     added = engine.add([{"id": "doc", "text": "The old text about glaciers."},
                         {"text": "A document without an id about volcanoes."}])
     assert added["ids"][0] == "doc" and added["ids"][1]

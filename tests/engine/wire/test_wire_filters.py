@@ -1,5 +1,6 @@
-"""§8 filter semantics over the wire, table-driven: every operator on every field type, nested
-``and``/``or``/``not``, and the exact ``-32602`` errors with ``data.field``.
+"""§8 filter semantics as served (the engine and its binding, in memory), table-driven:
+every operator on every field type, nested ``and``/``or``/``not``, and the exact ``-32602``
+errors with ``data.field``.
 
 Each case is checked against a reference evaluator over the same documents. Semantics the
 engine documents: ``ne``/``nin`` are the negations of ``eq``/``in`` (a document without the
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from engine_wire import Engine, make_data_dir
+from engine_wire import MemoryEngine, make_data_dir
 
 from rcpkit.protocol.filters import parse_date
 
@@ -106,25 +107,25 @@ CASES: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryEngine]:
     data = make_data_dir(tmp_path_factory.mktemp("filters") / "data")
-    seed = Engine(data)
+    seed = MemoryEngine(data)
     seed.add([{"id": d["id"], "text": f"shared words about document {d['id']}",
                "meta": d["meta"]} for d in DOCS])
     seed.close()
     # Restarted: a session advertises the fields known when it was initialized (§13.2), so a
     # new one is needed to see the fields this corpus introduced.
-    served = Engine(data)
+    served = MemoryEngine(data)
     yield served
     served.close()
 
 
-def test_advertised_fields_carry_their_types(engine: Engine) -> None:
+def test_advertised_fields_carry_their_types(engine: MemoryEngine) -> None:
     assert engine.info["capabilities"]["filter"]["fields"] == FIELD_TYPES
 
 
 @pytest.mark.parametrize("node", CASES, ids=lambda node: str(node).replace(" ", ""))
-def test_filter_matches_reference(engine: Engine, node: dict[str, Any]) -> None:
+def test_filter_matches_reference(engine: MemoryEngine, node: dict[str, Any]) -> None:
     expected = sorted(d["id"] for d in DOCS if _matches(d["meta"], node))
     found = engine.ids("shared words document", mode="dense", unit="document", filter=node)
     assert sorted(found) == expected
@@ -139,7 +140,7 @@ def test_filter_matches_reference(engine: Engine, node: dict[str, Any]) -> None:
     ({"and": []}, "filter.and"),
     ({"or": [cond("lang", "eq", "en"), {"field": "year"}]}, "filter.year"),
 ])
-def test_malformed_filters_are_invalid_params_with_field(engine: Engine, node: dict[str, Any],
+def test_malformed_filters_are_invalid_params_with_field(engine: MemoryEngine, node: dict[str, Any],
                                                          field: str) -> None:
     """``data.field`` names the offending filter field (or combinator) under ``filter``."""
     error = engine.error("retrieve", {"query": "x", "k": 3, "filter": node})

@@ -1,6 +1,8 @@
-"""``retrieve`` and the adjacent methods over real stdio (and SSE): fusion math (§16.3),
-Unicode, ``embed`` encodings (§7.3.1), ``rerank`` (§7.6), streaming (§9), log opt-in (§17.1),
-pagination (§10), pinned ``indexVersion`` and determinism (§7.7.1), cancel (§7.14)."""
+"""``retrieve`` and the adjacent methods as served: fusion math (§16.3), Unicode, ``embed``
+encodings (§7.3.1), ``rerank`` (§7.6), pagination (§10), pinned ``indexVersion`` and
+determinism (§7.7.1) in memory (the engine and its binding, every frame encoded and
+schema-checked); streaming (§9), log opt-in (§17.1) and cancel (§7.14) over real stdio and
+SSE."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from engine_wire import Engine, HttpEngine, make_data_dir
+from engine_wire import Engine, HttpEngine, MemoryEngine, make_data_dir
 from typer.testing import CliRunner
 
 from rcpkit.cli import app
@@ -30,14 +32,15 @@ CORPUS = [
     ("emoji", "🐝 bees make 🍯 honey in summer ☀️"),
     ("mixed", "Bees, bread and rain: a garden diary of honey, flour and water."),
 ]
+DOCUMENTS = [{"id": doc_id, "text": text, "meta": {"title": doc_id.title()}}
+             for doc_id, text in CORPUS]
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryEngine]:
     data = make_data_dir(tmp_path_factory.mktemp("retrieve") / "data")
-    served = Engine(data)
-    served.add([{"id": doc_id, "text": text, "meta": {"title": doc_id.title()}}
-                for doc_id, text in CORPUS])
+    served = MemoryEngine(data)
+    served.add(DOCUMENTS)
     yield served
     served.close()
 
@@ -52,7 +55,7 @@ def _ranks(hits: list[dict[str, Any]], stage: str) -> dict[str, int]:
     {"method": "weighted", "weights": {"dense": 0.3, "sparse": 0.7}},
     {"method": "convex", "alpha": 0.8},
 ])
-def test_hybrid_fusion_math(engine: Engine, fusion: dict[str, Any]) -> None:
+def test_hybrid_fusion_math(engine: MemoryEngine, fusion: dict[str, Any]) -> None:
     """With every candidate returned, each fused score is recomputed from the per-stage
     scores on the hits themselves (§16.3)."""
     hits = engine.retrieve("bees honey flowers", len(CORPUS), candidateK=50,
@@ -88,14 +91,14 @@ def test_hybrid_fusion_math(engine: Engine, fusion: dict[str, Any]) -> None:
     ("räksmörgås Österlen", "sv#0"), ("RÄKSMÖRGÅS", "sv#0"), ("crème brûlée", "fr#0"),
     ("東京の天気", "ja#0"), ("北京烤鸭", "zh#0"), ("🍯 bees honey summer", "emoji#0"),
 ])
-def test_unicode_queries_find_unicode_documents(engine: Engine, query: str,
+def test_unicode_queries_find_unicode_documents(engine: MemoryEngine, query: str,
                                                 expected: str) -> None:
     hits = engine.retrieve(query, 3, mode="sparse")["hits"]
     assert hits[0]["id"] == expected
     assert hits[0]["text"] == dict(CORPUS)[expected.removesuffix("#0")]
 
 
-def test_hits_carry_citations_trust_and_confidence(engine: Engine) -> None:
+def test_hits_carry_citations_trust_and_confidence(engine: MemoryEngine) -> None:
     hit = engine.retrieve("sourdough bread yeast", 1)["hits"][0]
     assert hit["id"] == "bread#0"
     text = dict(CORPUS)["bread"]
@@ -110,7 +113,7 @@ def _f32(blob: str) -> list[float]:
     return np.frombuffer(base64.b64decode(blob), dtype="<f4").tolist()
 
 
-def test_embed_encodings_agree(engine: Engine) -> None:
+def test_embed_encodings_agree(engine: MemoryEngine) -> None:
     as_json = engine.ok("embed", {"inputs": ["bees", "Räksmörgås 🐝"], "kind": "query"})
     as_f32 = engine.ok("embed", {"texts": ["bees", "Räksmörgås 🐝"], "kind": "query",
                                  "encoding": "f32-base64"})
@@ -124,14 +127,14 @@ def test_embed_encodings_agree(engine: Engine) -> None:
     assert _f32(hit["vector"]) == pytest.approx(plain_hit["vector"], abs=1e-6)
 
 
-def test_embed_refusals(engine: Engine) -> None:
+def test_embed_refusals(engine: MemoryEngine) -> None:
     error = engine.error("embed", {"inputs": ["x"], "encoding": "f16-base64"})
     assert (error["code"], error["data"]["option"]) == (-32005, "f16-base64")
     limit = engine.info["capabilities"]["embed"]["batchLimit"]
     assert engine.error("embed", {"inputs": ["x"] * (limit + 1)})["code"] == -32602
 
 
-def test_embed_multi_and_sparse(engine: Engine) -> None:
+def test_embed_multi_and_sparse(engine: MemoryEngine) -> None:
     multi = engine.ok("embed/multi", {"texts": ["honey bees dance"], "encoding": "f32-base64"})
     assert len(multi["matrices"][0]) == 3
     assert all(len(base64.b64decode(row)) == 64 * 4 for row in multi["matrices"][0])
@@ -139,7 +142,7 @@ def test_embed_multi_and_sparse(engine: Engine) -> None:
     assert len(sparse[0]["indices"]) == 2 and sparse[1] == {"indices": [], "values": []}
 
 
-def test_rerank_scores_order_and_results(engine: Engine) -> None:
+def test_rerank_scores_order_and_results(engine: MemoryEngine) -> None:
     passages = ["Sourdough bread.", "Honey bees dance.", "Rain gauges.", "Bees and honey."]
     result = engine.ok("rerank", {"query": "honey bees", "documents": passages, "topN": 2})
     scores = result["scores"]
@@ -151,7 +154,7 @@ def test_rerank_scores_order_and_results(engine: Engine) -> None:
     assert (error["code"], error["data"]["option"]) == (-32005, "cross-encoder")
 
 
-def test_builtin_rerank_and_mmr_in_retrieve(engine: Engine) -> None:
+def test_builtin_rerank_and_mmr_in_retrieve(engine: MemoryEngine) -> None:
     result = engine.retrieve("honey bees", 3, rerank={"method": "colbert", "topN": 6},
                              mmr={"lambda": 0.5})
     assert result["usage"]["reranked"] == 6
@@ -160,7 +163,7 @@ def test_builtin_rerank_and_mmr_in_retrieve(engine: Engine) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
-def test_session_dedups_hits_and_feedback_is_accepted(engine: Engine) -> None:
+def test_session_dedups_hits_and_feedback_is_accepted(engine: MemoryEngine) -> None:
     first = engine.ids("bees honey", 3, sessionId="trajectory-1")
     second = engine.ids("bees honey", 3, sessionId="trajectory-1")
     assert len(first) == len(second) == 3 and not set(first) & set(second)
@@ -171,7 +174,9 @@ def test_session_dedups_hits_and_feedback_is_accepted(engine: Engine) -> None:
         "accepted": 2}
 
 
-def test_streaming_progress_with_partial_hits_over_stdio(engine: Engine) -> None:
+def test_streaming_progress_with_partial_hits_over_stdio(serve: Any) -> None:
+    engine = serve()
+    engine.add(DOCUMENTS)
     peer = engine.peer
     before = len(peer.notifications)
     result = engine.retrieve("bees honey", 3, _meta={"progressToken": "p-1"})
@@ -224,8 +229,8 @@ def test_log_notifications_only_when_opted_in(data_dir: Any, serve: Any) -> None
     assert [(log["level"], log["logger"]) for log in logs] == [("info", "rcpkit.engine")]
 
 
-def test_pagination_visits_each_hit_once_while_writes_happen(data_dir: Any, serve: Any) -> None:
-    engine = serve()
+def test_pagination_visits_each_hit_once_while_writes_happen(serve_in_memory: Any) -> None:
+    engine = serve_in_memory()
     engine.add([{"id": f"n{i:02d}", "text": f"garden note {i} about soil and seeds"}
                 for i in range(30)])
     first = engine.retrieve("garden soil seeds", 4)
@@ -249,8 +254,8 @@ def test_pagination_visits_each_hit_once_while_writes_happen(data_dir: Any, serv
     assert other["code"] == -32015
 
 
-def test_pinned_index_version_is_served_exactly(data_dir: Any, serve: Any) -> None:
-    engine = serve()
+def test_pinned_index_version_is_served_exactly(serve_in_memory: Any) -> None:
+    engine = serve_in_memory()
     engine.add([{"id": "old", "text": "lighthouse keepers"}])
     pinned = engine.retrieve("lighthouse keepers", 5)["indexVersion"]
     engine.add([{"id": "new", "text": "lighthouse keepers lighthouse"}])
@@ -262,7 +267,7 @@ def test_pinned_index_version_is_served_exactly(data_dir: Any, serve: Any) -> No
     assert error["code"] == -32010
 
 
-def test_identical_requests_give_identical_results(engine: Engine) -> None:
+def test_identical_requests_give_identical_results(engine: MemoryEngine) -> None:
     params: dict[str, Any] = {"seed": 7, "mmr": {"lambda": 0.3}, "rerank": {"method": "colbert"}}
     first = engine.retrieve("bees bread rain", 5, **params)
     second = engine.retrieve("bees bread rain", 5, indexVersion=first["indexVersion"], **params)
@@ -275,7 +280,7 @@ _CANCEL = {"jsonrpc": "2.0", "method": "notifications/cancel",
            "params": {"id": "queued", "reason": "test"}}
 
 
-def _start_slow_write(engine: Engine) -> None:
+def _start_slow_write(engine: MemoryEngine) -> None:
     """A large ``index/add``: a later write waits for the write lock behind it."""
     big = [{"id": f"big{i}", "text": "long slow text about many things. " * 200}
            for i in range(120)]
@@ -283,7 +288,7 @@ def _start_slow_write(engine: Engine) -> None:
                       "params": {"documents": big, "chunk": True}})
 
 
-def _expect_cancelled(engine: Engine, wait: float = 15.0) -> None:
+def _expect_cancelled(engine: MemoryEngine, wait: float = 15.0) -> None:
     assert engine.peer.reply("queued", timeout=wait)["error"]["code"] == -32006
     assert "result" in engine.peer.reply("slow", timeout=90)
     assert engine.ok("ping", {"nonce": "alive"}) == {"nonce": "alive"}
@@ -307,6 +312,7 @@ def test_cancel_in_the_same_write_as_the_request_still_gets_one_response(serve: 
     _expect_cancelled(engine)
 
 
+@pytest.mark.slow
 def test_demo_then_serve_with_the_real_minilm(tmp_path: Any) -> None:
     """The README's first command, then the same (real MiniLM) index served over stdio."""
     data = tmp_path / "demo"

@@ -1,4 +1,4 @@
-"""``rcpkit serve --http --workers N`` on one data directory (issue 8 scale-out, issue 5): every
+"""``rcpkit serve --http --workers N`` on one data directory (scale-out): every
 worker refreshes from the shared SQLite record before each request, so a write answered by one
 worker is visible to every later request whichever worker answers it (§7.7.1 versions included),
 and the served engine still certifies L2."""

@@ -10,6 +10,7 @@ from .base import (
     RowBatch,
     Store,
     StoreCounts,
+    StoreVersionError,
     WriteOutcome,
     indexed_text,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "SqliteStore",
     "Store",
     "StoreCounts",
+    "StoreVersionError",
     "WriteOutcome",
     "indexed_text",
 ]

@@ -23,6 +23,11 @@ import numpy.typing as npt
 
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
+
+class StoreVersionError(ValueError):
+    """The store was written with a schema this rcpkit does not know (a newer release):
+    opening it would misread or damage it, so it is refused before anything is written."""
+
 __all__ = [
     "ChunkRecord",
     "ChunkWrite",
@@ -34,6 +39,7 @@ __all__ = [
     "ScoredRows",
     "Store",
     "StoreCounts",
+    "StoreVersionError",
     "WriteOutcome",
     "compile_filter",
     "indexed_text",
@@ -288,7 +294,7 @@ class Store(abc.ABC):
 class DatabaseSearch(Protocol):
     """Recall computed by the database itself, at a snapshot and under a §8 filter (§7.7).
 
-    A store offering it lets the engine recall without in-memory indexes (issue 8)."""
+    A store offering it lets the engine recall without in-memory indexes."""
 
     def dense_search(self, query: npt.NDArray[np.float32], k: int, seq: int,
                      node: FilterNode | None = None, *, exact: bool = False) -> ScoredRows:

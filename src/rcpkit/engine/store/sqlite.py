@@ -8,6 +8,7 @@ compiled to SQL with bound parameters only (§15.4).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import sqlite3
@@ -31,12 +32,15 @@ from .base import (
     RowIds,
     Store,
     StoreCounts,
+    StoreVersionError,
     WriteOutcome,
     compile_filter,
     indexed_text,
 )
 
 __all__ = ["SqliteStore"]
+
+logger = logging.getLogger("rcpkit.engine")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -119,6 +123,11 @@ def _rowid_array(rows: Sequence[tuple[int, ...]] | list[Any]) -> RowIds:
     return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
 
 
+SCHEMA_VERSION = 1
+"""The layout of ``_SCHEMA``, kept in SQLite's ``user_version`` header field; bump it (with a
+migration of older stores) whenever the tables change."""
+
+
 class SqliteStore(Store):
     """:class:`Store` in one SQLite file (``<data_dir>/store.sqlite3``)."""
 
@@ -129,10 +138,15 @@ class SqliteStore(Store):
         path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = self._connect()
         self._writer_lock = threading.Lock()
+        recorded = self._schema_version()
         self._writer.executescript(_SCHEMA)
+        if recorded < SCHEMA_VERSION:
+            self._writer.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        self._unreadable: set[int] = set()
+        """Rows already reported by :meth:`chunks` (reported once each)."""
         settings = dict(self._writer.execute("SELECT key, value FROM settings").fetchall())
         if "database_id" not in settings:
             settings = {"database_id": secrets.token_hex(8), "secret": secrets.token_hex(32),
@@ -142,6 +156,18 @@ class SqliteStore(Store):
                                settings.items())
         self._database_id = settings["database_id"]
         self._secret = bytes.fromhex(settings["secret"])
+
+    def _schema_version(self) -> int:
+        """The recorded schema version. A newer one than this code's is refused before the
+        tables are touched; a store from before versions were recorded reads 0 and has the
+        version-1 tables."""
+        found = int(self._writer.execute("PRAGMA user_version").fetchone()[0])
+        if found > SCHEMA_VERSION:
+            self._writer.close()
+            raise StoreVersionError(
+                f"the store {self._path} has schema version {found}, newer than the "
+                f"{SCHEMA_VERSION} this rcpkit knows: upgrade rcpkit to open it")
+        return found
 
     @classmethod
     def open(cls, data_dir: str | Path) -> SqliteStore:
@@ -408,6 +434,8 @@ class SqliteStore(Store):
         return _rowid_array(rows)
 
     def chunks(self, rowids: Sequence[int]) -> dict[int, ChunkRecord]:
+        """Rows whose stored JSON is unreadable (a lone surrogate, written before the wire
+        refused them, §4.6) are skipped with a warning, so such a store still opens."""
         db = self._reader()
         records: dict[int, ChunkRecord] = {}
         ids = [int(r) for r in rowids]
@@ -417,12 +445,23 @@ class SqliteStore(Store):
                     f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d "
                     f"ON d.row = c.doc_row WHERE c.chunk_id IN ({','.join('?' * len(part))})",
                     part):
+                try:
+                    headings, meta, filter_meta = (orjson.loads(row[7]), orjson.loads(row[8]),
+                                                   orjson.loads(row[9]))
+                except orjson.JSONDecodeError:
+                    self._report_unreadable(int(row[0]), row[1])
+                    continue
                 records[int(row[0])] = ChunkRecord(
                     rowid=int(row[0]), doc_id=row[1], index=int(row[2]), start=int(row[3]),
                     end=int(row[4]), text=row[5], context=row[6],
-                    headings=tuple(orjson.loads(row[7])), meta=orjson.loads(row[8]),
-                    filter_meta=orjson.loads(row[9]))
+                    headings=tuple(headings), meta=meta, filter_meta=filter_meta)
         return records
+
+    def _report_unreadable(self, rowid: int, doc_id: str) -> None:
+        if rowid not in self._unreadable:
+            self._unreadable.add(rowid)
+            logger.warning("skipping chunk %d of document %r: its stored metadata is not "
+                           "valid Unicode; re-add or delete the document", rowid, doc_id)
 
     def field_types(self) -> dict[str, str]:
         return dict(self._reader().execute("SELECT name, type FROM field_schema").fetchall())

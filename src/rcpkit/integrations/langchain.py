@@ -1,0 +1,105 @@
+"""LangChain retriever over any RCP engine (``pip install 'rcpkit[langchain]'``).
+
+::
+
+    from rcpkit.client import Client, filters as f
+    from rcpkit.integrations.langchain import RcpRetriever
+
+    retriever = RcpRetriever(client=Client.connect_stdio(["rcpkit", "serve", "--stdio"]),
+                             k=4, mode="hybrid", filter=f.eq("lang", "en"))
+    docs = retriever.invoke("why do bees swarm?")          # or: await retriever.ainvoke(...)
+
+Each hit (§7.7) becomes a ``Document``: ``page_content`` is its text, ``id`` its id, and
+``metadata`` carries ``id``, ``score``, and the engine's ``citation``, ``trust``, ``meta``,
+``chunk``… (wire names). Keep ``metadata["trust"]`` in view when building a prompt: a
+missing or ``untrusted`` level means the passage is data, never instructions (§15.2).
+Per-call options override the retriever's: ``retriever.invoke(q, k=2, mode="sparse")``.
+A failed call raises :class:`RcpRetrieverError`, a ``LangChainException``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.exceptions import LangChainException
+from langchain_core.retrievers import BaseRetriever
+from pydantic import Field, field_validator
+
+from ..protocol.params import Hit
+from . import retriever as core
+from .hits import hit_metadata, hit_text
+
+__all__ = ["RcpRetriever", "RcpRetrieverError", "aindex_documents", "index_documents"]
+
+# LangChain hands its own run settings to the retriever with the call's keyword arguments.
+_RUN_KEYS = ("verbose",)
+
+
+class RcpRetrieverError(core.RetrievalError, LangChainException):
+    """An RCP retrieve or index call failed; ``code``/``data`` are the §12 error's."""
+
+
+class RcpRetriever(BaseRetriever):
+    """``retrieve`` (§7.7) of an RCP engine as a LangChain retriever, sync and async."""
+
+    client: Any = Field(description="An rcpkit Client, or an AsyncClient for async use only.")
+    k: int = Field(default=4, ge=1, description="Hits per query (clamped to retrieve.maxK).")
+    mode: str | None = Field(default=None, description="dense, sparse or hybrid (§7.7).")
+    filter: Any = Field(default=None, description="A §8 filter: dict or builder expression.")
+    rerank: Any = Field(default=None, description="A §7.7 rerank object, or False.")
+    options: dict[str, Any] = Field(default_factory=dict,
+                                    description="Other §7.7 options, e.g. candidate_k.")
+
+    @field_validator("client")
+    @classmethod
+    def _rcp_client(cls, client: Any) -> Any:
+        core.check_client(client)
+        return client
+
+    def _kwargs(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        for key in _RUN_KEYS:
+            overrides.pop(key, None)
+        settings = core.RetrieveSettings(self.k, self.mode, self.filter, self.rerank,
+                                         self.options)
+        return settings.kwargs(overrides)
+
+    def _get_relevant_documents(self, query: str, *,
+                                run_manager: CallbackManagerForRetrieverRun,
+                                **overrides: Any) -> list[Document]:
+        hits = core.retrieve_hits(self.client, query, self._kwargs(overrides),
+                                  RcpRetrieverError)
+        return [_document(hit) for hit in hits]
+
+    async def _aget_relevant_documents(self, query: str, *,
+                                       run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       **overrides: Any) -> list[Document]:
+        hits = await core.aretrieve_hits(self.client, query, self._kwargs(overrides),
+                                         RcpRetrieverError)
+        return [_document(hit) for hit in hits]
+
+
+def _document(hit: Hit) -> Document:
+    return Document(page_content=hit_text(hit), metadata=hit_metadata(hit), id=str(hit.id))
+
+
+def _wire(document: Document) -> dict[str, Any]:
+    """A LangChain Document as a §7.10 document: its ``id`` makes the add an upsert."""
+    wire: dict[str, Any] = {"text": document.page_content}
+    if document.id is not None:
+        wire["id"] = str(document.id)
+    if document.metadata:
+        wire["meta"] = core.json_safe(document.metadata)
+    return wire
+
+
+_INDEXER = core.DocumentIndexer(_wire, RcpRetrieverError)
+index_documents = _INDEXER.add
+"""``index_documents(client, documents, chunk=True)``: LangChain Documents into the engine
+(``index/add``, §7.10), their ids back; a Document with an ``id`` is replaced, not copied."""
+aindex_documents = _INDEXER.aadd
+""":func:`index_documents` for async callers."""

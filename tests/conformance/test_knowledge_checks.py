@@ -1,0 +1,38 @@
+"""The §7.8/§7.9 checks of ``rcpkit check``: a toy server passes them, each broken variant
+fails the check for its rule (the engine's own pass is in the engine wire tests)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from rcpkit.conformance import Outcome, Target, run_checks
+
+SERVER = [sys.executable, str(Path(__file__).parent / "servers" / "knowledge_server.py")]
+KNOWLEDGE_CHECKS = ("graph.op-fields", "graph.unknown-op", "graph.hops-bound",
+                    "graph.level-bound", "transform.unknown-method", "transform.n",
+                    "transform.n-bound", "transform.hyde")
+
+
+def outcomes(*mutation: str) -> dict[str, Outcome]:
+    argv = (*SERVER, *(("--mutate", *mutation) if mutation else ()))
+    report = run_checks(Target(argv=argv), timeout=5.0)
+    return {result.check.id: result.outcome for result in report.results}
+
+
+def test_an_honest_server_passes_every_knowledge_check() -> None:
+    found = outcomes()
+    assert {check: found[check] for check in KNOWLEDGE_CHECKS} == dict.fromkeys(
+        KNOWLEDGE_CHECKS, Outcome.PASS)
+
+
+@pytest.mark.parametrize(("mutation", "failing"), [
+    ("ignore-hops-bound", "graph.hops-bound"),
+    ("ignore-n", "transform.n"),
+    ("no-hypothetical", "transform.hyde"),
+    ("wrong-level", "graph.level-bound"),
+])
+def test_each_broken_rule_fails_its_check(mutation: str, failing: str) -> None:
+    assert outcomes(mutation)[failing] == Outcome.FAIL

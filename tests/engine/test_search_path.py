@@ -1,0 +1,167 @@
+"""The per-query search path (§7.7, §8): what one retrieve reads and validates.
+
+Speed is measured in ``benchmarks/bench_peers.py``; these tests pin the work a request may
+do, which is what the figures there rest on: a page reads the records of its own hits, not
+of every candidate, and a filter is validated once per request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rcpkit.engine import pipeline
+from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.service import bind
+from rcpkit.engine.types import DocumentIn, SearchRequest
+from rcpkit.protocol import gating
+from rcpkit.protocol.errors import InvalidParams
+from rcpkit.server import Dispatcher
+
+TOPICS = ["bees", "bread", "stars", "compost"]
+CORPUS = [DocumentIn(f"{TOPICS[i % 4]} note {i}: honey flour telescope soil mix {i % 7}",
+                     id=f"d{i}", meta={"topic": TOPICS[i % 4], "n": i})
+          for i in range(40)]
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing")
+    with Engine.open(config) as opened:
+        opened.add(CORPUS)
+        yield opened
+
+
+def _count_reads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Row ids the engine reads from its store from now on."""
+    store = engine._store
+    read: list[int] = []
+    original = store.chunks
+
+    def chunks(rowids: Any) -> Any:
+        read.extend(int(r) for r in rowids)
+        return original(rowids)
+
+    monkeypatch.setattr(store, "chunks", chunks)
+    return read
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
+def test_a_page_reads_the_records_of_its_hits_only(engine: Engine, mode: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    request = SearchRequest("honey flour telescope", k=3, mode=mode, candidate_k=30)
+    expected = engine.search(request)
+    read = _count_reads(engine, monkeypatch)
+    result = engine.search(request)
+    assert [h.id for h in result.hits] == [h.id for h in expected.hits]
+    assert len(result.hits) == 3
+    assert len(read) == 3
+    assert result.usage.candidates == 30
+
+
+def test_the_next_page_reads_only_its_own_records(engine: Engine,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    first = engine.search(SearchRequest("honey flour", k=4, mode="sparse", candidate_k=20))
+    assert first.next_cursor is not None
+    read = _count_reads(engine, monkeypatch)
+    second = engine.search(SearchRequest("honey flour", k=4, mode="sparse", candidate_k=20,
+                                         cursor=first.next_cursor))
+    assert len(second.hits) == 4
+    assert not {h.id for h in first.hits} & {h.id for h in second.hits}
+    assert len(read) == 4
+
+
+def test_stages_that_look_at_every_candidate_still_see_them(engine: Engine) -> None:
+    # unit=document keeps one hit per document: it needs every candidate's document id.
+    result = engine.search(SearchRequest("honey flour telescope", k=5, mode="hybrid",
+                                         unit="document", candidate_k=40))
+    assert len({h.doc_id for h in result.hits}) == len(result.hits) == 5
+    # MMR needs every candidate's vector; scores stay non-increasing (§4.6).
+    diverse = engine.search(SearchRequest("honey flour telescope", k=5, mode="hybrid",
+                                          mmr_lambda=0.3, candidate_k=40))
+    scores = [h.score for h in diverse.hits]
+    assert scores == sorted(scores, reverse=True) and len(scores) == 5
+
+
+def test_progress_gets_partial_hits_with_their_records(engine: Engine) -> None:
+    seen: dict[str, list[Any]] = {}
+
+    def progress(stage: str, fraction: float, partial: Any) -> None:
+        seen[stage] = partial
+
+    engine.search(SearchRequest("honey", k=2, mode="sparse"), progress=progress)
+    recalled = seen["recall"]
+    assert recalled is not None and len(recalled) == 2
+    assert all(hit.text and hit.doc_id for hit in recalled)
+
+
+def _counting(calls: list[Any], function: Callable[..., Any]) -> Callable[..., Any]:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[0])
+        return function(*args, **kwargs)
+    return counted
+
+
+async def test_a_retrieve_filter_is_validated_once(engine: Engine,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    monkeypatch.setattr(gating, "validate", _counting(calls, gating.validate))
+    monkeypatch.setattr(pipeline, "validate", _counting(calls, pipeline.validate))
+    dispatcher = Dispatcher(bind(engine))
+    await dispatcher.handle(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                        "params": {"protocolVersion": 1}}).encode())
+    flt = {"and": [{"field": "topic", "op": "eq", "value": "stars"},
+                   {"field": "n", "op": "lt", "value": 20}]}
+    reply = json.loads(await dispatcher.handle(json.dumps({
+        "jsonrpc": "2.0", "id": 1, "method": "retrieve",
+        "params": {"query": "telescope", "k": 10, "mode": "sparse", "filter": flt}}).encode()))
+    hits = reply["result"]["hits"]
+    assert {h["meta"]["topic"] for h in hits} == {"stars"}
+    assert all(h["meta"]["n"] < 20 for h in hits) and len(hits) == 5
+    assert calls == [flt]
+
+
+def test_a_filter_given_to_the_engine_directly_is_still_validated(engine: Engine) -> None:
+    with pytest.raises(InvalidParams) as info:
+        engine.search(SearchRequest("honey", filter={"field": "n", "op": "lt", "value": "x"}))
+    assert info.value.data == {"field": "filter.n"}
+
+
+def test_a_repeated_query_is_embedded_once(engine: Engine,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    embedder = engine._embedder
+    embedded: list[list[str]] = []
+    original = embedder.embed
+
+    def embed(texts: Any, kind: str = "document") -> Any:
+        embedded.append(list(texts))
+        return original(texts, kind)
+
+    monkeypatch.setattr(embedder, "embed", embed)
+    first = engine.search(SearchRequest("telescope stars", k=3, mode="dense"))
+    again = engine.search(SearchRequest("telescope stars", k=3, mode="hybrid"))
+    engine.search(SearchRequest("honey bees", k=3, mode="dense"))
+    assert embedded == [["telescope stars"], ["honey bees"]]
+    assert [h.id for h in first.hits] == [h.id for h in engine.search(
+        SearchRequest("telescope stars", k=3, mode="dense")).hits]
+    assert again.hits
+
+
+def test_the_query_cache_can_be_turned_off(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", query_cache_size=0)
+    with Engine.open(config) as opened:
+        opened.add(CORPUS[:4])
+        calls: list[str] = []
+        original = opened._embedder.embed
+        monkeypatch.setattr(opened._embedder, "embed",
+                            lambda texts, kind="document": calls.append(kind) or original(
+                                texts, kind))
+        for _ in range(2):
+            opened.search(SearchRequest("honey", k=2, mode="dense"))
+        assert calls == ["query", "query"]

@@ -1,0 +1,296 @@
+"""The inspector's web API against the built-in engine over stdio (the sample notes)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from rcpkit.eval.runner import EvalConfig
+from rcpkit.inspector import Inspector, TargetSpec, create_app
+from rcpkit.inspector.app import TOKEN_HEADER
+from rcpkit.protocol.errors import RcpError
+from rcpkit.transports.http import create_app as create_rcp_app
+from support.example_server import build_test_server
+from support.http import LoopbackServer
+
+from .conftest import engine_dir, sse_events
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+TOKEN = "test-token"
+HOST = "127.0.0.1:8999"
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def inspector(sample_data: Path) -> AsyncIterator[Inspector]:
+    opened = await Inspector.open(TargetSpec(data=sample_data))
+    yield opened
+    await opened.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def web(inspector: Inspector) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(inspector, TOKEN, hosts={HOST})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=f"http://{HOST}",
+                                 headers={TOKEN_HEADER: TOKEN}, timeout=60) as client:
+        yield client
+
+
+async def _events(web: httpx.AsyncClient, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    response = await web.post(path, json=body)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    return sse_events(response.content)
+
+
+async def _outcome(web: httpx.AsyncClient, method: str, params: dict[str, Any],
+                   **options: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    events = await _events(web, "/api/call", {"method": method, "params": params, **options})
+    assert events[-1]["type"] == "outcome"
+    return [event for event in events if event["type"] == "frame"], events[-1]
+
+
+# ── access control ───────────────────────────────────────────────────────────
+
+async def test_the_api_and_the_page_need_the_token(web: httpx.AsyncClient) -> None:
+    assert (await web.get("/api/overview", headers={TOKEN_HEADER: ""})).status_code == 403
+    assert (await web.get("/api/overview", headers={TOKEN_HEADER: "guess"})).status_code == 403
+    assert (await web.post("/api/call", json={"method": "ping"},
+                           headers={TOKEN_HEADER: "guess"})).status_code == 403
+    assert (await web.get("/")).status_code == 403
+    page = await web.get("/", params={"token": TOKEN})
+    assert page.status_code == 200 and "RCP inspector" in page.text
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["referrer-policy"] == "no-referrer"
+
+
+async def test_a_foreign_host_header_is_refused(web: httpx.AsyncClient) -> None:
+    """A DNS-rebinding page would reach the loopback port under its own host name."""
+    response = await web.get("/api/overview", headers={"host": "attacker.example:8999"})
+    assert response.status_code == 421
+
+
+async def test_assets_are_served_from_the_package_without_a_token(web: httpx.AsyncClient) -> None:
+    script = await web.get("/static/inspector.js", headers={TOKEN_HEADER: ""})
+    assert script.status_code == 200 and script.headers["content-type"].startswith(
+        "text/javascript")
+    assert "http://" not in script.text.replace("http://www.w3.org/2000/svg", "")
+    assert (await web.get("/static/missing.js")).status_code == 404
+
+
+# ── overview ─────────────────────────────────────────────────────────────────
+
+async def test_overview_describes_the_server_and_its_forms(web: httpx.AsyncClient) -> None:
+    view = (await web.get("/api/overview")).json()
+    assert view["server"]["name"] == "rcpkit-engine"
+    assert view["protocolVersion"] == 1 and view["conformance"] in ("L0", "L1", "L2")
+    assert "hybrid" in view["capabilities"]["retrieve"]["modes"]
+    assert view["capabilities"]["filter"]["fields"]["tag"] == "keyword"
+    methods = {method["name"]: method for method in view["methods"]}
+    assert "initialize" not in methods
+    assert methods["retrieve"]["advertised"] and not methods["graph"]["advertised"]
+    retrieve = view["definitions"]["RetrieveParams"]
+    assert methods["retrieve"]["schema"] == {"$ref": "#/$defs/RetrieveParams"}
+    assert set(retrieve["required"]) == {"query", "k"} and "candidateK" in retrieve["properties"]
+    assert view["choices"]["retrieve.mode"] == "retrieve.modes"
+    handshake = [frame["frame"].get("method") for frame in view["frames"][:1]]
+    assert handshake == ["initialize"]
+
+
+# ── calls ────────────────────────────────────────────────────────────────────
+
+async def test_a_streamed_retrieve_shows_request_progress_and_response_frames(
+        web: httpx.AsyncClient) -> None:
+    frames, outcome = await _outcome(web, "retrieve", {"query": "why do bees swarm", "k": 3},
+                                     stream=True)
+    request = frames[0]["frame"]
+    assert frames[0]["direction"] == "sent" and request["method"] == "retrieve"
+    token = request["params"]["_meta"]["progressToken"]
+    progress = [f["frame"] for f in frames if f["frame"].get("method") == "notifications/progress"]
+    assert progress and all(p["params"]["progressToken"] == token for p in progress)
+    assert frames[-1]["frame"]["id"] == request["id"] and "result" in frames[-1]["frame"]
+    hits = outcome["result"]["hits"]
+    assert len(hits) == 3 and outcome["problem"] is None and outcome["connected"]
+    assert {"swarming#0", "honeybee-colonies#0"} & {hit["id"] for hit in hits}
+
+
+async def test_without_stream_no_progress_token_is_sent(web: httpx.AsyncClient) -> None:
+    frames, outcome = await _outcome(web, "retrieve", {"query": "compost", "k": 2})
+    assert "progressToken" not in frames[0]["frame"]["params"].get("_meta", {})
+    assert [f["direction"] for f in frames] == ["sent", "received"]
+    assert len(outcome["result"]["hits"]) == 2
+
+
+async def test_the_servers_own_errors_are_shown_not_the_clients(web: httpx.AsyncClient) -> None:
+    _, bad_k = await _outcome(web, "retrieve", {"query": "x", "k": 0})
+    assert bad_k["error"]["code"] == -32602 and bad_k["error"]["data"]["field"] == "k"
+    _, bad_mode = await _outcome(web, "retrieve", {"query": "x", "k": 1, "mode": "psychic"})
+    assert bad_mode["error"]["code"] == -32005 and bad_mode["error"]["data"]["option"] == "psychic"
+    _, unadvertised = await _outcome(web, "graph", {"op": "neighbors"})
+    assert unadvertised["error"]["code"] in (-32003, -32601)
+    _, pong = await _outcome(web, "ping", {"nonce": 5})
+    assert pong["result"] == {"nonce": 5}
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"params": {}}, "method"),
+    ({"method": 3}, "method"),
+    ({"method": "ping", "params": [1]}, "params"),
+    ({"method": "ping", "stream": "yes"}, "stream"),
+    ({"method": "ping", "deadlineMs": 0}, "deadlineMs"),
+    ({"method": "ping", "deadlineMs": True}, "deadlineMs"),
+])
+async def test_a_malformed_call_body_is_400_naming_the_field(
+        web: httpx.AsyncClient, body: dict[str, Any], field: str) -> None:
+    response = await web.post("/api/call", json=body)
+    assert response.status_code == 400 and response.json()["error"]["field"] == field
+
+
+async def test_a_body_that_is_not_a_json_object_is_400(web: httpx.AsyncClient) -> None:
+    for content in (b"{", b"[1, 2]"):
+        response = await web.post("/api/call", content=content)
+        assert response.status_code == 400 and "message" in response.json()["error"]
+
+
+# ── certify and eval ─────────────────────────────────────────────────────────
+
+async def test_certify_streams_each_check_then_the_report(web: httpx.AsyncClient) -> None:
+    events = await _events(web, "/api/certify", {"only": ["life.*"]})
+    checks = [event for event in events if event["type"] == "check"]
+    report = events[-1]
+    assert report["type"] == "report" and report["report"]["partial"] is True
+    assert checks and all(check["id"].startswith("life.") for check in checks)
+    assert [check["id"] for check in checks] == [c["id"] for c in report["report"]["checks"]]
+    assert report["report"]["counts"]["fail"] == 0
+
+
+async def test_certify_refuses_a_malformed_selection(web: httpx.AsyncClient) -> None:
+    response = await web.post("/api/certify", json={"only": ["life.*", 3]})
+    assert response.status_code == 400 and response.json()["error"]["field"] == "only"
+
+
+async def test_eval_on_the_bundled_sample_scores_the_loaded_corpus(
+        web: httpx.AsyncClient) -> None:
+    events = await _events(web, "/api/eval", {"configs": ['bm25={"mode": "sparse"}',
+                                                          'hybrid={"mode": "hybrid"}']})
+    progress = [event for event in events if event["type"] == "progress"]
+    final = events[-1]
+    assert final["type"] == "report", events[-3:]
+    report = final["report"]
+    assert report["dataset"] == "rcpkit-sample" and report["indexing"].startswith("skipped")
+    assert [config["name"] for config in report["configs"]] == ["bm25", "hybrid"]
+    bm25 = report["configs"][0]
+    assert bm25["error"] is None and bm25["queriesEvaluated"] == len(final["latencies"]["bm25"])
+    assert 0.5 < bm25["metrics"]["nDCG@10"] <= 1.0  # BM25 finds these notes by their words
+    assert progress and progress[-1]["done"] == progress[-1]["total"]
+
+
+async def test_eval_reports_a_missing_collection_and_bad_configs(
+        web: httpx.AsyncClient, tmp_path: Path) -> None:
+    events = await _events(web, "/api/eval", {"dataset": str(tmp_path / "nowhere")})
+    assert events[-1]["type"] == "failed" and "not found" in events[-1]["message"]
+    response = await web.post("/api/eval", json={"configs": ["no-equals-sign"]})
+    assert response.status_code == 400 and response.json()["error"]["field"] == "configs"
+
+
+async def test_eval_without_index_never_writes_to_the_engine(tmp_path: Path) -> None:
+    """The corpus goes into the inspected engine only when the user asks for it."""
+    empty = await Inspector.open(TargetSpec(data=engine_dir(tmp_path / "empty",
+                                                            with_sample=False)))
+    try:
+        events: list[dict[str, Any]] = []
+        await empty.evaluate(events.append, dataset="rcpkit-sample",
+                             configs=[EvalConfig(name="bm25", params={"mode": "sparse"})])
+        report = events[-1]["report"]
+        assert report["indexing"] == "skipped (--no-index)"
+        sent = [frame.frame.get("method") for frame in empty.frames.recent
+                if frame.direction == "sent"]
+        assert "index/add" not in sent
+        assert report["configs"][0]["metrics"]["nDCG@10"] == 0.0
+    finally:
+        await empty.close()
+
+
+
+# ── an HTTP server of someone else's, with credentials ──────────────────────
+
+async def test_over_http_credentials_stay_out_of_the_page_and_progress_streams() -> None:
+    secret = "sekret-token-never-in-the-page"
+    rcp_app = create_rcp_app(build_test_server(), auth_tokens=[secret])
+    with LoopbackServer(rcp_app) as upstream:
+        with pytest.raises(RcpError) as refused:  # no credentials: the server says no
+            await Inspector.open(TargetSpec(http=upstream.url + "/rcp"))
+        assert refused.value.code == -32012
+        spec = TargetSpec(http=upstream.url + "/rcp",
+                          headers={"Authorization": f"Bearer {secret}"})
+        inspector = await Inspector.open(spec)
+        try:
+            app = create_app(inspector, TOKEN, hosts={HOST})
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url=f"http://{HOST}",
+                                         headers={TOKEN_HEADER: TOKEN}) as web:
+                overview = await web.get("/api/overview")
+                assert overview.json()["target"] == {"transport": "http",
+                                                     "address": upstream.url + "/rcp"}
+                frames, outcome = await _outcome(web, "x-test/sleep", {"seconds": 0.01},
+                                                 stream=True)
+                page_bytes = overview.content + b"".join(
+                    [(await web.get(f"/static/{name}")).content
+                     for name in ("index.html", "inspector.js")])
+        finally:
+            await inspector.close()
+    assert secret.encode() not in page_bytes
+    assert secret not in str(frames)  # frames hold messages, never HTTP headers
+    assert outcome["result"] == {"slept": 0.01}
+    progress = [f["frame"] for f in frames if f["frame"].get("method") == "notifications/progress"]
+    assert progress and progress[0]["params"]["stage"] == "sleep"  # over SSE (§5.2, §9)
+
+
+async def test_after_shutdown_the_page_sees_it_and_can_reconnect() -> None:
+    """A stdio server that was sent ``shutdown`` exits (§7.12); reconnect starts a new one."""
+    server = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_server.py'}"
+    inspector = await Inspector.open(TargetSpec(stdio=shlex.split(server)))
+    try:
+        app = create_app(inspector, TOKEN, hosts={HOST})
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url=f"http://{HOST}",
+                                     headers={TOKEN_HEADER: TOKEN}) as web:
+            _, shutdown = await _outcome(web, "shutdown", {})
+            assert shutdown["result"] == {}
+            await inspector.client.session.transport.close()  # the connection ends
+            _, dead = await _outcome(web, "ping", {})
+            assert "error" in dead and dead["connected"] is False
+            assert (await web.get("/api/overview")).json()["connected"] is False
+            again = await web.post("/api/reconnect", json={})
+            assert again.status_code == 200 and again.json()["connected"] is True
+            _, pong = await _outcome(web, "ping", {"nonce": "back"})
+            assert pong["result"] == {"nonce": "back"}
+            methods = [frame["frame"].get("method") for frame in again.json()["frames"]]
+            assert methods.count("initialize") == 2  # the history spans both connections
+    finally:
+        await inspector.close()
+
+
+async def test_a_result_without_the_spec_shape_is_flagged_with_the_servers_stderr() -> None:
+    """The inspector shows what the server sent, and says where it breaks §7.7."""
+    sloppy = [sys.executable, str(Path(__file__).with_name("sloppy_server.py"))]
+    inspector = await Inspector.open(TargetSpec(stdio=sloppy))
+    try:
+        app = create_app(inspector, TOKEN, hosts={HOST})
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url=f"http://{HOST}",
+                                     headers={TOKEN_HEADER: TOKEN}) as web:
+            _, outcome = await _outcome(web, "retrieve", {"query": "x", "k": 1})
+            assert outcome["result"] == {"hits": [{"id": "a", "text": "no score here"}]}
+            assert outcome["problem"]["field"] == "hits[0].score"
+            overview = (await web.get("/api/overview")).json()
+        assert "sloppy: answering without scores" in overview["stderr"]
+    finally:
+        await inspector.close()

@@ -1,0 +1,195 @@
+"""The inspector page in a real headless Chromium (Debian's, driven by Playwright) against a
+live engine on the sample notes.
+
+Playwright never downloads a browser here: it is pointed at ``/usr/bin/chromium``; the
+test is skipped when either is missing. ``RCPKIT_UPDATE_SCREENSHOTS=1`` also writes the
+screenshots into ``docs/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import RCPKIT, sse_events
+
+sync_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    pytest.skip("Chromium is not installed (apt-get install chromium)", allow_module_level=True)
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def inspector_url(sample_data: Path) -> Iterator[str]:
+    # A relative --data keeps this machine's temporary path out of the screenshots.
+    process = subprocess.Popen([*RCPKIT, "inspect", "--data", sample_data.name, "--no-open"],
+                               cwd=sample_data.parent, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM,
+            headless=True, args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1000})
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def page(browser: Any, inspector_url: str) -> Iterator[Any]:
+    """The loaded page; every request it makes must stay on the inspector (works offline)."""
+    tab = browser.new_page()
+    origin = inspector_url.split("/?")[0]
+    foreign: list[str] = []
+    errors: list[str] = []
+    tab.on("request", lambda request: None if request.url.startswith((origin, "data:"))
+           else foreign.append(request.url))
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.on("console", lambda message: errors.append(message.text)
+           if message.type == "error" else None)
+    tab.set_default_timeout(TIMEOUT_MS)
+    tab.goto(inspector_url)
+    tab.wait_for_selector("body[data-ready=true]")
+    yield tab
+    tab.close()
+    assert foreign == [] and errors == []
+
+
+def _screenshot(page: Any, tmp_path: Path, name: str) -> None:
+    page.screenshot(path=str(tmp_path / name), full_page=True)
+    if os.environ.get("RCPKIT_UPDATE_SCREENSHOTS"):
+        shutil.copy(tmp_path / name, DOCS / name)
+
+
+def _api_hits(url: str, params: dict[str, Any]) -> list[str]:
+    base, token = url.split("/?token=")
+    response = httpx.post(f"{base}/api/call", json={"method": "retrieve", "params": params},
+                          headers={"x-inspector-token": token}, timeout=60)
+    return [hit["id"] for hit in sse_events(response.content)[-1]["result"]["hits"]]
+
+
+def test_overview_shows_identity_and_capabilities(page: Any, tmp_path: Path) -> None:
+    assert "rcpkit-engine" in page.inner_text("#identity")
+    assert "declares L" in page.inner_text("#identity")
+    assert page.locator(".cap[data-cap=retrieve]").count() == 1
+    assert "initialize" in page.inner_text("#handshake")
+    _screenshot(page, tmp_path, "inspector-overview.png")
+
+
+def test_retrieve_renders_the_hits_for_a_person(page: Any, inspector_url: str,
+                                                tmp_path: Path) -> None:
+    page.click("button[data-tab=retrieve]")
+    page.fill("#retrieve-query", "why do bees swarm?")
+    page.fill("#retrieve-k", "4")
+    page.check("#retrieve-compare")
+    page.select_option("#config-b select.mode", "sparse")
+    page.click("#retrieve-send")
+    page.wait_for_selector("#column-a .status-line .badge")
+    page.wait_for_selector("#column-b .status-line .badge")
+    hits = page.locator("#column-a .hits .hit")
+    assert hits.count() == 4
+    ranks = [hits.nth(i).locator(".rank").inner_text() for i in range(4)]
+    assert ranks == ["#1", "#2", "#3", "#4"]
+    shown = [hits.nth(i).get_attribute("data-hit-id") for i in range(4)]
+    assert shown == _api_hits(inspector_url, {"query": "why do bees swarm?", "k": 4,
+                                              "mode": "hybrid"})
+    first = hits.nth(0)
+    assert re.match(r"score -?\d", first.locator(".score").inner_text())
+    assert "confidence" in first.inner_text()
+    assert "trust: trusted" in first.inner_text()
+    assert "cited from" in first.locator(".citation").first.inner_text()
+    assert {"dense", "sparse"} <= {chip.split(" ")[0] for chip in
+                                   first.locator(".stages .chip").all_inner_texts()}
+    assert page.locator("#column-a .plot svg rect").count() == 4
+    assert "recall" in page.inner_text("#column-a .progress .stages")  # live §9 progress
+    sparse = page.locator("#column-b .hits .hit").evaluate_all(
+        "cards => cards.map(card => card.dataset.hitId)")
+    assert sparse == _api_hits(
+        inspector_url, {"query": "why do bees swarm?", "k": 4, "mode": "sparse"})
+    assert "in the other column" in page.inner_text("#column-b")
+    _screenshot(page, tmp_path, "inspector-retrieve.png")
+    page.click("#column-a details summary")
+    assert "notifications/progress" in page.inner_text("#column-a .frames")
+
+
+def test_the_filter_builder_and_pagination(page: Any) -> None:
+    page.click("button[data-tab=retrieve]")
+    page.click("#filter-box summary")
+    page.click("#filter-builder .f-add")
+    page.select_option("#filter-builder .f-field", "tag")
+    page.select_option("#filter-builder .f-op", "eq")
+    page.fill("#filter-builder .f-value", "bees")
+    ops = page.locator("#filter-builder .f-op option").all_inner_texts()
+    assert "gt" not in ops  # ordered comparison does not apply to a keyword field (§8)
+    page.fill("#retrieve-query", "colony")
+    page.fill("#retrieve-k", "2")
+    page.click("#retrieve-send")
+    page.wait_for_selector("#column-a .hits .hit >> nth=1")
+    bee_notes = {"swarming", "honeybee-colonies", "waggle-dance", "abejas-miel"}
+    first_page = page.locator("#column-a .hits .hit").evaluate_all(
+        "cards => cards.map(card => card.dataset.hitId)")
+    assert {hit.split("#")[0] for hit in first_page} <= bee_notes
+    page.click("#column-a .next-page")
+    page.wait_for_selector("#column-a .hits .hit >> nth=3")
+    ranks = page.locator("#column-a .hits .hit .rank").all_inner_texts()
+    assert ranks == ["#1", "#2", "#3", "#4"]
+    all_ids = page.locator("#column-a .hits .hit").evaluate_all(
+        "cards => cards.map(card => card.dataset.hitId)")
+    assert len(set(all_ids)) == 4 and {hit.split("#")[0] for hit in all_ids} <= bee_notes
+
+
+def test_compose_shows_the_servers_error_beside_the_raw_frames(page: Any,
+                                                              tmp_path: Path) -> None:
+    page.click("button[data-tab=compose]")
+    assert page.input_value("#compose-method") == "retrieve"
+    page.fill("#compose-form [data-field=query] input", "bees")
+    page.fill("#compose-form [data-field=k] input", "0")
+    page.click("#compose-send")
+    page.wait_for_selector("#compose-status .error")
+    assert "-32602" in page.inner_text("#compose-status")
+    frames = page.locator("#compose-frames .frame")
+    assert frames.count() == 2
+    assert '"k": 0' in frames.nth(0).inner_text() and '"field": "k"' in frames.nth(1).inner_text()
+    _screenshot(page, tmp_path, "inspector-compose.png")
+
+
+def test_certify_and_eval_tabs(page: Any, tmp_path: Path) -> None:
+    page.click("button[data-tab=certify]")
+    page.fill("#certify-only", "life.*")
+    page.click("#certify-run")
+    page.wait_for_selector("#certify-summary .big")
+    assert "partial run" in page.inner_text("#certify-summary")
+    assert page.locator("#certify-results .check").count() > 3
+    assert page.locator("#certify-results .badge.FAIL").count() == 0
+    page.click("button[data-tab=eval]")
+    page.fill("#eval-configs", 'bm25={"mode": "sparse"}\nhybrid={"mode": "hybrid"}')
+    page.click("#eval-run")
+    page.wait_for_selector("#eval-report table.metrics")
+    row = page.locator("#eval-report tr[data-metric='nDCG@10'] td").all_inner_texts()
+    assert row[0] == "nDCG@10" and all(0 < float(value) <= 1 for value in row[1:])
+    assert page.locator("#eval-report .charts svg").count() == 3
+    _screenshot(page, tmp_path, "inspector-eval.png")

@@ -1,0 +1,103 @@
+"""``rcpkit inspect`` as a user runs it: first stdout line, loopback bind, exit codes."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import RCPKIT
+
+URL = re.compile(r"^http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]{20,})$")
+
+
+def test_prints_its_address_first_serves_the_page_and_stops_cleanly(sample_data: Path) -> None:
+    process = subprocess.Popen([*RCPKIT, "inspect", "--data", str(sample_data), "--no-open"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline().strip()
+        match = URL.match(first)
+        assert match, first
+        page = httpx.get(first, timeout=30)
+        assert page.status_code == 200 and "RCP inspector" in page.text
+        token = match.group(2)
+        overview = httpx.get(f"http://127.0.0.1:{match.group(1)}/api/overview",
+                             headers={"x-inspector-token": token}, timeout=30)
+        assert overview.json()["server"]["name"] == "rcpkit-engine"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert out == ""  # nothing after the address line
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [
+    [],
+    ["--http", "http://127.0.0.1:9/rcp", "--stdio", "true"],
+    ["--stdio", "true", "--header", "Authorization: Bearer x"],
+    ["--http", "http://127.0.0.1:9/rcp", "--header", "no-colon"],
+    ["--http", "http://127.0.0.1:9/rcp", "--listen", "127.0.0.1:http"],
+])
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    run = subprocess.run([*RCPKIT, "inspect", "--no-open", *args], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert run.stdout == "" and "usage error" in run.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["--http", "http://127.0.0.1:9/rcp"],
+    ["--stdio", "true"],
+])
+def test_an_unreachable_server_exits_1_with_one_line(args: list[str]) -> None:
+    run = subprocess.run([*RCPKIT, "inspect", "--no-open", "--timeout", "10", *args],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1, run.stderr
+    assert run.stdout == ""
+    assert run.stderr.startswith("error: cannot inspect") and "Traceback" not in run.stderr
+
+
+def test_a_call_whose_page_goes_away_is_cancelled_on_the_server() -> None:
+    """Closing the event stream (the page's Cancel, or a closed tab) abandons the request:
+    the inspector sends ``notifications/cancel`` for it (§7.14)."""
+    server = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_server.py'}"
+    process = subprocess.Popen([*RCPKIT, "inspect", "--stdio", server, "--no-open"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        match = URL.match(process.stdout.readline().strip())
+        assert match
+        base = f"http://127.0.0.1:{match.group(1)}"
+        headers = {"x-inspector-token": match.group(2)}
+        body = {"method": "x-test/sleep", "params": {"seconds": 60}, "stream": True}
+        with httpx.stream("POST", f"{base}/api/call", json=body, headers=headers,
+                          timeout=30) as response:
+            # The progress frame arrives live, through the lean server's chunked SSE.
+            progressed = any(line.startswith("data: ") and "notifications/progress" in line
+                             for line in response.iter_lines())
+        assert progressed
+        request_id = None
+        for _ in range(100):  # bounded: the cancel follows the disconnect at once
+            frames = httpx.get(f"{base}/api/overview", headers=headers,
+                               timeout=30).json()["frames"]
+            sent = [frame["frame"] for frame in frames if frame["direction"] == "sent"]
+            request_id = next(f["id"] for f in sent if f.get("method") == "x-test/sleep")
+            cancels = [f for f in sent if f.get("method") == "notifications/cancel"]
+            if cancels:
+                break
+            time.sleep(0.1)
+        assert [cancel["params"]["id"] for cancel in cancels] == [request_id]
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
