@@ -13,7 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from engine_wire import make_data_dir, rcpkit_argv
+
+# Each test starts several CLI and server subprocesses.
+pytestmark = pytest.mark.timeout(240)
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
