@@ -18,14 +18,14 @@ from typing import Annotated, NoReturn
 import typer
 
 from .. import __version__
+from ..cli_support import fail
 from ..protocol.errors import RcpError, UsageError
 
 __all__ = ["register"]
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"rcpkit mcp: {message}", err=True)
-    raise typer.Exit(2)
+    fail("mcp", message)
 
 
 def _host_port(value: str) -> tuple[str, int]:

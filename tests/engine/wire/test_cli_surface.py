@@ -95,6 +95,9 @@ def test_every_command_fails_in_one_style(tmp_path: Path) -> None:
         "info": ("info",),
         "check": ("check", "--", str(missing / "server")),
         "eval": ("eval", "--dataset", str(missing), "--stdio", "x"),
+        "mcp": ("mcp", "--data", str(missing), "--listen", "nowhere"),
+        "inspect": ("inspect", "--no-open", "--http", "http://127.0.0.1:9/rcp", "--listen",
+                    "127.0.0.1:http"),
     }
     for command, args in cases.items():
         result = cli(*args)
