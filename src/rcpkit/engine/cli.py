@@ -333,8 +333,7 @@ def index_add(
 
 @index_app.command("sync")
 def index_sync(
-    folder: Annotated[Path, typer.Argument(help="The folder to mirror.", file_okay=False,
-                                           exists=True)],
+    folder: Annotated[Path, typer.Argument(help="The folder to mirror.")],
     data: DataOption = _DEFAULT_DATA,
     backend: BackendOption = None,
     dsn: DsnOption = None,
@@ -347,6 +346,8 @@ def index_sync(
 ) -> None:
     """Make the index mirror FOLDER: add new files, update changed ones, delete the
     documents of files that are gone (only documents indexed from this folder)."""
+    if not folder.is_dir():
+        fail("index sync", f"{folder}: not a folder")
     _index("index sync", [folder], data, sync=True, backend=backend, dsn=dsn, prefix=prefix,
            follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
            batch_size=batch_size)

@@ -89,6 +89,7 @@ def test_every_command_fails_in_one_style(tmp_path: Path) -> None:
         "query": ("query", "x", "--data", str(missing)),
         "index stats": ("index", "stats", "--data", str(missing)),
         "index add": ("index", "add", str(missing), "--data", str(tmp_path / "data")),
+        "index sync": ("index", "sync", str(missing), "--data", str(tmp_path / "data")),
         "serve": ("serve", "--http", "nowhere"),
         "gateway": ("gateway", "--registry", str(bad_registry), "--stdio"),
         "call": ("call", "ping"),
