@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
 
 import rcp
+from _net import free_port, wait_listening
 
 from rcpkit.client import AsyncClient, connect_http, connect_stdio
 
@@ -81,22 +81,6 @@ def reference(client: rcp.Client, seconds: float) -> dict[str, float]:
 
     return {"ping sequential": rate(seconds, ping),
             "retrieve sequential": rate(seconds, retrieve)}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_listening(port: int) -> None:
-    for _ in range(500):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError("the HTTP server did not start")
 
 
 def report(transport: str, mine: dict[str, float], theirs: dict[str, float]) -> None:

@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from _net import free_port, wait_listening
 
 OURS_STDIO = """
 from rcpkit.server.example import build_server
@@ -237,11 +238,11 @@ def http_rate(code: str, seconds: float, clients: int, *args: str,
               drivers: int = 1) -> Measurement:
     """``clients`` keep-alive clients spread over ``drivers`` driver processes (so the
     driver's own event loop is not what limits a fast server)."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", code, str(port), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for_port(port)
+        wait_listening(port)
         cpu = _server_cpu(proc.pid)
         shares = [clients // drivers + (i < clients % drivers) for i in range(drivers)]
         with multiprocessing.get_context("fork").Pool(drivers) as pool:
@@ -261,23 +262,6 @@ def _drive(port: int, clients: int, seconds: float) -> tuple[int, float]:
         return uvloop.run(_clients(port, clients, seconds))
     except ImportError:
         return asyncio.run(_clients(port, clients, seconds))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _wait_for_port(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start")
 
 
 def main() -> None:

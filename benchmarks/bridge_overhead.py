@@ -3,8 +3,10 @@ bridge, all on one in-process engine over the bundled sample notes (hashing embe
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bridge_overhead.py [--queries 200]
 
-Rows: the AsyncClient in-process (the baseline), the MCP tool through the ``mcp`` SDK's
-in-process client (schema-checked result, passage rendering), ``rcpkit mcp --data`` over
+Rows: the AsyncClient in-process (the baseline), the bridge's own work for the MCP tool
+(argument checks, structured content, passage rendering) without the SDK, the MCP tool
+through the ``mcp`` SDK's in-process client (which also validates each result against the
+tool's output schema), ``rcpkit mcp --data`` over
 stdio (a second process, JSON-RPC framing both ways), LangChain ``ainvoke`` and LlamaIndex
 ``aretrieve``. Ratios are to the baseline measured in the same run.
 """
@@ -52,7 +54,14 @@ async def measure(data: Path, queries: int) -> dict[str, float]:
     async with open_rcp(data=data) as rcp:
         figures["AsyncClient, in-process"] = await median_ms(
             lambda query: rcp.retrieve(query, 5), queries)
-        async with Client(McpBridge(rcp).server()) as mcp:
+        bridge = McpBridge(rcp)
+        tool = bridge.tools["retrieve"]
+
+        async def bridge_only(query: str) -> Any:
+            return bridge.tool_result(await bridge.call(tool, {"query": query, "k": 5}))
+
+        figures["McpBridge alone (no MCP SDK)"] = await median_ms(bridge_only, queries)
+        async with Client(bridge.server()) as mcp:
             figures["MCP tool, in-process SDK client"] = await median_ms(
                 lambda query: mcp.call_tool("retrieve", {"query": query, "k": 5}), queries)
         lc = langchain.RcpRetriever(client=rcp, k=5)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from rcpkit.integrations.engines import connect_in_process
+from rcpkit.client.memory import connect_memory
 from rcpkit.protocol.errors import InvalidParams, UsageError
 from rcpkit.server.example import build_server
 
 
 @pytest.mark.parametrize("k", ["ten", 2.5, None])
 async def test_mistyped_k_is_a_usage_error_naming_the_field(k: object) -> None:
-    async with await connect_in_process(build_server()) as client:
+    async with await connect_memory(build_server()) as client:
         assert client.capabilities.retrieve is not None and client.capabilities.retrieve.max_k
         with pytest.raises(UsageError, match="k") as refused:
             await client.retrieve("json", k)

@@ -94,3 +94,21 @@ def test_the_blocking_client_connects_in_memory() -> None:
         with client.batch() as batch:
             pong = batch.ping(nonce=3)
         assert pong.result().nonce == 3
+
+
+async def test_extra_params_are_sent_as_given_and_named_options_win() -> None:
+    async with await connect_memory(build_test_server()) as client:
+        sent: list[dict[str, Any]] = []
+        transport = client.session.transport
+        original = transport.send
+
+        async def recording(frame: dict[str, Any], **kwargs: Any) -> None:
+            sent.append(frame)
+            await original(frame, **kwargs)
+
+        transport.send = recording  # type: ignore[method-assign]
+        await client.retrieve("paris", k=1, candidate_k=5, meta={"idempotencyKey": "k"},
+                              extra={"x-acme/boost": 2, "candidateK": 9})
+    params = sent[0]["params"]
+    assert params["x-acme/boost"] == 2 and params["candidateK"] == 5
+    assert params["_meta"] == {"idempotencyKey": "k"} and "extra" not in params

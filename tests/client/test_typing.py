@@ -28,6 +28,9 @@ SNIPPET = textwrap.dedent('''\
         await aio.retrieve("q", k="ten")  # wrong: 12
         number: int = blocking.retrieve("q")  # wrong: 13
         blocking.batch().retrieve("q").result().hitz  # wrong: 14
+        await aio.embed(["x"], encodnig="json")  # wrong: 15
+        blocking.index_add([], meta={"idempotencyKey": "k"}, extra={"x-acme/tag": 1})
+        blocking.graph("neighbors", seed_ids=["a"], hops=2)
 ''')
 
 
@@ -41,6 +44,6 @@ def test_only_the_misspelt_lines_fail_the_type_check(tmp_path: Path) -> None:
         "--cache-dir", str(tmp_path / "cache"), str(snippet)])
     flagged = {int(line) for line in re.findall(r"snippet\.py:(\d+): error", output)}
     assert status == 1, output + errors
-    assert flagged == {10, 11, 12, 13, 14}, output
+    assert flagged == {10, 11, 12, 13, 14, 15}, output
     assert '"Client" has no attribute "retreive"' in output
     assert 'Unexpected keyword argument "candiate_k"' in output

@@ -3,18 +3,19 @@ the reference SDK's, a slow one), and loopback servers run as subprocesses."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from support.net import free_port, wait_listening
 
 RCPKIT = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
 HERE = Path(__file__).resolve().parent
 REF_SERVER = [sys.executable, str(HERE.parent / "client" / "servers" / "ref_server.py"), "stdio"]
 SLOW_ENGINE = HERE / "servers" / "slow_engine.py"
+DYING_ENGINE = HERE / "servers" / "dying_engine.py"
 # The deterministic hashing embedder: no model to load, so the engine starts fast.
 HASHING_CONFIG = 'embedder = "hashing"\nhashing_dimension = 64\n'
 
@@ -25,28 +26,14 @@ def rcpkit(*args: str) -> list[str]:
 
 
 @contextmanager
-def listening(argv_for: Callable[[int], list[str]], timeout_s: float = 60.0) -> Iterator[int]:
+def listening(argv_for: Callable[[int], list[str]]) -> Iterator[int]:
     """Run ``argv_for(port)`` on a free loopback port until it accepts connections; yield
     the port; kill it on exit."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     process = subprocess.Popen(argv_for(port), stderr=subprocess.DEVNULL)
     try:
-        give_up = time.monotonic() + timeout_s
-        while not _accepts(port):
-            if process.poll() is not None or time.monotonic() > give_up:
-                raise RuntimeError(f"no server on port {port} (exit status {process.poll()})")
-            time.sleep(0.05)
+        wait_listening(port, process=process, timeout_s=60)
         yield port
     finally:
         process.kill()
         process.wait(10)
-
-
-def _accepts(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-    except OSError:
-        return False
-    return True

@@ -12,9 +12,9 @@ import pytest
 from bridge_support import HASHING_CONFIG, REF_SERVER, rcpkit
 
 from rcpkit.client import AsyncClient
+from rcpkit.client.memory import connect_memory
 from rcpkit.engine.sample import sample_documents
 from rcpkit.engine.service import bind, open_engine
-from rcpkit.integrations.engines import connect_in_process
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +40,7 @@ def kb(sample_kb: Path, tmp_path: Path) -> Path:
 async def writable_client(kb: Path) -> AsyncIterator[AsyncClient]:
     """An AsyncClient on the engine over :func:`kb`, in this process."""
     engine = open_engine(kb)
-    client = await connect_in_process(bind(engine))
+    client = await connect_memory(bind(engine))
     try:
         yield client
     finally:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -21,10 +22,11 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from bridge_support import REF_SERVER, SLOW_ENGINE, listening, rcpkit
+from bridge_support import DYING_ENGINE, REF_SERVER, SLOW_ENGINE, listening, rcpkit
 from mcp import Client, StdioServerParameters
 
-from rcpkit.integrations.engines import connect_in_process, open_engine
+from rcpkit.client.memory import connect_memory
+from rcpkit.integrations.engines import open_engine
 from rcpkit.integrations.mcp import McpBridge
 from rcpkit.server import Server
 
@@ -63,7 +65,8 @@ def passages(text: str) -> list[str]:
 async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> None:
     async with Client(stdio_params("--data", str(sample_kb))) as client:
         listing = await client.list_tools()
-        assert tool_names(listing) == {"retrieve", "index_add", "index_delete"}
+        assert tool_names(listing) == {"retrieve", "index_add", "index_delete", "graph",
+                                       "transform"}
         retrieve = next(tool for tool in listing.tools if tool.name == "retrieve")
         schema = retrieve.input_schema
         assert schema["required"] == ["query"]
@@ -78,6 +81,11 @@ async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> No
         assert retrieve.annotations is not None and retrieve.annotations.read_only_hint
 
         result = await client.call_tool("retrieve", {"query": "why do bees swarm", "k": 3})
+        local = await client.call_tool("graph", {"op": "local", "query": "bees swarm", "k": 2})
+        rewritten = await client.call_tool("transform", {"query": "bees swarm",
+                                                         "method": "multi-query", "n": 2})
+    assert not local.is_error and local.structured_content["hits"]
+    assert not rewritten.is_error and rewritten.structured_content["queries"]
     assert not result.is_error
     hits = result.structured_content["hits"]
     assert len(hits) == 3
@@ -94,7 +102,7 @@ async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> No
 
 async def test_stdio_read_only_offers_no_writes(sample_kb: Path) -> None:
     async with Client(stdio_params("--data", str(sample_kb), "--read-only")) as client:
-        assert tool_names(await client.list_tools()) == {"retrieve"}
+        assert tool_names(await client.list_tools()) == {"retrieve", "graph", "transform"}
 
 
 async def test_stdio_against_our_engine_as_a_command(sample_kb: Path) -> None:
@@ -227,6 +235,18 @@ async def test_mcp_cancellation_cancels_the_rcp_request(tmp_path: Path) -> None:
     assert tool_names(still_serving) == {"retrieve"}
 
 
+async def test_an_engine_that_dies_is_a_tool_error_not_a_dead_bridge() -> None:
+    engine = shlex.join([sys.executable, str(DYING_ENGINE)])
+    async with Client(stdio_params("--stdio", engine)) as client:
+        first = await client.call_tool("retrieve", {"query": "anything"})
+        second = await client.call_tool("retrieve", {"query": "anything"})
+        still_listed = tool_names(await client.list_tools())
+    for result in (first, second):
+        assert result.is_error
+        assert result.structured_content["error"]["code"] == -32010  # BackendUnavailable
+    assert still_listed == {"retrieve"}
+
+
 # ── other RCP engines: the reference SDK's server, and a gateway ─────────────
 
 @pytest.fixture
@@ -270,10 +290,17 @@ def test_cli_refuses_bad_targets(tmp_path: Path) -> None:
                             capture_output=True, text=True, timeout=60)
     dead = subprocess.run(rcpkit("mcp", "--stdio", f"{sys.executable} -c pass"),
                           capture_output=True, text=True, timeout=60)
-    for run in (both, listen, dead):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = subprocess.run(rcpkit("mcp", "--data", str(tmp_path), "--listen",
+                                     f"127.0.0.1:{taken.getsockname()[1]}"),
+                              capture_output=True, text=True, timeout=60)
+    assert "cannot listen on 127.0.0.1" in busy.stderr
+    for run in (both, listen, dead, busy):
         assert run.returncode == 2, run.stderr
         assert run.stdout == ""  # stdout belongs to MCP frames
-        assert run.stderr.startswith("rcpkit mcp: ") and "Traceback" not in run.stderr
+        assert run.stderr.startswith("rcpkit mcp: error: ") and "Traceback" not in run.stderr
 
 
 # ── the optional methods: graph, transform, memory ───────────────────────────
@@ -315,7 +342,7 @@ def agentic_server() -> Server:
 
 
 async def test_graph_transform_and_memory_tools_when_advertised() -> None:
-    async with await connect_in_process(agentic_server()) as engine:
+    async with await connect_memory(agentic_server()) as engine:
         async with Client(McpBridge(engine, allow_writes=False).server()) as client:
             read_only = tool_names(await client.list_tools())
         async with Client(McpBridge(engine).server()) as client:

@@ -9,10 +9,12 @@ with ``strict=False``. Results are decoded into the shared
 whatever their wire encoding (§7.3.1), and the client asks for ``f32-base64``
 whenever the server advertises it.
 
-Keyword options are sent as wire params: a top-level ``snake_case`` name is
-camel-cased (``candidate_k`` → ``candidateK``, ``meta`` → ``_meta``); nested
-objects use wire names (``mmr={"lambda": 0.5}``); a §8 filter may be a builder
-expression (``eq("lang", "en") & gte("year", 2020)``).
+Keyword options are typed (:class:`RetrieveOptions`, :class:`EmbedOptions`, …,
+all with :class:`CallOptions`' ``meta`` and ``extra``) and sent as wire params: a
+top-level ``snake_case`` name is camel-cased (``candidate_k`` → ``candidateK``,
+``meta`` → ``_meta``); nested objects use wire names (``mmr={"lambda": 0.5}``); a
+§8 filter may be a builder expression (``eq("lang", "en") & gte("year", 2020)``);
+``extra`` params go as given (a vendor's ``x-<vendor>/…`` option, §6.2).
 
 The §7 methods are written once (:class:`_Methods`): the client runs each call
 at once, and :meth:`AsyncClient.batch` queues the same calls, with the same
@@ -90,8 +92,8 @@ from .retry import NO_RETRY, RetryPolicy, is_retry_safe
 from .session import LogHandler, Outgoing, ProgressCallback, RpcSession, Transport
 from .transports import HttpTransport, StdioTransport
 
-__all__ = ["AsyncClient", "Batch", "ProgressEvent", "RetrieveOptions", "Stream", "connect_http",
-           "connect_stdio"]
+__all__ = ["AsyncClient", "Batch", "CallOptions", "EmbedOptions", "GraphOptions", "ProgressEvent",
+           "RerankCallOptions", "RetrieveOptions", "Stream", "connect_http", "connect_stdio"]
 
 _log = logging.getLogger("rcpkit.client")
 _F32 = "f32-base64"
@@ -126,14 +128,45 @@ class ProgressEvent:
 OnProgress = Callable[[ProgressEvent], None]
 
 
-class RetrieveOptions(TypedDict, total=False):
+class CallOptions(TypedDict, total=False):
+    """The keyword options every §7 method takes (``None`` leaves one out): ``meta`` is the
+    request's ``_meta`` (§4.4, e.g. an ``idempotencyKey``, §7.10); ``extra`` holds params
+    sent as given, e.g. a vendor's ``x-<vendor>/…`` option (§6.2)."""
+
+    meta: Mapping[str, Any] | None
+    extra: Mapping[str, Any] | None
+
+
+class EmbedOptions(CallOptions, total=False):
+    """``embed`` / ``embed_multi`` options (§7.3, §7.5); ``encoding`` defaults to
+    ``f32-base64`` when advertised."""
+
+    encoding: str | None
+    strict: bool
+
+
+class RerankCallOptions(CallOptions, total=False):
+    """``rerank`` options (§7.6)."""
+
+    model: str | None
+
+
+class GraphOptions(CallOptions, total=False):
+    """``graph`` options (§7.9)."""
+
+    seed_ids: Sequence[str] | None
+    hops: int | None
+    level: int | None
+    session_id: str | None
+    cursor: str | None
+
+
+class RetrieveOptions(CallOptions, total=False):
     """The keyword options of :meth:`AsyncClient.retrieve` (§7.7), in ``snake_case``.
 
-    ``None`` leaves an option out. Nested objects take a Struct of
-    :mod:`rcpkit.protocol.params` or a mapping with wire names
-    (``fusion={"method": "rrf", "rrfK": 60}``); ``filter`` takes a builder
-    expression (§8) or its wire form; ``meta`` is ``_meta`` (§4.4); ``extra``
-    holds params sent as given, e.g. a vendor's ``x-<vendor>/…`` option (§6.2).
+    Nested objects take a Struct of :mod:`rcpkit.protocol.params` or a mapping with
+    wire names (``fusion={"method": "rrf", "rrfK": 60}``); ``filter`` takes a builder
+    expression (§8) or its wire form.
     """
 
     mode: str | None
@@ -157,8 +190,6 @@ class RetrieveOptions(TypedDict, total=False):
     strict: bool
     cursor: str | None
     encoding: str | None
-    meta: Mapping[str, Any] | None
-    extra: Mapping[str, Any] | None
 
 
 class Stream(Generic[T]):
@@ -272,7 +303,7 @@ class _Methods(ABC):
 
     def embed(self, inputs: Sequence[Any], *, kind: str | None = None,
               deadline_ms: int | None = None, on_progress: OnProgress | None = None,
-              **options: Any) -> Awaitable[EmbedResult]:
+              **options: Unpack[EmbedOptions]) -> Awaitable[EmbedResult]:
         """§7.3; ``result.vectors`` is a float32 ``(n, d)`` array.
 
         More inputs than the advertised ``embed.batchLimit`` are sent as several
@@ -291,14 +322,14 @@ class _Methods(ABC):
 
     def embed_sparse(self, texts: Sequence[Any], *, kind: str | None = None,
                      deadline_ms: int | None = None, on_progress: OnProgress | None = None,
-                     **options: Any) -> Awaitable[SparseEmbedResult]:
+                     **options: Unpack[CallOptions]) -> Awaitable[SparseEmbedResult]:
         """§7.4."""
         wire = {**options, "texts": list(texts), "kind": kind}
         return self._dispatch(_Call("embed/sparse", [wire], deadline_ms, on_progress))
 
     def embed_multi(self, inputs: Sequence[Any], *, kind: str | None = None,
                     deadline_ms: int | None = None, on_progress: OnProgress | None = None,
-                    **options: Any) -> Awaitable[MultiEmbedResult]:
+                    **options: Unpack[EmbedOptions]) -> Awaitable[MultiEmbedResult]:
         """§7.5; ``result.matrices`` is a list of float32 ``(tokens, d)`` arrays."""
         multi = self.capabilities.multi_vector
         encoding = _F32 if multi and _F32 in (multi.encodings or ()) else None
@@ -308,7 +339,7 @@ class _Methods(ABC):
     def rerank(self, query: Any, passages: Sequence[Any], *, method: str | None = None,
                top_n: int | None = None, deadline_ms: int | None = None,
                on_progress: OnProgress | None = None,
-               **options: Any) -> Awaitable[RerankResult]:
+               **options: Unpack[RerankCallOptions]) -> Awaitable[RerankResult]:
         """§7.6."""
         wire = {**options, "query": query, "passages": list(passages), "method": method,
                 "topN": top_n}
@@ -324,39 +355,39 @@ class _Methods(ABC):
         advertised = self.capabilities.retrieve
         if advertised is not None and advertised.max_k and isinstance(k, int):
             k = min(k, advertised.max_k)  # a k of the wrong type is refused by the pre-flight
-        named: dict[str, Any] = dict(options)
-        extra: Mapping[str, Any] = named.pop("extra", None) or {}
-        wire: dict[str, Any] = {**extra, **named, "query": query, "k": k}
-        if wire.get("include_vectors", wire.get("includeVectors")) is True:
+        wire: dict[str, Any] = {**options, "query": query, "k": k}
+        extra = options.get("extra") or {}
+        if options.get("include_vectors", extra.get("includeVectors")) is True:
             embed = self.capabilities.embed
             if embed and _F32 in (embed.encodings or ()):
                 wire.setdefault("encoding", _F32)
         return self._dispatch(_Call("retrieve", [wire], deadline_ms, on_progress))
 
     def transform(self, query: str, method: str, *, n: int | None = None,
-                  deadline_ms: int | None = None, **options: Any) -> Awaitable[TransformResult]:
+                  deadline_ms: int | None = None,
+                  **options: Unpack[CallOptions]) -> Awaitable[TransformResult]:
         """§7.8 ``query/transform``."""
         wire = {**options, "query": query, "method": method, "n": n}
         return self._dispatch(_Call("query/transform", [wire], deadline_ms))
 
     def graph(self, op: str, *, query: str | None = None, k: int | None = None,
               deadline_ms: int | None = None, on_progress: OnProgress | None = None,
-              **options: Any) -> Awaitable[GraphResult]:
-        """§7.9; options: ``seed_ids``, ``hops``, ``level``, ``session_id``, ``cursor``."""
+              **options: Unpack[GraphOptions]) -> Awaitable[GraphResult]:
+        """§7.9 with the options of :class:`GraphOptions`."""
         wire = {**options, "op": op, "query": query, "k": k}
         return self._dispatch(_Call("graph", [wire], deadline_ms, on_progress))
 
     def index_add(self, documents: Sequence[Any], *, chunk: bool | None = None,
                   contextual: bool | None = None, deadline_ms: int | None = None,
                   on_progress: OnProgress | None = None,
-                  **options: Any) -> Awaitable[IndexAddResult]:
+                  **options: Unpack[CallOptions]) -> Awaitable[IndexAddResult]:
         """§7.10; retried after a failure only when every document has an ``id``."""
         wire = {**options, "documents": list(documents), "chunk": chunk,
                 "contextual": contextual}
         return self._dispatch(_Call("index/add", [wire], deadline_ms, on_progress))
 
     def index_delete(self, ids: Sequence[str], *, deadline_ms: int | None = None,
-                     **options: Any) -> Awaitable[IndexDeleteResult]:
+                     **options: Unpack[CallOptions]) -> Awaitable[IndexDeleteResult]:
         """§7.11 (idempotent, hence retried)."""
         return self._dispatch(_Call("index/delete", [{**options, "ids": list(ids)}],
                                     deadline_ms))
@@ -367,7 +398,7 @@ class _Methods(ABC):
 
     def feedback(self, signals: Sequence[Any], *, session_id: str | None = None,
                  query: str | None = None, deadline_ms: int | None = None,
-                 **options: Any) -> Awaitable[FeedbackResult]:
+                 **options: Unpack[CallOptions]) -> Awaitable[FeedbackResult]:
         """§7.16."""
         wire = {**options, "signals": list(signals), "sessionId": session_id, "query": query}
         return self._dispatch(_Call("feedback", [wire], deadline_ms))
@@ -375,7 +406,7 @@ class _Methods(ABC):
     def memory_build(self, documents: Sequence[Any] | None = None, *,
                      memory_id: str | None = None, scope: str | None = None,
                      deadline_ms: int | None = None, on_progress: OnProgress | None = None,
-                     **options: Any) -> Awaitable[MemoryBuildResult]:
+                     **options: Unpack[CallOptions]) -> Awaitable[MemoryBuildResult]:
         """§7.17 ``memory/build``."""
         wire = {**options, "documents": None if documents is None else list(documents),
                 "memoryId": memory_id, "scope": scope}
@@ -384,7 +415,7 @@ class _Methods(ABC):
     def memory_recall(self, query: str, *, memory_id: str | None = None,
                       session_id: str | None = None, n: int | None = None,
                       deadline_ms: int | None = None,
-                      **options: Any) -> Awaitable[MemoryRecallResult]:
+                      **options: Unpack[CallOptions]) -> Awaitable[MemoryRecallResult]:
         """§7.17 ``memory/recall``."""
         wire = {**options, "query": query, "memoryId": memory_id, "sessionId": session_id,
                 "n": n}
@@ -740,10 +771,11 @@ def _camel(name: str) -> str:
 
 
 def _wire_params(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword options → wire params (camelCase keys, builder filters, no ``None`` values)."""
-    wire: dict[str, Any] = {}
+    """Keyword options → wire params (camelCase keys, builder filters, no ``None`` values);
+    the params in ``extra`` are taken as given, and a named option wins over them."""
+    wire: dict[str, Any] = dict(options.get("extra") or {})
     for name, value in options.items():
-        if value is None:
+        if value is None or name == "extra":
             continue
         if isinstance(value, filters.Condition | filters.All | filters.AnyOf | filters.Not):
             value = filters.to_wire(value)

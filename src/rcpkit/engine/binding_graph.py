@@ -17,11 +17,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from rcpkit.engine.pipeline import Engine, record_hit
-from rcpkit.engine.types import SearchRequest
+from rcpkit import fusion
+from rcpkit.engine.pipeline import Engine, Progress, record_hit
+from rcpkit.engine.types import SearchRequest, SearchResult
 from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
 from rcpkit.protocol.params import GraphParams, TransformParams
 from rcpkit.server import Context, Server
@@ -30,16 +32,17 @@ if TYPE_CHECKING:
     from rcpkit.engine.graph import ConceptGraph, GraphHit, RankedCommunity
     from rcpkit.engine.transform import QueryTransformer
 
-__all__ = ["GRAPH_OPS", "bind_knowledge"]
+__all__ = ["GRAPH_OPS", "Rewriter", "bind_knowledge"]
 
 GRAPH_OPS = ("local", "global", "drift", "communities", "neighbors")
 _DEFAULT_K = 10
 _FOLLOWUPS = 3
 
 
-def bind_knowledge(server: Server, engine: Engine) -> ConceptGraph | None:
+def bind_knowledge(server: Server, engine: Engine) -> Rewriter | None:
     """Serve ``graph`` and ``query/transform`` on ``server`` when the extra is installed;
-    returns the graph (its file stays open for the engine's lifetime)."""
+    returns what ``retrieve.rewrite`` runs through (the graph's file stays open for the
+    engine's lifetime)."""
     try:
         from rcpkit.engine.graph import ConceptGraph
         from rcpkit.engine.transform import TRANSFORM_METHODS, QueryTransformer
@@ -60,7 +63,42 @@ def bind_knowledge(server: Server, engine: Engine) -> ConceptGraph | None:
                                     "maxN": transformer.max_n})
     server.add_method("graph", handlers.graph)
     server.add_method("query/transform", handlers.transform)
-    return graph
+    return Rewriter(engine, transformer)
+
+
+class Rewriter:
+    """``retrieve`` with ``rewrite`` (§7.7, §7.8): the query goes through the same transform
+    as ``query/transform`` first. One resulting query (``rewrite``; ``hyde``, whose passage
+    is the query) is searched as usual; several (``multi-query``, ``decompose``,
+    ``step-back``) are searched at one snapshot and fused by RRF, without a cursor (§10: the
+    fused ranking has no single query to page through)."""
+
+    def __init__(self, engine: Engine, transformer: QueryTransformer) -> None:
+        self._engine = engine
+        self._transformer = transformer
+
+    def search(self, request: SearchRequest, method: str, *, progress: Progress | None = None,
+               cancelled: Callable[[], bool] | None = None) -> SearchResult:
+        done = self._transformer.transform(request.query, method, None,
+                                           self._engine.snapshot(request.index_version))
+        queries = [done.hypothetical] if done.hypothetical else done.queries
+        if len(queries) == 1:
+            return self._engine.search(replace(request, query=queries[0]), progress=progress,
+                                       cancelled=cancelled)
+        if request.cursor is not None:
+            raise InvalidParams(f"rewrite {method!r} fuses several queries and has no pages",
+                                field="cursor")
+        first = self._engine.search(replace(request, query=queries[0]), cancelled=cancelled)
+        pinned = replace(request, index_version=first.index_version)
+        results = [first, *(self._engine.search(replace(pinned, query=query),
+                                                cancelled=cancelled) for query in queries[1:])]
+        hits = {hit.id: hit for result in reversed(results) for hit in result.hits}
+        fused = fusion.rrf([[(hit.id, hit.score) for hit in result.hits] for result in results])
+        note = f"rewrite {method}: {len(queries)} queries fused by RRF"
+        return SearchResult(
+            hits=[replace(hits[item.key], score=item.score) for item in fused[:request.k]],
+            index_version=first.index_version,
+            usage=replace(first.usage, notes=(*first.usage.notes, note)))
 
 
 class _KnowledgeHandlers:

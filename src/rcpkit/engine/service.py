@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rcpkit import __version__
-from rcpkit.engine.binding_graph import bind_knowledge
+from rcpkit.engine.binding_graph import Rewriter, bind_knowledge
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.embedding import minilm_files
 from rcpkit.engine.pipeline import Engine
@@ -189,7 +189,7 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
     server = _EngineServer(engine, _conformance(caps))
     for key, meta in caps.items():
         server.capability(key, meta)
-    handlers = _Handlers(engine, encoder)
+    handlers = _Handlers(engine, encoder, bind_knowledge(server, engine))
     server.add_method("retrieve", handlers.retrieve)
     server.add_method("embed", handlers.embed)
     server.add_method("embed/multi", handlers.embed_multi)
@@ -201,7 +201,6 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
         server.add_method("rerank", handlers.rerank)
     if encoder is not None:
         server.add_method("embed/sparse", handlers.embed_sparse)
-    bind_knowledge(server, engine)
     return server
 
 
@@ -241,9 +240,11 @@ def _texts(inputs: Sequence[str | ContentBlock], path: str) -> list[str]:
 class _Handlers:
     """The §7 handlers of one served engine."""
 
-    def __init__(self, engine: Engine, sparse: SparseEncoder | None) -> None:
+    def __init__(self, engine: Engine, sparse: SparseEncoder | None,
+                 rewriter: Rewriter | None) -> None:
         self.engine = engine
         self.sparse = sparse
+        self.rewriter = rewriter
         self.default_rerank = next(iter(engine.describe().rerank_methods), None)
 
     # ── retrieve (§7.7, §9, §10) ───────────────────────────────────────────
@@ -264,9 +265,13 @@ class _Handlers:
         def stopped() -> bool:
             return ctx.cancelled or ctx.remaining_ms == 0.0
 
+        method = params.rewrite_method
         # Partial hits cost a record read and hit construction: only when someone listens.
-        result = self.engine.search(request, progress=progress if ctx.reports_progress else None,
-                                    cancelled=stopped)
+        listener = progress if ctx.reports_progress else None
+        # Gating admits a rewrite only when ``transform`` is advertised, i.e. with a rewriter.
+        result = (self.rewriter.search(request, method, progress=listener, cancelled=stopped)
+                  if method is not None and self.rewriter is not None
+                  else self.engine.search(request, progress=listener, cancelled=stopped))
         usage = result.usage.to_wire()
         if ctx.notes:
             usage["notes"] = [*usage.get("notes", []), *ctx.notes]

@@ -4,21 +4,19 @@ The engine is a command spoken to over stdio (``--stdio 'CMD'``), a URL (``--htt
 or the built-in engine on a data directory, in this process (``--data DIR``). MCP is
 served on stdin/stdout (what desktop hosts launch), or as streamable HTTP with
 ``--listen HOST:PORT``. In stdio mode nothing but MCP frames reaches stdout; errors are
-one line on stderr and exit status 2.
+one line on stderr (``rcpkit mcp: error: …``) and exit status 2.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 
 from .. import __version__
-from ..cli_support import fail
+from ..cli_support import LogLevelOption, configure_logging, fail
 from ..protocol.errors import RcpError, UsageError
 
 __all__ = ["register"]
@@ -66,6 +64,7 @@ def mcp(
     path: Annotated[str, typer.Option(help="MCP endpoint path with --listen.")] = "/mcp",
     read_only: Annotated[bool, typer.Option(
         "--read-only", help="Offer no tool that changes the corpus.")] = False,
+    log_level: LogLevelOption = "warning",
 ) -> None:
     """Serve an RCP engine to MCP hosts: its retrieval as tools, its documents as resources."""
     try:
@@ -78,8 +77,7 @@ def mcp(
 
     address = _host_port(listen) if listen is not None else None
     headers = _headers(header or [])
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging("mcp", log_level)
 
     async def run() -> None:
         async with open_engine(stdio=stdio, http=http, data=data, headers=headers or None,

@@ -1,10 +1,6 @@
 """Open the RCP engine a bridge talks to: a command over stdio (§5.1), a URL over HTTP
-(§5.2), or the built-in engine on a data directory, in this process.
-
-The in-process engine is reached through :class:`InProcessTransport`, which hands frames
-straight to a :class:`~rcpkit.server.dispatcher.Dispatcher`: the same stream semantics
-as stdio (§5.1: replies and notifications in any order, cancellation by id), with no
-pipe and no child process.
+(§5.2), or the built-in engine on a data directory, in this process (through the client's
+in-memory connection, :mod:`rcpkit.client.memory`: stdio's stream semantics, no pipe).
 """
 
 from __future__ import annotations
@@ -13,48 +9,12 @@ import contextlib
 import shlex
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from ..client import AsyncClient, connect_http, connect_stdio
-from ..client.session import RequestId, Sink
-from ..protocol import messages
+from ..client.memory import connect_memory
 from ..protocol.errors import BackendUnavailable, UsageError
-from ..server.dispatcher import Dispatcher
-from ..server.framework import Server
 
-__all__ = ["InProcessTransport", "connect_in_process", "open_engine"]
-
-
-class InProcessTransport:
-    """A client transport into a :class:`Server` running on the caller's event loop."""
-
-    def __init__(self, server: Server) -> None:
-        self._dispatcher = Dispatcher(server)
-
-    async def start(self, sink: Sink) -> None:
-        self._dispatcher.start(sink.deliver)
-
-    async def send(self, frame: dict[str, Any], *, method: str,
-                   request_id: RequestId | None, stream: bool) -> None:
-        self._dispatcher.feed(messages.encode(frame))
-
-    async def send_batch(self, frames: list[dict[str, Any]], *,
-                         request_ids: Sequence[RequestId]) -> None:
-        self._dispatcher.feed(messages.encode(frames))
-
-    def abandon(self, request_id: RequestId) -> None:
-        """Nothing to release: the session's ``notifications/cancel`` stops the handler."""
-
-    async def close(self) -> None:
-        """EOF semantics (§7.12): requests in flight are finished first."""
-        await self._dispatcher.drain()
-
-
-async def connect_in_process(server: Server, *, client_info: Mapping[str, str] | None = None,
-                             log_level: str | None = None) -> AsyncClient:
-    """An initialised :class:`AsyncClient` on ``server`` in this process (§7.1)."""
-    return await AsyncClient.open(InProcessTransport(server), client_info=client_info,
-                                  log_level=log_level)
+__all__ = ["open_engine"]
 
 
 @contextlib.asynccontextmanager
@@ -95,9 +55,13 @@ async def _in_process_engine(data: Path, client_info: Mapping[str, str] | None,
                              ) -> AsyncIterator[AsyncClient]:
     from ..engine import service  # the engine's dependencies load only when it is used
 
-    engine = service.open_engine(data)
     try:
-        client = await connect_in_process(service.bind(engine), client_info=client_info)
+        engine = service.open_engine(data)
+    except OSError as exc:
+        raise BackendUnavailable(f"cannot open the engine on {data}: {exc}") from None
+    try:
+        client = await connect_memory(service.bind(engine), log_level=None,
+                                      client_info=dict(client_info or {}) or None)
         try:
             yield client
         finally:

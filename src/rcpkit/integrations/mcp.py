@@ -23,8 +23,8 @@ one-shot call; this bridge does that for every method the engine advertises (§6
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import socket
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -183,9 +183,10 @@ def _offered(tool: _Tool, name: str, caps: Capabilities) -> bool:
         return _RETRIEVE_GATES.get(name, lambda caps: False)(caps)
     if name == "cursor":
         return caps.pagination is not None
-    if name in ("chunk", "contextual"):
-        return bool(caps.index and getattr(caps.index, "chunking" if name == "chunk"
-                                           else "contextual"))
+    if name == "chunk":
+        return bool(caps.index and caps.index.chunking)
+    if name == "contextual":
+        return bool(caps.index and caps.index.contextual)
     return True
 
 
@@ -440,7 +441,8 @@ class McpBridge:
             input_schema=input_schema(tool, caps), output_schema=output_schema(tool),
             annotations=types.ToolAnnotations(
                 read_only_hint=read_only, destructive_hint=tool.name == "index_delete",
-                idempotent_hint=read_only or tool.name in ("index_delete", "index_add"),
+                # index/add upserts only documents that carry an id (§7.10).
+                idempotent_hint=read_only or tool.name == "index_delete",
                 open_world_hint=False))
 
     # ── the MCP server ──────────────────────────────────────────────────────
@@ -480,7 +482,7 @@ class McpBridge:
         finally:
             if relay is not None:
                 relay.abandon()
-        return self._tool_result(result)
+        return self.tool_result(result)
 
     async def call(self, tool: _Tool, arguments: Mapping[str, Any],
                    on_progress: Callable[[ProgressEvent], None] | None = None) -> Any:
@@ -505,7 +507,8 @@ class McpBridge:
     def _listed_schema(self, name: str) -> dict[str, Any]:
         return next(listed.input_schema for listed in self._listed if listed.name == name)
 
-    def _tool_result(self, result: Any) -> types.CallToolResult:
+    def tool_result(self, result: Any) -> types.CallToolResult:
+        """A typed RCP result as MCP: structured content, fenced text, resource links."""
         structured: dict[str, Any] = to_builtins(result)
         structured.pop("_meta", None)
         hits: list[Hit] = list(getattr(result, "hits", None) or [])
@@ -554,11 +557,16 @@ async def serve_stdio(bridge: McpBridge) -> None:
 
 
 async def serve_http(bridge: McpBridge, host: str, port: int, *, path: str = "/mcp") -> None:
-    """Serve MCP streamable HTTP at ``http://host:port{path}`` until interrupted."""
+    """Serve MCP streamable HTTP at ``http://host:port{path}`` until interrupted; a port
+    that cannot be bound is a :class:`UsageError` before anything is served."""
     import uvicorn
 
+    try:
+        listener = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host
+                                        else socket.AF_INET)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     app = bridge.server().streamable_http_app(streamable_http_path=path, host=host)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           access_log=False))
-    with contextlib.suppress(asyncio.CancelledError):
-        await server.serve()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    with listener:
+        await server.serve(sockets=[listener])

@@ -525,7 +525,6 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
         raise UsageError("several workers need a factory that builds the server after the "
                          "fork, not a Server built beforehand")
     listener = _listen(host, port)
-    _announce(listener, app_options.get("base", "/rcp"), workers)
     return _Workers(server, listener, workers, graceful_timeout_s, app_options,
                     dict(limits or {})).run()
 
@@ -583,6 +582,8 @@ class _Workers:
                     for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
             if self._spawn_first():
+                # Said once the first worker serves: a refused server never claims to listen.
+                _announce(self.listener, self.app_options.get("base", "/rcp"), self.count)
                 while len(self.pids) < self.count and not stopping:
                     self.pids.append(self._fork(None))
                 while not self._any_ended():  # only our own children are waited for

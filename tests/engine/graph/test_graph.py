@@ -15,6 +15,19 @@ from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.types import DocumentIn
 
 
+def spy_on_extraction(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts concepts are extracted from from now on (extraction still runs)."""
+    extracted: list[str] = []
+    original = ConceptExtractor.extract
+
+    def spy(self: ConceptExtractor, text: str) -> list:  # type: ignore[type-arg]
+        extracted.append(text)
+        return original(self, text)
+
+    monkeypatch.setattr(ConceptExtractor, "extract", spy)
+    return extracted
+
+
 def doc_ids(hits: list) -> list[str]:  # type: ignore[type-arg]
     return [hit.nodes[-1].split("#")[0] for hit in hits]
 
@@ -80,14 +93,7 @@ def test_reopening_loads_the_stored_mentions_without_extracting(
     expected = graph.local(seq, "sourdough starter", 3)
     graph.close()
 
-    extracted: list[str] = []
-    original = ConceptExtractor.extract
-
-    def spy(self: ConceptExtractor, text: str) -> list:  # type: ignore[type-arg]
-        extracted.append(text)
-        return original(self, text)
-
-    monkeypatch.setattr(ConceptExtractor, "extract", spy)
+    extracted = spy_on_extraction(monkeypatch)
     reopened = ConceptGraph.open(engine.config.data_dir, engine.store)
     assert reopened.chunk_count == len(DOCUMENTS)
     assert reopened.local(seq, "sourdough starter", 3) == expected
@@ -178,8 +184,12 @@ def test_global_ranks_the_communities_of_the_query(engine: Engine,
 
 def test_drift_followups_come_from_neighbouring_communities(engine: Engine,
                                                              graph: ConceptGraph) -> None:
-    alone = graph.followups(engine.snapshot(), "honey bee pollination", 3)
-    assert len(alone) == 1 and alone[0].startswith("honey")  # only its own community
+    seq = engine.snapshot()
+    alone = graph.followups(seq, "honey bee pollination", 3)
+    bees = graph.hierarchy(seq).by_id[_community_of(graph, seq, "honey bee")]
+    bee_words = {w for c in bees.concepts for w in graph.view(seq).labels[c].split()}
+    assert len(alone) == 1 and set(alone[0].split()) <= bee_words  # only its own community
+    assert len(set(alone[0].split())) == len(alone[0].split())
     engine.add([DocumentIn("Honey bees pollinate the wheat whose flour and yeast make "
                            "sourdough bread dough.", id="bridge")])
     seq = engine.snapshot()
@@ -188,3 +198,40 @@ def test_drift_followups_come_from_neighbouring_communities(engine: Engine,
     bread = graph.hierarchy(seq).by_id[_community_of(graph, seq, "sourdough")]
     bread_labels = {graph.view(seq).labels[c] for c in bread.concepts}
     assert any(label in followups[0] for label in bread_labels)
+
+
+def test_every_op_answers_on_an_empty_corpus(tmp_path: Path) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", hashing_dimension=16)
+    with Engine.open(config) as engine:
+        graph = ConceptGraph.open(tmp_path, engine.store)
+        engine.on_publish(graph.sync)
+        empty = engine.snapshot()
+        engine.add([DocumentIn("the of and 42", id="bare")])  # a chunk without concepts
+        bare = engine.snapshot()
+        for seq in (empty, bare):
+            assert graph.local(seq, "honey", 5) == []
+            assert graph.communities(seq, 0) == []
+            assert graph.ranked_communities(seq, "honey", 0, 3) == []
+            assert graph.followups(seq, "honey", 3) == []
+        assert graph.neighbors(empty, ["bare#0"], 2, 5).unknown == ["bare#0"]
+        alone = graph.neighbors(bare, ["bare#0"], 2, 5)
+        assert [n.id for n in alone.nodes] == ["bare#0"] and alone.edges == []
+        graph.close()
+
+
+def test_processes_sharing_a_data_directory_share_the_extraction(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", hashing_dimension=16)
+    with Engine.open(config) as writer, Engine.open(config) as reader:
+        writer_graph = ConceptGraph.open(tmp_path, writer.store)
+        writer.on_publish(writer_graph.sync)
+        reader_graph = ConceptGraph.open(tmp_path, reader.store)
+        reader.on_publish(reader_graph.sync)
+        writer.add(DOCUMENTS[:4])
+        extracted = spy_on_extraction(monkeypatch)
+        assert reader.refresh()  # takes the other writer's version in, and the hook runs
+        assert reader_graph.chunk_count == 4 and extracted == []  # read from graph.sqlite
+        hits = reader_graph.local(reader.snapshot(), "honey bee", 2)
+        assert [topic_of(d) for d in doc_ids(hits)] == ["bees", "bees"]
+        writer_graph.close()
+        reader_graph.close()

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from graph_corpus import DOCUMENTS
 
+from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.graph import ConceptGraph
 from rcpkit.engine.pipeline import Engine
-from rcpkit.engine.transform import QueryTransformer
+from rcpkit.engine.transform import TRANSFORM_METHODS, QueryTransformer
 from rcpkit.engine.types import SearchRequest
 
 
@@ -99,3 +101,15 @@ def test_hyde_is_an_extractive_passage_from_the_top_hits(transformer: QueryTrans
 def test_unknown_methods_are_refused(transformer: QueryTransformer, engine: Engine) -> None:
     with pytest.raises(ValueError):
         run(transformer, engine, "q", "summarise")
+
+
+def test_every_method_answers_on_an_empty_corpus(tmp_path: Path) -> None:
+    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing",
+                                  hashing_dimension=16)) as engine:
+        graph = ConceptGraph.open(tmp_path, engine.store)
+        transformer = QueryTransformer(graph, lambda query, k: [])
+        for method in TRANSFORM_METHODS:
+            done = transformer.transform("honey bees and wax", method, 2, engine.snapshot())
+            assert 1 <= len(done.queries) <= 2 and all(done.queries)
+            assert done.hypothetical is None or done.hypothetical == "honey bees and wax"
+        graph.close()

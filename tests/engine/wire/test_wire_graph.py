@@ -219,3 +219,21 @@ def test_our_client_has_typed_graph_and_transform(engine: Engine, data_dir: Path
         multi = client.transform("honey bees", "multi-query", n=2)
         assert len(multi.queries) == 2
         assert client.transform("bread dough", "hyde").hypothetical
+
+
+def test_retrieve_rewrite_runs_the_same_transforms(engine: Engine) -> None:
+    misspelled = engine.retrieve("sourdugh startr", k=1, mode="sparse")
+    assert misspelled["hits"] == []
+    fixed = engine.retrieve("sourdugh startr", k=1, mode="sparse", rewrite="rewrite")
+    assert fixed["hits"][0]["id"] == "bread-0#0"
+    fused = engine.retrieve("honey bees and the pole star", k=4, mode="sparse",
+                            rewrite="decompose")
+    assert {h["id"].split("-")[0] for h in fused["hits"]} == {"bees", "stars"}
+    assert any("fused by RRF" in note for note in fused["usage"]["notes"])
+    assert "nextCursor" not in fused
+    hyde = engine.retrieve("bread dough", k=2, mode="sparse", rewrite="hyde")
+    assert hyde["hits"][0]["id"].startswith("bread")
+    page = engine.retrieve("honey", k=1, mode="sparse")
+    error = engine.error("retrieve", {"query": "honey", "k": 1, "mode": "sparse",
+                                      "rewrite": "multi-query", "cursor": page["nextCursor"]})
+    assert error["code"] == -32602 and error["data"]["field"] == "cursor"

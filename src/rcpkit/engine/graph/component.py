@@ -303,7 +303,7 @@ class ConceptGraph:
             fresh = distinct_labels((view.labels[c] for c in community.concepts
                                      if c not in asked), 2, taken=anchor.split())
             if fresh:
-                followups.append(" ".join([anchor, *fresh]))
+                followups.append(" ".join(dict.fromkeys(" ".join([anchor, *fresh]).split())))
             if len(followups) == n:
                 break
         return list(dict.fromkeys(followups))
