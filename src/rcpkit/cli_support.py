@@ -22,7 +22,8 @@ LogLevelOption = Annotated[str, typer.Option(
 
 def fail(command: str, message: str, *, code: int = 2) -> NoReturn:
     """Print ``rcpkit <command>: error: <message>`` on stderr and exit with ``code``."""
-    typer.echo(f"rcpkit {command}: error: {message}", err=True)
+    one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    typer.echo(f"rcpkit {command}: error: {one_line}", err=True)
     raise typer.Exit(code)
 
 

@@ -52,7 +52,7 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     run = subprocess.run([*RCPKIT, "inspect", "--no-open", *args], capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 2, run.stderr
-    assert run.stdout == "" and "usage error" in run.stderr
+    assert run.stdout == "" and run.stderr.startswith("rcpkit inspect: error: ")
 
 
 @pytest.mark.parametrize("args", [
@@ -64,7 +64,8 @@ def test_an_unreachable_server_exits_1_with_one_line(args: list[str]) -> None:
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 1, run.stderr
     assert run.stdout == ""
-    assert run.stderr.startswith("error: cannot inspect") and "Traceback" not in run.stderr
+    assert run.stderr.startswith("rcpkit inspect: error: cannot inspect")
+    assert "Traceback" not in run.stderr
 
 
 def test_a_call_whose_page_goes_away_is_cancelled_on_the_server() -> None:

@@ -69,17 +69,32 @@ def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | 
         if not create and config.backend == "sqlite" and not _holds_index(data):
             fail(command, f"{data}: no index here (create one with `rcpkit index add DIR "
                  f"--data {data}`)")
-        with console.status("opening the index and loading the embedding model"):
+        with _phase("opening the index and loading the embedding model"):
             engine = open_engine(config)
     except (RcpError, UsageError) as exc:
         fail(command, str(exc))
+    failure: str | None = None
     try:
         yield engine
     except (RcpError, UsageError) as exc:
-        fail(command, str(exc))
+        failure = str(exc)
     finally:
-        with console.status("saving the index"):
+        with _phase("saving the index"):
             engine.close()
+    if failure is not None:  # after closing, so the error is the last line on stderr
+        fail(command, failure)
+
+
+@contextmanager
+def _phase(message: str) -> Iterator[None]:
+    """A spinner on a terminal; otherwise one line on stderr (stdout stays the command's
+    output), so a slow phase is never silent."""
+    if console.is_terminal:
+        with console.status(message):
+            yield
+    else:
+        typer.echo(f"{message}…", err=True)
+        yield
 
 
 def _holds_index(data: Path) -> bool:
@@ -88,8 +103,9 @@ def _holds_index(data: Path) -> bool:
 
 
 def _redacted(dsn: str | None) -> str:
-    """A DSN without its password, fit to print."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", dsn or "$RCPKIT_DSN")
+    """A DSN (URL or ``key=value`` form) without its password, fit to print."""
+    shown = re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", dsn or "$RCPKIT_DSN")
+    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", shown)
 
 
 # ── indexing a folder ──────────────────────────────────────────────────────
@@ -211,14 +227,16 @@ def _stale(engine: Engine, folder: Folder, kept: set[str]) -> list[str]:
     return sorted(stale)
 
 
-def _summary(tally: _Tally, data: Path, engine: Engine, *, sync: bool) -> None:
+def _summary(tally: _Tally, data: Path, index_version: str | None, *, sync: bool) -> None:
     table = Table(title=Text(f"index {data}"), show_header=False, box=None)
     rows: list[tuple[str, object]] = [("added", tally.added), ("updated", tally.updated),
             ("unchanged", tally.unchanged)]
     if sync:
         rows.append(("deleted", tally.deleted))
     rows += [("skipped files", len(tally.skipped)), ("warnings", len(tally.warnings)),
-             ("chunks", tally.chunks), ("indexVersion", engine.index_version)]
+             ("chunks", tally.chunks)]
+    if index_version is not None:
+        rows.append(("indexVersion", index_version))
     for name, value in rows:
         table.add_row(name, str(value))
     console.print(table)
@@ -235,9 +253,13 @@ def _summary(tally: _Tally, data: Path, engine: Engine, *, sync: bool) -> None:
 def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
            backend: str | None, dsn: str | None, prefix: str, follow_links: bool,
            strict: bool, chunk: bool, contextual: bool, batch_size: int) -> None:
+    try:
+        limit = load_config(data, backend=backend, dsn=dsn).max_text_bytes
+    except UsageError as exc:
+        fail(command, str(exc))
     with console.status("reading files") as status:
         folder = read_folder(paths, prefix=prefix, follow_links=follow_links,
-                             max_text_bytes=load_config(data).max_text_bytes,
+                             max_text_bytes=limit,
                              on_file=lambda source: status.update(f"reading {source}"))
     tally = _Tally(skipped=list(folder.skipped))
     documents: list[tuple[str, DocumentIn]] = []
@@ -251,6 +273,9 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
                                            f"{seen[document.id]}; the later one is kept"))
             seen[document.id] = source_file.source
             documents.append((source_file.source, document))
+    if not documents and not sync:  # nothing to write: do not create an empty index either
+        _summary(tally, data, None, sync=False)
+        fail(command, "nothing could be indexed", code=1)
     with _engine(command, data, backend=backend, dsn=dsn, create=True) as engine:
         batch = min(batch_size, engine.config.max_documents_per_add)
         _ingest(engine, documents, tally, chunk=chunk, contextual=contextual, batch_size=batch)
@@ -260,9 +285,9 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
                 chunk_ids = stale[start:start + engine.config.max_documents_per_add]
                 tally.deleted += engine.delete(chunk_ids).deleted
         if not engine.wait_for_indexes(0):
-            with console.status("building the vector graph (saved with the index)"):
+            with _phase("building the vector graph (saved with the index)"):
                 engine.wait_for_indexes()
-        _summary(tally, data, engine, sync=sync)
+        _summary(tally, data, engine.index_version, sync=sync)
     if tally.indexed == 0 and not tally.deleted:
         fail(command, "nothing could be indexed", code=1)
     if strict and (tally.skipped or tally.warnings):
@@ -308,8 +333,7 @@ def index_add(
 
 @index_app.command("sync")
 def index_sync(
-    folder: Annotated[Path, typer.Argument(help="The folder to mirror.", file_okay=False,
-                                           exists=True)],
+    folder: Annotated[Path, typer.Argument(help="The folder to mirror.")],
     data: DataOption = _DEFAULT_DATA,
     backend: BackendOption = None,
     dsn: DsnOption = None,
@@ -322,6 +346,8 @@ def index_sync(
 ) -> None:
     """Make the index mirror FOLDER: add new files, update changed ones, delete the
     documents of files that are gone (only documents indexed from this folder)."""
+    if not folder.is_dir():
+        fail("index sync", f"{folder}: not a folder")
     _index("index sync", [folder], data, sync=True, backend=backend, dsn=dsn, prefix=prefix,
            follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
            batch_size=batch_size)

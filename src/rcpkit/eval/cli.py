@@ -99,8 +99,12 @@ def evaluate_command(
         _stdout.print(render_table(report))
     if report_file is not None:
         report_file.write_text(document + "\n", encoding="utf-8")
-    for path in [*(write_trec_runs(report, trec) if trec else []),
-                 *(write_plots(report, plot) if plot else [])]:
+    try:
+        written = [*(write_trec_runs(report, trec) if trec else []),
+                   *(write_plots(report, plot) if plot else [])]
+    except UsageError as exc:
+        fail("eval", str(exc), code=_EXIT_USAGE)
+    for path in written:
         _stderr.print(f"wrote {path}")
     if any(result.error for result in report.results):
         raise typer.Exit(_EXIT_ENGINE)

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rcpkit.eval.metrics import metric_names
+from rcpkit.protocol.errors import UsageError
 
 __all__ = ["ConfigResult", "EvalReport", "metrics_figure", "render_table", "write_plots",
            "write_trec_runs"]
@@ -115,8 +116,10 @@ def write_trec_runs(report: EvalReport, directory: Path) -> list[Path]:
 def metrics_figure(report: EvalReport) -> Any:
     """The grouped-bar chart of ``metrics.png`` (a matplotlib ``Figure``, Agg backend):
     one group per metric, one bar per successful configuration."""
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        raise UsageError("charts need matplotlib: pip install 'rcpkit[plot]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -146,10 +149,10 @@ def write_plots(report: EvalReport, directory: Path) -> list[Path]:
     results = [r for r in report.results if r.error is None]
     if not results:
         return []
+    figure = metrics_figure(report)
     import matplotlib.pyplot as plt
 
     directory.mkdir(parents=True, exist_ok=True)
-    figure = metrics_figure(report)
     metrics_path = directory / "metrics.png"
     figure.savefig(metrics_path, dpi=120)
     plt.close(figure)

@@ -21,6 +21,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from ..cli_support import fail
 from ..protocol.errors import RcpError, UsageError
 from ..transports.httpserver import HttpServer
 from .app import create_app
@@ -32,8 +33,7 @@ _log = logging.getLogger("rcpkit.inspector")
 
 
 def _usage(message: str) -> NoReturn:
-    typer.echo(f"usage error: {message}", err=True)
-    raise typer.Exit(2)
+    fail("inspect", message)
 
 
 def _address(listen: str) -> tuple[str, int]:
@@ -95,8 +95,7 @@ def inspect(
     try:
         asyncio.run(_serve(spec, listener, timeout, open_browser=not no_open))
     except (RcpError, OSError) as exc:
-        typer.echo(f"error: cannot inspect {spec.describe()['address']}: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail("inspect", f"cannot inspect {spec.describe()['address']}: {exc}", code=1)
     finally:
         listener.close()
 

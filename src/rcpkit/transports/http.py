@@ -624,7 +624,7 @@ class _Workers:
                 raise UsageError(f"server {server.name!r} does not declare itself multi-process "
                                  "safe (Server.multiprocess_safe); serve it with one worker")
         except UsageError as exc:
-            print(f"rcpkit serve: {exc}", file=sys.stderr, flush=True)
+            print(f"rcpkit serve: error: {exc}", file=sys.stderr, flush=True)
             return 2
         app = create_app(server, **self.app_options)
         if ready_fd is not None:

@@ -13,7 +13,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from engine_wire import HASHING_CONFIG, make_data_dir, rcpkit_argv
+
+# Each test is a full certification run (two hundred checks) against a subprocess engine.
+pytestmark = pytest.mark.timeout(300)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from engine_wire import make_data_dir, rcpkit_argv
+
+# Each test starts several CLI and server subprocesses.
+pytestmark = pytest.mark.timeout(240)
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -85,12 +89,16 @@ def test_every_command_fails_in_one_style(tmp_path: Path) -> None:
         "query": ("query", "x", "--data", str(missing)),
         "index stats": ("index", "stats", "--data", str(missing)),
         "index add": ("index", "add", str(missing), "--data", str(tmp_path / "data")),
+        "index sync": ("index", "sync", str(missing), "--data", str(tmp_path / "data")),
         "serve": ("serve", "--http", "nowhere"),
         "gateway": ("gateway", "--registry", str(bad_registry), "--stdio"),
         "call": ("call", "ping"),
         "info": ("info",),
         "check": ("check", "--", str(missing / "server")),
         "eval": ("eval", "--dataset", str(missing), "--stdio", "x"),
+        "mcp": ("mcp", "--data", str(missing), "--listen", "nowhere"),
+        "inspect": ("inspect", "--no-open", "--http", "http://127.0.0.1:9/rcp", "--listen",
+                    "127.0.0.1:http"),
     }
     for command, args in cases.items():
         result = cli(*args)

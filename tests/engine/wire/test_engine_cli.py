@@ -75,4 +75,5 @@ def test_cli_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     wrong = _run("query", "x", "--data", str(data), "--filter", '{"field": "nope", "op": "eq", '
                  '"value": 1}')
     assert wrong.exit_code == 2 and "-32602" in wrong.stderr and "'nope'" in wrong.stderr
-    assert wrong.stderr.startswith("rcpkit query: error: ")
+    *phases, last = wrong.stderr.splitlines()
+    assert last.startswith("rcpkit query: error: ") and all(p.endswith("…") for p in phases)

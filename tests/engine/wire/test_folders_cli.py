@@ -21,6 +21,9 @@ from typing import Any
 import pytest
 from engine_wire import Engine, make_data_dir, rcpkit_argv
 
+# Each test starts several CLI and server subprocesses.
+pytestmark = pytest.mark.timeout(240)
+
 
 def cli(*args: str, cwd: Path | None = None,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,57 @@
+"""The README stays true: its ``rcpkit.toml`` and ``rcp.json`` examples load, and every flag
+its shell lines pass to an ``rcpkit`` command is one that command has."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rcpkit.cli import app
+from rcpkit.engine.config import EngineConfig
+from rcpkit.federation.registry import load_registry
+
+README = (Path(__file__).parents[1] / "README.md").read_text()
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+
+
+def test_the_toml_and_registry_examples_load(tmp_path: Path) -> None:
+    (toml,) = _blocks("toml")
+    config = EngineConfig.from_mapping(tomllib.loads(toml))
+    assert config.read_only is False and config.field_types == {"published": "date"}
+    (registry,) = [block for block in _blocks("json") if '"engines"' in block]
+    path = tmp_path / "rcp.json"
+    path.write_text(registry)
+    assert {group.id for group in load_registry(path).engines} == {"kb", "demo"}
+    assert json.loads(registry)["engines"][0]["url"].endswith(":8766/rcp")
+
+
+def _commands() -> list[list[str]]:
+    commands = []
+    for block in _blocks("sh"):
+        for line in block.splitlines():
+            for part in re.split(r"&&|\|\|", line.split("  #")[0]):
+                words = shlex.split(part.replace(".venv/bin/", ""))
+                if words[:1] == ["rcpkit"]:
+                    commands.append(words[1:])
+    return commands
+
+
+def test_every_readme_flag_exists() -> None:
+    runner = CliRunner()
+    commands = _commands()
+    assert len(commands) >= 15
+    for words in commands:
+        path = [w for w in words[:2] if not w.startswith("-")]
+        help_text = runner.invoke(app, [*path[:1], "--help"]).output
+        if len(path) > 1 and path[1] in help_text:
+            help_text = runner.invoke(app, [*path, "--help"]).output
+        for flag in (w.split("=")[0] for w in words if w.startswith("--")):
+            assert flag in help_text, (words, flag)
