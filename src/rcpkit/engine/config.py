@@ -79,6 +79,13 @@ class EngineConfig:
     """Candidates reranked when a request names a reranker without ``topN`` (at least k):
     reranking all of candidateK costs 5× more for no measured gain (docs/benchmarks.md)."""
     rerank_cache_bytes: int = 128 * 2**20
+    embedding_cache: Path | None = None
+    """A content-hash-keyed vector cache file (:mod:`rcpkit.engine.embedcache`): a text is
+    embedded once, and re-adds, rebuilds and other data directories sharing the file reuse it."""
+    default_fusion: str = "weighted"
+    """Hybrid fusion when a request names none (§7.7 ``fusion.method``)."""
+    default_fusion_alpha: float = 0.4
+    """Dense weight of the normalised fusions when a request sets no ``alpha``/``weights``."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:
@@ -100,7 +107,7 @@ class EngineConfig:
 
     def with_overrides(self, **values: Any) -> EngineConfig:
         """A copy with ``values`` applied; ``None`` means "keep", paths become ``Path``."""
-        path_fields = {"data_dir", "onnx_model_path", "onnx_tokenizer_path",
+        path_fields = {"data_dir", "onnx_model_path", "onnx_tokenizer_path", "embedding_cache",
                        "cross_encoder_model_path", "cross_encoder_tokenizer_path"}
         changes: dict[str, Any] = {name: (Path(value) if name in path_fields else value)
                                    for name, value in values.items() if value is not None}
