@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from rcpkit import fusion
+from rcpkit.engine.chunking import sentence_spans
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.embedcache import CachedEmbedder
 from rcpkit.engine.embedding import minilm
 from rcpkit.engine.lexical import LexicalIndex
-from rcpkit.engine.multivector import tail_windows
 from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.text import Analyzer
 from rcpkit.eval.datasets import Dataset, load_beir
@@ -176,6 +176,29 @@ def sweep_bm25(collections: list[Collection], fuse_name: str) -> None:
             print(row(f"{label} k1={k1} b={b}", alone)
                   + " |" + "".join(f"{hybrid[m]:>9.4f}" for m in SHOWN)
                   + f"   ({time.perf_counter() - started:.1f}s)")
+
+
+def tail_windows(text: str, *, head_chars: int, window_chars: int) -> list[str]:
+    """Whole-sentence windows of at most ``window_chars`` covering what the encoder did not
+    read of ``text`` (it stops at 256 tokens, about ``head_chars`` characters): from the first
+    sentence that does not end within the head; ``[]`` when the whole text fits in it."""
+    if len(text) <= head_chars:
+        return []
+    windows: list[str] = []
+    start = end = -1
+    for sentence_start, sentence_end in sentence_spans(text, max_chars=window_chars):
+        if sentence_end <= head_chars:
+            continue
+        if start < 0:
+            start, end = sentence_start, sentence_end
+        elif sentence_end - start <= window_chars:
+            end = sentence_end
+        else:
+            windows.append(text[start:end])
+            start, end = sentence_start, sentence_end
+    if start >= 0:
+        windows.append(text[start:end])
+    return windows
 
 
 def window_lists(collection: Collection, embedder: CachedEmbedder, head_chars: int,
