@@ -4,13 +4,14 @@ Embedding a corpus costs minutes of CPU, so each collection is embedded once, by
 into a data directory (``rcpkit eval ... --stdio "rcpkit serve --stdio --data DIR"`` does it
 while measuring the baseline), and every sweep here reuses that directory: the stored vectors
 and texts, the engine's own dense index and the same candidate depth (``candidateK`` 100) as a
-served ``retrieve``. Only the fusion function or the BM25 index changes between
-configurations, so thousands of configurations cost seconds. The chosen ones are then
-confirmed end to end over stdio with ``rcpkit eval`` (docs/benchmarks.md, "Quality
-(development data)").
+served ``retrieve``. Only the fusion function, the BM25 index or the dense scoring changes
+between configurations. Query vectors (and the sentence windows of ``--sweep windows``) go
+through a content-hash embedding cache (``--embedding-cache``), so a rerun embeds nothing.
+The chosen configurations are then confirmed end to end over stdio with ``rcpkit eval``
+(docs/benchmarks.md, "Quality (development data)").
 
     python benchmarks/tune_quality.py --collection scifact=DATASET_DIR:DATA_DIR \\
-        --collection faq-en=...:... --sweep fusion --sweep bm25
+        --collection faq-en=...:... --sweep fusion --sweep bm25 --sweep windows
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from rcpkit.eval.metrics import evaluate
 
 DEPTH = 100
 SHOWN = ("nDCG@10", "Recall@100", "MRR@10")
-ALPHAS = tuple(round(0.05 * step, 2) for step in range(21))
+ALPHAS = tuple(round(0.1 * step, 1) for step in range(2, 9))
 
 Ranked = list[tuple[str, float]]
 Fuser = Callable[[Sequence[Ranked]], list[fusion.Fused]]
@@ -112,12 +113,12 @@ def fused(collection: Collection, fuse: Fuser, sparse: dict[str, Ranked] | None 
             for query_id in collection.dense}
 
 
-def fusers() -> dict[str, Fuser]:
+def fusers(alphas: Sequence[float] = ALPHAS) -> dict[str, Fuser]:
     """Every fusion configuration of the sweep, by name."""
     table: dict[str, Fuser] = {}
-    for k in (10, 20, 40, 60, 100):
+    for k in (10, 60):
         table[f"rrf k={k}"] = lambda lists, k=k: fusion.rrf(lists, k=k)
-    for alpha in ALPHAS:
+    for alpha in alphas:
         weights = (alpha, 1.0 - alpha)
         table[f"minmax a={alpha}"] = lambda lists, w=weights: fusion.weighted(lists, w)
         table[f"zscore a={alpha}"] = lambda lists, w=weights: fusion.zscore(lists, w)
@@ -135,8 +136,8 @@ def header(title: str) -> None:
     print(f"{'configuration':<28}" + "".join(f"{m:>12}" for m in SHOWN))
 
 
-def sweep_fusion(collections: list[Collection]) -> None:
-    table = fusers()
+def sweep_fusion(collections: list[Collection], alphas: Sequence[float]) -> None:
+    table = fusers(alphas)
     results: dict[str, dict[str, dict[str, float]]] = {}
     for collection in collections:
         header(collection.name)
@@ -259,6 +260,8 @@ def main() -> None:
                         default=[])
     parser.add_argument("--embedding-cache", type=Path, default=Path("embedding-cache.sqlite3"),
                         help="content-hash embedding cache (queries, sentence windows)")
+    parser.add_argument("--alphas", type=float, nargs="+", default=ALPHAS,
+                        help="dense weights of the normalised fusions in the fusion sweep")
     parser.add_argument("--hybrid-fusion", default="tm2c2 a=0.5",
                         help="the fusion the BM25 and window sweeps measure the hybrid with")
     args = parser.parse_args()
@@ -273,7 +276,7 @@ def main() -> None:
         print(f"{name}: lists for {len(collections[-1].dense)} queries in "
               f"{time.perf_counter() - started:.1f}s")
     if "fusion" in args.sweep:
-        sweep_fusion(collections)
+        sweep_fusion(collections, args.alphas)
     if "bm25" in args.sweep:
         sweep_bm25(collections, args.hybrid_fusion)
     if "windows" in args.sweep:

@@ -82,9 +82,9 @@ class EngineConfig:
     embedding_cache: Path | None = None
     """A content-hash-keyed vector cache file (:mod:`rcpkit.engine.embedcache`): a text is
     embedded once, and re-adds, rebuilds and other data directories sharing the file reuse it."""
-    default_fusion: str = "weighted"
+    default_fusion: str = "convex"
     """Hybrid fusion when a request names none (§7.7 ``fusion.method``)."""
-    default_fusion_alpha: float = 0.4
+    default_fusion_alpha: float = 0.8
     """Dense weight of the normalised fusions when a request sets no ``alpha``/``weights``."""
 
     @classmethod
