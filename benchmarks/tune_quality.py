@@ -33,6 +33,7 @@ from rcpkit.engine.embedding import minilm
 from rcpkit.engine.lexical import LexicalIndex
 from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.text import Analyzer
+from rcpkit.engine.types import SearchRequest
 from rcpkit.eval.datasets import Dataset, load_beir
 from rcpkit.eval.metrics import evaluate
 
@@ -250,13 +251,31 @@ def sweep_windows(collections: list[Collection], fuse_name: str,
                   + f"   ({time.perf_counter() - started:.1f}s, {embedder.misses} embedded)")
 
 
+def sweep_latency(collections: list[Collection]) -> None:
+    """``Engine.search`` p50 of the default hybrid against RRF, interleaved query by query in
+    one process, each going first on every other query (fusion cost depends on candidateK,
+    not on the corpus size)."""
+    for collection in collections:
+        timings: dict[str | None, list[float]] = {None: [], "rrf": []}
+        for number, text in enumerate(collection.dataset.judged_queries().values()):
+            for method in ((None, "rrf") if number % 2 else ("rrf", None)):
+                request = SearchRequest(query=text, k=10, fusion=method, include_text=False)
+                started = time.perf_counter()
+                collection.engine.search(request)
+                timings[method].append((time.perf_counter() - started) * 1000)
+        default, rrf = (float(np.median(timings[m])) for m in (None, "rrf"))
+        print(f"{collection.name}: retrieve p50 default {default:.2f} ms, rrf {rrf:.2f} ms, "
+              f"ratio {default / rrf:.3f} ({len(timings['rrf'])} queries each)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collection", action="append", required=True,
                         help="NAME=DATASET_DIR:DATA_DIR (the data dir already holds the corpus)")
     parser.add_argument("--split", default=None, help="qrels split (default test / the only one)")
-    parser.add_argument("--sweep", action="append", choices=("fusion", "bm25", "windows"),
+    parser.add_argument("--sweep", action="append",
+                        choices=("fusion", "bm25", "windows", "latency"),
                         default=[])
     parser.add_argument("--embedding-cache", type=Path, default=Path("embedding-cache.sqlite3"),
                         help="content-hash embedding cache (queries, sentence windows)")
@@ -281,6 +300,8 @@ def main() -> None:
         sweep_bm25(collections, args.hybrid_fusion)
     if "windows" in args.sweep:
         sweep_windows(collections, args.hybrid_fusion, embedder)
+    if "latency" in args.sweep:
+        sweep_latency(collections)
     for collection in collections:
         collection.engine.close()
 
