@@ -5,9 +5,10 @@ Zipfian pseudo-word text from bench_lexical.py and random unit vectors (d=384) �
 through ``Engine.add`` (SQLite record + both derived indexes, 1000 single-chunk documents per
 call) and times ``Engine.search`` (k=10, candidateK=100, includeText false) for sparse, dense
 (default path: HNSW beyond ``dense_exact_threshold``), dense with a ``seed`` (§7.7.1: always
-exact) and hybrid (RRF), unfiltered and with a §8 filter keeping 1% (``bucket eq 7``) or 50%
-(``bucket lt 50``) of the chunks. The embedding model is bypassed: corpus and query vectors
-are precomputed and served by ``_common.LookupEmbedder``, so figures are the engine's own.
+exact) and hybrid (the default fusion, and RRF beside it), unfiltered and with a §8 filter
+keeping 1% (``bucket eq 7``) or 50% (``bucket lt 50``) of the chunks. The embedding model is
+bypassed: corpus and query vectors are precomputed and served by ``_common.LookupEmbedder``, so
+figures are the engine's own.
 Queries are 2–5 corpus words; query vectors are noisy copies of corpus vectors.
 
 Baselines in the same process, same filters, depth 100 (the engine's candidate depth):
@@ -58,13 +59,15 @@ from rcpkit.engine.text import Analyzer
 from rcpkit.engine.types import SearchRequest
 from rcpkit.protocol.filters import Condition
 
-VARIANTS: dict[str, tuple[str, int | None]] = {
-    "sparse": ("sparse", None),
-    "dense": ("dense", None),
-    "dense+seed": ("dense", 0),
-    "hybrid": ("hybrid", None),
+VARIANTS: dict[str, tuple[str, int | None, str | None]] = {
+    "sparse": ("sparse", None, None),
+    "dense": ("dense", None, None),
+    "dense+seed": ("dense", 0, None),
+    "hybrid": ("hybrid", None, None),
+    "hybrid-rrf": ("hybrid", None, "rrf"),
 }
-"""Name → (mode, seed). A seeded request always searches vectors exactly (§7.7.1)."""
+"""Name → (mode, seed, fusion). A seeded request always searches vectors exactly (§7.7.1);
+``hybrid`` is the default fusion, ``hybrid-rrf`` the rank fusion beside it."""
 FILTERS: dict[str, Condition | None] = {
     "none": None,
     "1%": Condition("bucket", "eq", 7),
@@ -149,11 +152,13 @@ def bench_size(size: int, query_count: int, work: Path, seed: int) -> SizeResult
         d50, d95, d99 = dense_base
         s50, s95, s99 = sparse_base
         result.baseline[f"hybrid/{label}"] = (d50 + s50, d95 + s95, d99 + s99)
-        for name, (mode, request_seed) in VARIANTS.items():
+        result.baseline[f"hybrid-rrf/{label}"] = result.baseline[f"hybrid/{label}"]
+        for name, (mode, request_seed, method) in VARIANTS.items():
             result.latency[f"{name}/{label}"] = timed([
                 partial(engine.search, SearchRequest(query=query, k=10, mode=mode,
                                                      candidate_k=DEPTH, filter=condition,
-                                                     include_text=False, seed=request_seed))
+                                                     include_text=False, seed=request_seed,
+                                                     fusion=method))
                 for query in query_texts])
     engine.close()
     result.served_rss_bytes = served_rss(data_dir)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from rcpkit.fusion import Fused, convex, rrf, weighted
+from rcpkit.fusion import Fused, convex, rrf, weighted, zscore
 
 
 def keys(fused: list[Fused]) -> list[str]:
@@ -97,3 +99,23 @@ def test_empty_inputs_and_validation() -> None:
         rrf([[("a", 1.0)]], k=-1)
     with pytest.raises(ValueError):
         convex([[("a", 1.0)]], floors=[])
+
+
+def test_zscore_hand_computed() -> None:
+    # list 0: mean 2, std sqrt(2/3); list 1: mean 0.5, std 0.5
+    fused = zscore([[("a", 3.0), ("b", 2.0), ("c", 1.0)], [("c", 1.0), ("b", 0.0)]],
+                   weights=[0.5, 0.5])
+
+    def phi(z: float) -> float:
+        return 0.5 * (1 + math.erf(z / math.sqrt(2)))
+
+    spread = math.sqrt(2 / 3)
+    expected = {"a": 0.5 * phi(1 / spread), "b": 0.5 * phi(0.0) + 0.5 * phi(-1.0),
+                "c": 0.5 * phi(-1 / spread) + 0.5 * phi(1.0)}
+    assert {item.key: item.score for item in fused} == pytest.approx(expected)
+    assert keys(fused) == sorted(expected, key=lambda key: -expected[key])
+    assert all(0.0 <= item.score <= 1.0 for item in fused)
+
+
+def test_zscore_flat_list_maps_to_half() -> None:
+    assert [item.score for item in zscore([[("a", 2.0), ("b", 2.0)]])] == [0.5, 0.5]

@@ -9,10 +9,11 @@ contained the key, then the lexicographically smaller key.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Fused", "RankedList", "convex", "rrf", "weighted"]
+__all__ = ["Fused", "RankedList", "convex", "rrf", "weighted", "zscore"]
 
 RankedList = Sequence[tuple[str, float]]
 
@@ -73,6 +74,25 @@ def convex(
         if high <= floor:
             return lambda _rank, _score: 0.0
         return lambda _rank, score: (score - floor) / (high - floor)
+
+    return _fuse(lists, weights, normaliser)
+
+
+def zscore(lists: Sequence[RankedList], weights: Sequence[float] | None = None) -> list[Fused]:
+    """Weighted score fusion over per-list standardised scores mapped into [0, 1].
+
+    Each score becomes ``Φ((score - mean) / std)`` over its list's candidates (Φ the standard
+    normal CDF): the list's spread, not its two extremes, sets the scale, and the contribution
+    stays in [0, 1]. A list whose scores are all equal maps each member to 0.5.
+    """
+
+    def normaliser(_list_index: int, scores: list[float]) -> Callable[[int, float], float]:
+        mean = math.fsum(scores) / len(scores)
+        spread = math.sqrt(math.fsum((score - mean) ** 2 for score in scores) / len(scores))
+        if spread == 0.0:
+            return lambda _rank, _score: 0.5
+        scale = spread * math.sqrt(2.0)
+        return lambda _rank, score: 0.5 * (1.0 + math.erf((score - mean) / scale))
 
     return _fuse(lists, weights, normaliser)
 

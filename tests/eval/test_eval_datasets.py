@@ -131,3 +131,17 @@ def test_load_reports_file_and_line(tmp_path: Path) -> None:
     _write(tmp_path / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nother\t1\t1\n")
     with pytest.raises(DatasetError, match=r"absent from queries\.jsonl"):
         load_beir(tmp_path)
+
+
+def test_split_names_the_judgements_and_a_lone_split_is_found(faq_all: Dataset,
+                                                              tmp_path: Path) -> None:
+    write_beir(faq_all, tmp_path)
+    qrels = tmp_path / "qrels"
+    (qrels / "test.tsv").rename(qrels / "train.tsv")
+    # A development collection that ships only its train split is loaded without naming it.
+    assert load_beir(tmp_path).qrels == faq_all.qrels
+    assert load_beir(tmp_path, "train").qrels == faq_all.qrels
+    (qrels / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"test\.tsv"):  # two splits, no test: say which
+        load_beir(tmp_path)
+    assert load_beir(tmp_path, "dev").qrels == {}

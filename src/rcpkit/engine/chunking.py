@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Chunk", "chunk_text", "contextualize"]
+__all__ = ["Chunk", "chunk_text", "contextualize", "sentence_spans"]
 
 _HEADING = re.compile(r" {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
 _FENCE = re.compile(r" {0,3}(?:```|~~~)")
@@ -109,6 +109,12 @@ def _overlap_start(
         if units[last].end - origin <= overlap_chars and units[following].end - origin <= max_chars:
             return candidate
     return following
+
+
+def sentence_spans(text: str, *, max_chars: int = 1200) -> list[tuple[int, int]]:
+    """``(start, end)`` of each heading, sentence (or word run of an overlong sentence) of
+    ``text``, in order: the units chunks are packed from."""
+    return [(unit.start, unit.end) for unit in _units(text, max_chars, None)]
 
 
 def _units(text: str, max_chars: int, title: str | None) -> list[_Unit]:

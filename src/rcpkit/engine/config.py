@@ -91,6 +91,13 @@ class EngineConfig:
     query_cache_size: int = 1024
     """Query vectors kept by query text: a repeated query (a user paging, retrying, or the
     same question from many users) skips the embedding model, the costliest per-query step."""
+    embedding_cache: Path | None = None
+    """A content-hash-keyed vector cache file (:mod:`rcpkit.engine.embedcache`): a text is
+    embedded once, and re-adds, rebuilds and other data directories sharing the file reuse it."""
+    default_fusion: str = "convex"
+    """Hybrid fusion when a request names none (§7.7 ``fusion.method``)."""
+    default_fusion_alpha: float = 0.8
+    """Dense weight of the normalised fusions when a request sets no ``alpha``/``weights``."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:
@@ -112,7 +119,7 @@ class EngineConfig:
 
     def with_overrides(self, **values: Any) -> EngineConfig:
         """A copy with ``values`` applied; ``None`` means "keep", paths become ``Path``."""
-        path_fields = {"data_dir", "onnx_model_path", "onnx_tokenizer_path",
+        path_fields = {"data_dir", "onnx_model_path", "onnx_tokenizer_path", "embedding_cache",
                        "cross_encoder_model_path", "cross_encoder_tokenizer_path"}
         changes: dict[str, Any] = {name: (Path(value) if name in path_fields else value)
                                    for name, value in values.items() if value is not None}

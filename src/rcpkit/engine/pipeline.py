@@ -62,6 +62,7 @@ from rcpkit.engine.chunking import Chunk, chunk_text, contextualize
 from rcpkit.engine.columns import FilterColumns
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.dense import DenseIndex
+from rcpkit.engine.embedcache import CachedEmbedder
 from rcpkit.engine.embedding import Embedder, HashingEmbedder, OnnxEmbedder, check_kind, minilm
 from rcpkit.engine.lexical import LexicalIndex
 from rcpkit.engine.mmr import mmr
@@ -270,6 +271,8 @@ class Engine:
         ``clock`` (epoch seconds) drives the retention windows, recency and session expiry.
         """
         chosen = embedder or _make_embedder(config)
+        if config.embedding_cache is not None:
+            chosen = CachedEmbedder(chosen, config.embedding_cache)
         store = store or _open_store(config)
         rerankers: dict[str, Reranker] = {}
         colbert = LateInteractionReranker(chosen, passage_tokens=config.rerank_passage_tokens,
@@ -809,9 +812,11 @@ class Engine:
             raise InvalidParams("query must be a non-empty string", field="query")
         if request.mode not in MODES:
             raise OptionUnsupported(f"mode {request.mode!r} is not supported", option="mode")
-        if request.mode == "hybrid" and request.fusion not in FUSION_METHODS:
-            raise OptionUnsupported(f"fusion {request.fusion!r} is not supported",
-                                    option="fusion")
+        method = request.fusion or self.config.default_fusion
+        if request.mode == "hybrid" and method not in FUSION_METHODS:
+            raise OptionUnsupported(f"fusion {method!r} is not supported", option="fusion")
+        if request.alpha is not None and not 0.0 <= request.alpha <= 1.0:
+            raise InvalidParams("fusion.alpha must be in [0, 1]", field="fusion.alpha")
         if request.unit not in UNITS:
             raise OptionUnsupported(f"unit {request.unit!r} is not supported", option="unit")
         if request.rerank is not None and request.rerank.method not in self._rerankers:
@@ -948,24 +953,32 @@ class Engine:
         return mask
 
     def _fuse(self, request: SearchRequest, candidates: list[_Candidate]) -> list[_Candidate]:
-        """One ranked list: dense or sparse alone, or fused by rank/score (§16.3)."""
+        """One ranked list: dense or sparse alone, or the two fused (§16.3).
+
+        Every fusion but ``rrf`` is a weighted sum of per-list scores normalised into [0, 1]
+        with weights summing to 1, so the fused score is a relevance in [0, 1]: explicit
+        ``fusion.weights`` win, else ``(alpha, 1 - alpha)`` (dense, sparse), the request's
+        ``fusion.alpha`` or the engine's tuned default (docs/benchmarks.md).
+        """
         if request.mode != "hybrid":
             return sorted(candidates, key=lambda c: (-c.score, c.rowid))
         by_key = {str(c.rowid): c for c in candidates}
         lists = [sorted(((str(c.rowid), c.scores[name]) for c in candidates
                          if name in c.scores), key=lambda item: (-item[1], int(item[0])))
                  for name in ("dense", "sparse")]
-        if request.fusion == "convex":
-            alpha = 0.5 if request.alpha is None else request.alpha
+        weights = None
+        if request.weights is not None:
+            weights = [float(request.weights.get("dense", 0.5)),
+                       float(request.weights.get("sparse", 0.5))]
+        alpha = self.config.default_fusion_alpha if request.alpha is None else request.alpha
+        method = request.fusion or self.config.default_fusion
+        if method == "rrf":
+            fused = fusion.rrf(lists, weights, k=request.rrf_k)
+        elif method == "convex":
             fused = fusion.convex(lists, [_FLOORS["dense"], _FLOORS["sparse"]],
                                   [alpha, 1.0 - alpha])
         else:
-            weights = None
-            if request.weights is not None:
-                weights = [float(request.weights.get("dense", 0.5)),
-                           float(request.weights.get("sparse", 0.5))]
-            fused = (fusion.rrf(lists, weights, k=request.rrf_k) if request.fusion == "rrf"
-                     else fusion.weighted(lists, weights))
+            fused = fusion.weighted(lists, weights or [alpha, 1.0 - alpha])
         ranked = []
         for item in fused:
             candidate = by_key[item.key]
@@ -1158,7 +1171,8 @@ class Engine:
             max_documents_per_add=self.config.max_documents_per_add,
             max_text_bytes=self.config.max_text_bytes,
             embed_identity=self._embedder.identity, embed_dimension=self._embedder.dimension,
-            session_ttl_seconds=self.config.session_ttl_seconds)
+            session_ttl_seconds=self.config.session_ttl_seconds,
+            default_fusion=self.config.default_fusion)
 
 
 # ── helpers ─────────────────────────────────────────────────────────────────

@@ -115,7 +115,8 @@ def capabilities(engine: Engine, sparse: SparseEncoder | None) -> dict[str, dict
     are cosines of unit vectors (≥ -1), BM25 and every fused score are ≥ 0, ColBERT MaxSim
     is a mean of cosines (≥ -1), and recency/poison factors only shrink a score towards 0,
     so -1.0 bounds them all. A cross-encoder's logits have no floor: with one configured the
-    floor is omitted. The scales differ per mode, hence ``scoreScale: unbounded``.
+    floor is omitted. The scales differ per mode, hence ``scoreScale: unbounded``; the
+    vendor key ``x-rcpkit-scores`` (§6.2) says what each mode's score is.
     """
     described = engine.describe()
     retrieve: dict[str, Any] = {
@@ -127,6 +128,7 @@ def capabilities(engine: Engine, sparse: SparseEncoder | None) -> dict[str, dict
         "deterministic": described.deterministic, "snapshots": described.snapshots}
     if "cross-encoder" not in described.rerank_methods:
         retrieve["scoreFloor"] = -1.0
+    retrieve["x-rcpkit-scores"] = score_scales(described.default_fusion)
     caps: dict[str, dict[str, Any]] = {
         "retrieve": retrieve,
         "embed": {"dimension": described.embed_dimension, "identity": described.embed_identity,
@@ -152,6 +154,20 @@ def capabilities(engine: Engine, sparse: SparseEncoder | None) -> dict[str, dict
     if engine.config.read_only:
         del caps["index"]
     return caps
+
+
+def score_scales(default_fusion: str) -> dict[str, dict[str, Any]]:
+    """``Hit.score`` per mode before rerank (which scores on the reranker's own scale):
+    dense is a cosine, sparse a BM25 score, and hybrid, by default, a relevance in [0, 1]
+    (a convex combination of per-list normalised scores, §16.3) so that ``minScore`` (§7.7)
+    means the same in every query; only ``rrf`` fusion gives rank-based values instead."""
+    hybrid: dict[str, Any] = {"fusion": default_fusion}
+    if default_fusion == "rrf":
+        hybrid["scale"] = "rrf"
+    else:
+        hybrid.update(scale="normalised", min=0.0, max=1.0)
+    return {"dense": {"scale": "cosine", "min": -1.0, "max": 1.0},
+            "sparse": {"scale": "bm25", "min": 0.0}, "hybrid": hybrid}
 
 
 def _filter_capability(fields: Mapping[str, str], operators: Sequence[str]) -> dict[str, Any]:
@@ -302,7 +318,7 @@ class _Handlers:
         return SearchRequest(
             query=plain_text(params.query, "query"), k=params.k, mode=params.mode or "hybrid",
             candidate_k=params.candidate_k,
-            fusion=(fusion.method if fusion and fusion.method else "rrf"),
+            fusion=fusion.method if fusion else None,
             rrf_k=(fusion.rrf_k if fusion and fusion.rrf_k is not None else 60),
             weights=fusion.weights if fusion else None,
             alpha=fusion.alpha if fusion else None,

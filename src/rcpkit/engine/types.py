@@ -93,7 +93,8 @@ class SearchRequest:
     k: int = 10
     mode: str = "hybrid"
     candidate_k: int | None = None
-    fusion: str = "rrf"
+    fusion: str | None = None
+    """§7.7 ``fusion.method``; None: the engine's default (``EngineConfig.default_fusion``)."""
     rrf_k: int = 60
     weights: Mapping[str, float] | None = None
     alpha: float | None = None
@@ -245,6 +246,7 @@ class EngineDescription:
     embed_identity: str
     embed_dimension: int
     session_ttl_seconds: int
+    default_fusion: str = "rrf"
     mmr: bool = True
     token_budget: bool = True
     confidence: bool = True

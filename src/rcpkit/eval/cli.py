@@ -42,8 +42,8 @@ class FaqSubset(StrEnum):
 
 async def _evaluate(dataset_dir: Path, stdio: str | None, http: str | None,
                     configs: list[EvalConfig], index: bool, seed: int, batch_size: int,
-                    on_progress: ProgressCallback) -> EvalReport:
-    dataset = load_beir(dataset_dir)
+                    on_progress: ProgressCallback, split: str | None) -> EvalReport:
+    dataset = load_beir(dataset_dir, split)
     async with open_target(stdio, http) as target:
         return await run_eval(target, dataset, configs, engine=stdio or http or "", index=index,
                               seed=seed, batch_size=batch_size, on_progress=on_progress)
@@ -52,6 +52,8 @@ async def _evaluate(dataset_dir: Path, stdio: str | None, http: str | None,
 def evaluate_command(
     ctx: typer.Context,
     dataset: Annotated[Path | None, typer.Option(help="BEIR-layout collection directory.")] = None,
+    split: Annotated[str | None, typer.Option(
+        help="Judgements to score (qrels/SPLIT.tsv); default test, or the only split.")] = None,
     stdio: Annotated[str | None, typer.Option(help="Engine command line to spawn (stdio).")] = None,
     http: Annotated[str | None, typer.Option(help="Engine base URL (http://h:8000/rcp).")] = None,
     config: Annotated[list[str] | None, typer.Option(
@@ -87,7 +89,7 @@ def evaluate_command(
                 bars.update(tasks[stage], completed=done)
 
             report = asyncio.run(_evaluate(dataset, stdio, http, configs, not no_index, seed,
-                                           batch_size, on_progress))
+                                           batch_size, on_progress, split))
     except UsageError as exc:
         fail("eval", str(exc), code=_EXIT_USAGE)
     except RcpError as exc:

@@ -1,10 +1,11 @@
 """Test collections in the BEIR layout, and converters that produce it.
 
 A collection directory holds ``corpus.jsonl`` (``_id``, ``title``, ``text``,
-``metadata``), ``queries.jsonl`` (``_id``, ``text``) and ``qrels/test.tsv``
-(header ``query-id  corpus-id  score``). Only queries judged in ``qrels/test.tsv``
-are evaluated. Converters: the offline Zaragoza construction FAQ
-(``zaragoza_construction_faq``) and a directory of ``.txt``/``.md`` documents
+``metadata``), ``queries.jsonl`` (``_id``, ``text``) and ``qrels/<split>.tsv``
+(header ``query-id  corpus-id  score``). Only queries judged in the chosen split are
+evaluated: ``test`` by default, or the only split a development collection ships (the
+SciFact train split holds ``qrels/train.tsv`` alone). Converters: the offline Zaragoza
+construction FAQ (``zaragoza_construction_faq``) and a directory of ``.txt``/``.md`` documents
 with a queries file.
 """
 
@@ -92,8 +93,12 @@ def _required_str(record: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def load_beir(directory: Path) -> Dataset:
-    """Load a BEIR-layout collection; raises :class:`DatasetError` on malformed input."""
+def load_beir(directory: Path, split: str | None = None) -> Dataset:
+    """Load a BEIR-layout collection; raises :class:`DatasetError` on malformed input.
+
+    ``split`` names the judgements file (``qrels/<split>.tsv``); without it, ``test`` when
+    present, else the collection's only split.
+    """
     corpus: list[CorpusDocument] = []
     for number, record in _read_jsonl(directory / "corpus.jsonl"):
         where = f"{directory / 'corpus.jsonl'}:{number}"
@@ -108,11 +113,19 @@ def load_beir(directory: Path) -> Dataset:
             _required_str(record, "text", f"{directory / 'queries.jsonl'}:{number}")
         for number, record in _read_jsonl(directory / "queries.jsonl")
     }
-    qrels = _read_qrels(directory / "qrels" / "test.tsv")
+    qrels = _read_qrels(_qrels_path(directory, split))
     unknown = [qid for qid in qrels if qid not in queries]
     if unknown:
         raise DatasetError(f"qrels reference queries absent from queries.jsonl: {unknown[:5]}")
     return Dataset(name=directory.resolve().name, corpus=corpus, queries=queries, qrels=qrels)
+
+
+def _qrels_path(directory: Path, split: str | None) -> Path:
+    if split is not None:
+        return directory / "qrels" / f"{split}.tsv"
+    default = directory / "qrels" / "test.tsv"
+    splits = sorted((directory / "qrels").glob("*.tsv"))
+    return splits[0] if not default.is_file() and len(splits) == 1 else default
 
 
 def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
