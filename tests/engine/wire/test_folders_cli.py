@@ -342,7 +342,8 @@ def test_recency_blends_with_relevance(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     today = dt.date.today()
-    rows = [{"id": f"bee{i}", "text": f"bees swarm from the hive, colony note {i}",
+    # The same text: equally relevant under any fusion, so only their ages tell them apart.
+    rows = [{"id": f"bee{i}", "text": "bees swarm from the hive, a colony note",
              "meta": {"date": (today - dt.timedelta(days=4 * 365 + i)).isoformat()}}
             for i in range(3)]
     rows += [{"id": f"news{i}", "text": f"today's market prices for grain and wool, item {i}",
