@@ -4,8 +4,9 @@ components: :class:`~rcpkit.engine.graph.ConceptGraph` and
 
 :func:`bind_knowledge` opens the graph beside the engine's data (``graph.sqlite``), hooks
 its :meth:`~rcpkit.engine.graph.ConceptGraph.sync` to every published version, advertises
-both capabilities with their bounds, and registers the handlers. Without the ``graph``
-extra (scipy, igraph) nothing is advertised.
+both capabilities with their bounds, and registers the handlers, then the memory surface
+over the same graph (``binding_memory``). Without the ``graph`` extra (scipy, igraph)
+none of them is advertised.
 
 Bounds (§15.5), advertised beside the spec's keys: ``graph.maxHops`` (``hops`` above it is
 -32602), ``graph.levels`` (``level`` must be below it), ``graph.maxK`` (a larger ``k`` is
@@ -22,6 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rcpkit import fusion
+from rcpkit.engine.binding_memory import bind_memory
 from rcpkit.engine.pipeline import Engine, Progress, record_hit
 from rcpkit.engine.types import SearchRequest, SearchResult
 from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
@@ -63,6 +65,7 @@ def bind_knowledge(server: Server, engine: Engine) -> Rewriter | None:
                                     "maxN": transformer.max_n})
     server.add_method("graph", handlers.graph)
     server.add_method("query/transform", handlers.transform)
+    bind_memory(server, engine, graph)
     return Rewriter(engine, transformer)
 
 

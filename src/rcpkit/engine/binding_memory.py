@@ -1,0 +1,114 @@
+"""``memory/build`` and ``memory/recall`` (§7.17) served from
+:class:`~rcpkit.engine.memory.KnowledgeMemory`, over the engine's concept graph.
+
+Advertised as ``memory: {scopes, clues: true}`` with the bounds beside the spec's keys
+(§15.5): ``maxN`` (``n`` above it is -32602) and ``maxDocuments`` (inline documents per
+build). An unknown ``memoryId`` — or another caller's ``session`` memory — is -32015.
+Recall answers ``clues`` and draft ``hits``; a memory of the live index names the
+``indexVersion`` it was built at in ``_meta``, and its draft hits are the chunks of that
+memory still visible now.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rcpkit.engine.memory import (
+    MEMORY_SCOPES,
+    KnowledgeMemory,
+    MemoryConflict,
+    Recall,
+    UnknownMemory,
+)
+from rcpkit.engine.pipeline import Engine, record_hit
+from rcpkit.protocol.errors import InvalidParams, NotFound
+from rcpkit.protocol.params import MemoryBuildParams, MemoryRecallParams
+from rcpkit.server import Context, Server
+
+if TYPE_CHECKING:
+    from rcpkit.engine.graph import ConceptGraph
+    from rcpkit.engine.graph.view import GraphView
+
+__all__ = ["bind_memory"]
+
+MAX_CLUES = 20
+_DEFAULT_CLUES = 5
+
+
+def bind_memory(server: Server, engine: Engine, graph: ConceptGraph) -> KnowledgeMemory:
+    """Serve §7.17 on ``server``; the memory file stays open for the engine's lifetime."""
+
+    def live_view() -> tuple[GraphView, str]:
+        seq = engine.snapshot()
+        return graph.view(seq), engine.version_token(seq)
+
+    memory = KnowledgeMemory.open(engine.config.data_dir, graph.extractor, live_view)
+    handlers = _MemoryHandlers(engine, memory)
+    server.capability("memory", {"scopes": list(MEMORY_SCOPES), "clues": True,
+                                 "maxN": MAX_CLUES,
+                                 "maxDocuments": engine.config.max_batch_inputs})
+    server.add_method("memory/build", handlers.build)
+    server.add_method("memory/recall", handlers.recall)
+    return memory
+
+
+class _MemoryHandlers:
+    def __init__(self, engine: Engine, memory: KnowledgeMemory) -> None:
+        self.engine = engine
+        self.memory = memory
+
+    def build(self, params: MemoryBuildParams, ctx: Context) -> dict[str, Any]:
+        if params.scope is not None and params.scope not in MEMORY_SCOPES:
+            raise InvalidParams(f"scope must be one of {', '.join(MEMORY_SCOPES)}",
+                                field="scope")
+        documents = None
+        if params.documents is not None:
+            if len(params.documents) > self.engine.config.max_batch_inputs:
+                raise InvalidParams(f"at most {self.engine.config.max_batch_inputs} documents "
+                                    "per build", field="documents")
+            for index, document in enumerate(params.documents):
+                if not document.text.strip():
+                    raise InvalidParams("a document needs text",
+                                        field=f"documents[{index}].text")
+            documents = [(d.id, d.text) for d in params.documents]
+        try:
+            memory_id, tokens = self.memory.build(documents, memory_id=params.memory_id,
+                                                  scope=params.scope, caller=ctx.caller)
+        except UnknownMemory:
+            raise NotFound(f"unknown memoryId {params.memory_id!r}") from None
+        except MemoryConflict as exc:
+            raise InvalidParams(str(exc), field=exc.field) from None
+        return {"memoryId": memory_id, "tokens": tokens}
+
+    def recall(self, params: MemoryRecallParams, ctx: Context) -> dict[str, Any]:
+        if not params.query.strip():
+            raise InvalidParams("recall needs a non-empty query", field="query")
+        if params.n is not None and params.n > MAX_CLUES:
+            raise InvalidParams(f"n must be at most {MAX_CLUES}", field="n")
+        try:
+            recalled = self.memory.recall(params.query, memory_id=params.memory_id,
+                                          caller=ctx.caller, n=params.n or _DEFAULT_CLUES)
+        except UnknownMemory:
+            what = f"memoryId {params.memory_id!r}" if params.memory_id else "memory"
+            raise NotFound(f"unknown {what}") from None
+        meta: dict[str, Any] = {"memoryId": recalled.memory_id}
+        if recalled.version is not None:
+            meta["indexVersion"] = recalled.version
+        return {"clues": [{"query": c.query, "seedIds": c.seed_ids, "weight": c.weight}
+                          for c in recalled.clues],
+                "hits": self._hits(recalled), "_meta": meta}
+
+    def _hits(self, recalled: Recall) -> list[dict[str, Any]]:
+        rowids = [d.rowid for d in recalled.drafts if d.rowid is not None]
+        visible = set(self.engine.store.visible_rowids(self.engine.snapshot()).tolist()) \
+            if rowids else set()
+        records = self.engine.store.chunks([r for r in rowids if r in visible])
+        hits = []
+        for draft in recalled.drafts:
+            if draft.rowid is None:
+                hits.append({"id": draft.id, "score": draft.score, "unit": "chunk",
+                             "text": draft.text,
+                             "meta": {"memoryId": recalled.memory_id}})
+            elif draft.rowid in records:
+                hits.append(record_hit(records[draft.rowid], draft.score).to_wire())
+        return hits

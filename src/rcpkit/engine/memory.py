@@ -1,0 +1,373 @@
+"""The memory component (§7.17): a compact, durable concept memory of a corpus that turns a
+query into clues (MemoRAG's "global memory → clues", HippoRAG's entry points), without an LLM.
+
+:meth:`KnowledgeMemory.build` distils a concept graph — the engine's live one at the current
+version, or one built over documents supplied inline — into a memory: its most salient
+concepts (tf-idf mass), each with its strongest co-occurring concepts and the passages that
+evidence it best. Memories live in ``<data_dir>/memory.sqlite`` (one JSON body per memory, so
+a recall reads one row), with the inline documents kept so that an update can rebuild.
+
+:meth:`KnowledgeMemory.recall` matches the query's concepts against a memory, spreads their
+activation one step over the stored associations and returns clues — a short keyphrase query
+per entry concept (the concept with its strongest associates the query did not name), the
+graph node ids to seed a ``graph`` walk with, and a weight — plus draft passages ranked by
+the activation they evidence.
+
+Scopes: a ``global`` memory is visible to every caller; a ``session`` memory only to the
+caller that built it (§15.6): to anyone else it does not exist.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rcpkit.engine.chunking import chunk_text
+from rcpkit.engine.graph.component import distinct_labels
+from rcpkit.engine.graph.concepts import ConceptExtractor
+from rcpkit.engine.graph.view import CONCEPT_PREFIX, GraphView, Vocabulary
+from rcpkit.engine.text import count_tokens
+
+__all__ = ["MEMORY_FILE", "MEMORY_SCOPES", "Clue", "DraftPassage", "KnowledgeMemory",
+           "MemoryConflict", "Recall", "UnknownMemory"]
+
+MEMORY_FILE = "memory.sqlite"
+MEMORY_SCOPES = ("global", "session")
+_CONCEPTS = 4000
+"""Concepts a memory keeps, most salient first: what bounds its size on a large corpus."""
+_LINKS = 8
+_EVIDENCE = 3
+_SPREAD = 0.5
+"""Share of a concept's activation passed to each associate (one step)."""
+_DRAFTS = 10
+_CACHED = 8
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memories (id TEXT PRIMARY KEY, scope TEXT NOT NULL, owner TEXT,
+                                     source TEXT NOT NULL, version TEXT, tokens INTEGER NOT NULL,
+                                     built INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (memory TEXT NOT NULL, doc_id TEXT NOT NULL,
+                                      text TEXT NOT NULL, PRIMARY KEY (memory, doc_id));
+"""
+
+
+class UnknownMemory(LookupError):
+    """No memory of that id is visible to the caller (-32015 on the wire)."""
+
+
+class MemoryConflict(ValueError):
+    """An update that contradicts the memory: another scope, or documents for a memory of the
+    live index. ``field`` names the offending parameter."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class Clue:
+    query: str
+    seed_ids: list[str]
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class DraftPassage:
+    """A draft hit: a chunk of the index (``rowid``) or a passage of an inline document."""
+
+    id: str
+    score: float
+    rowid: int | None
+    text: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    memory_id: str
+    version: str | None
+    """The ``indexVersion`` a memory of the live index was built at."""
+    clues: list[Clue]
+    drafts: list[DraftPassage]
+
+
+@dataclass(frozen=True, slots=True)
+class _Memory:
+    id: str
+    scope: str
+    owner: str | None
+    source: str
+    """``"index"`` (built over the live index) or ``"documents"`` (inline)."""
+    version: str | None
+    keys: list[str]
+    labels: list[str]
+    salience: np.ndarray
+    links: list[list[tuple[int, float]]]
+    evidence: list[list[tuple[int, float]]]
+    passages: list[tuple[str, int | None, str | None]]
+    """``(id, rowid, text)``: a chunk of the index has a rowid, an inline passage its text."""
+
+    def index(self) -> dict[str, int]:
+        return {key: i for i, key in enumerate(self.keys)}
+
+
+class KnowledgeMemory:
+    """Build and recall memories; ``live_view`` gives the engine's concept graph at its latest
+    version, with that version's ``indexVersion`` token."""
+
+    def __init__(self, path: Path, extractor: ConceptExtractor,
+                 live_view: Callable[[], tuple[GraphView, str]]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
+                                   timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+        self._extractor = extractor
+        self._live_view = live_view
+        self._cache: OrderedDict[str, _Memory] = OrderedDict()
+
+    @classmethod
+    def open(cls, data_dir: Path, extractor: ConceptExtractor,
+             live_view: Callable[[], tuple[GraphView, str]]) -> KnowledgeMemory:
+        return cls(Path(data_dir) / MEMORY_FILE, extractor, live_view)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # ── build ──────────────────────────────────────────────────────────────
+    def build(self, documents: Sequence[tuple[str | None, str]] | None, *,
+              memory_id: str | None, scope: str | None, caller: str) -> tuple[str, int]:
+        """Create (``memory_id`` None) or update a memory; returns its id and size in
+        tokens. ``documents`` are ``(id, text)`` pairs; None builds over the live index."""
+        if memory_id is None:
+            memory_id = "mem-" + secrets.token_hex(8)
+            scope = scope or "global"
+            source = "index" if documents is None else "documents"
+            kept: dict[str, str] = {}
+        else:
+            existing = self._find(memory_id, caller)
+            if scope is not None and scope != existing.scope:
+                raise MemoryConflict(f"memory {memory_id} has scope {existing.scope!r}",
+                                     "scope")
+            if documents is not None and existing.source == "index":
+                raise MemoryConflict("this memory is built over the live index: update it "
+                                     "without documents", "documents")
+            scope, source = existing.scope, existing.source
+            kept = self._documents(memory_id)
+        if source == "index":
+            view, version = self._live_view()
+            passages: list[tuple[str, int | None, str | None]] = [
+                (hit_id, int(rowid), None) for hit_id, rowid in zip(view.hit_ids,
+                                                                     view.rowids.tolist(),
+                                                                     strict=True)]
+        else:
+            for doc_id, text in documents or []:
+                kept[doc_id if doc_id is not None else f"doc-{len(kept)}"] = text
+            view, passages = self._inline_view(kept)
+            version = None
+        memory = _distil(memory_id, scope, caller if scope == "session" else None, source,
+                         version, view, passages)
+        tokens = sum(count_tokens(label) for label in memory.labels) + sum(
+            count_tokens(text) for _, _, text in memory.passages if text)
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, "
+                       "strftime('%s','now'), ?)",
+                       (memory.id, memory.scope, memory.owner, memory.source, memory.version,
+                        tokens, json.dumps(_body(memory), separators=(",", ":"))))
+            db.execute("DELETE FROM documents WHERE memory = ?", (memory_id,))
+            db.executemany("INSERT INTO documents VALUES (?, ?, ?)",
+                           [(memory_id, doc_id, text) for doc_id, text in kept.items()])
+        with self._lock:
+            self._cache.pop(memory_id, None)
+        return memory_id, tokens
+
+    def _inline_view(self, documents: Mapping[str, str]
+                     ) -> tuple[GraphView, list[tuple[str, int | None, str | None]]]:
+        vocabulary = Vocabulary()
+        ids: dict[str, int] = {}
+        passages: list[tuple[str, int | None, str | None]] = []
+        mentions = []
+        for doc_id, text in documents.items():
+            for chunk in chunk_text(text):
+                concepts = self._extractor.extract(chunk.text)
+                fresh = [(ids.setdefault(c.key, len(ids)), c.key, c.label) for c in concepts
+                         if c.key not in vocabulary.ids]
+                vocabulary.add(fresh)
+                mentions.append((np.array([ids[c.key] for c in concepts], dtype=np.int64),
+                                 np.array([c.count for c in concepts], dtype=np.float64)))
+                passages.append((f"{doc_id}#{chunk.index}", None, chunk.text))
+        view = GraphView(0, list(range(len(passages))), [p[0] for p in passages], mentions,
+                         vocabulary)
+        return view, passages
+
+    # ── recall ─────────────────────────────────────────────────────────────
+    def recall(self, query: str, *, memory_id: str | None, caller: str, n: int) -> Recall:
+        """Up to ``n`` clues and the draft passages for ``query``; without ``memory_id`` the
+        caller's latest memory (its own session memory first, then a global one)."""
+        memory = self._find(memory_id, caller) if memory_id else self._latest(caller)
+        index = memory.index()
+        activation = np.zeros(len(memory.keys))
+        asked: set[str] = set()
+        for concept in self._extractor.extract(query):
+            asked.update(concept.key.split())
+            found = index.get(concept.key)
+            if found is not None:
+                activation[found] += concept.count * memory.salience[found]
+        anchors = [int(i) for i in np.argsort(-activation, kind="stable") if activation[i] > 0]
+        spread = activation.copy()
+        for anchor in anchors:
+            for associate, weight in memory.links[anchor]:
+                spread[associate] += _SPREAD * weight * activation[anchor]
+        clues = _clues(memory, anchors, activation, spread, asked, n)
+        return Recall(memory.id, memory.version, clues, _drafts(memory, spread))
+
+    # ── storage ────────────────────────────────────────────────────────────
+    def _find(self, memory_id: str, caller: str) -> _Memory:
+        with self._lock:
+            memory = self._cache.get(memory_id)
+            if memory is None:
+                row = self._db.execute(
+                    "SELECT id, scope, owner, source, version, body FROM memories WHERE id = ?",
+                    (memory_id,)).fetchone()
+                if row is None:
+                    raise UnknownMemory(memory_id)
+                memory = _load(*row)
+                self._cache[memory_id] = memory
+                while len(self._cache) > _CACHED:
+                    self._cache.popitem(last=False)
+            self._cache.move_to_end(memory_id)
+        if memory.owner is not None and memory.owner != caller:
+            raise UnknownMemory(memory_id)
+        return memory
+
+    def _latest(self, caller: str) -> _Memory:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id FROM memories WHERE owner = ? OR owner IS NULL "
+                "ORDER BY owner IS NULL, built DESC, rowid DESC LIMIT 1", (caller,)).fetchone()
+        if row is None:
+            raise UnknownMemory("no memory has been built")
+        return self._find(str(row[0]), caller)
+
+    def _documents(self, memory_id: str) -> dict[str, str]:
+        with self._lock:
+            rows = self._db.execute("SELECT doc_id, text FROM documents WHERE memory = ? "
+                                    "ORDER BY rowid", (memory_id,)).fetchall()
+        return {str(doc_id): str(text) for doc_id, text in rows}
+
+
+def _distil(memory_id: str, scope: str, owner: str | None, source: str, version: str | None,
+            view: GraphView, passages: Sequence[tuple[str, int | None, str | None]]) -> _Memory:
+    """The ``_CONCEPTS`` most salient concepts of ``view`` with their strongest associates
+    and best evidence; only the passages some kept concept cites are stored."""
+    salience_all = np.asarray(view.tfidf.sum(axis=0), dtype=np.float64).ravel()
+    order = np.lexsort((np.arange(len(salience_all)), -salience_all))[:_CONCEPTS]
+    kept = {int(column): i for i, column in enumerate(order)}
+    association = view.association.tocsr()
+    by_concept = view.tfidf.tocsc()
+    links: list[list[tuple[int, float]]] = []
+    evidence: list[list[tuple[int, float]]] = []
+    cited: dict[int, int] = {}
+    for column in order.tolist():
+        start, end = association.indptr[column], association.indptr[column + 1]
+        pairs = [(kept[c], float(w)) for c, w in zip(association.indices[start:end].tolist(),
+                                                      association.data[start:end].tolist(),
+                                                      strict=True) if c in kept]
+        links.append(sorted(pairs, key=lambda p: (-p[1], p[0]))[:_LINKS])
+        start, end = by_concept.indptr[column], by_concept.indptr[column + 1]
+        rows = sorted(zip(by_concept.indices[start:end].tolist(),
+                          by_concept.data[start:end].tolist(), strict=True),
+                      key=lambda p: (-p[1], p[0]))[:_EVIDENCE]
+        evidence.append([(cited.setdefault(row, len(cited)), float(w)) for row, w in rows])
+    stored = [passages[row] for row, _ in sorted(cited.items(), key=lambda item: item[1])]
+    return _Memory(memory_id, scope, owner, source, version,
+                   [view.keys[c] for c in order.tolist()],
+                   [view.labels[c] for c in order.tolist()], salience_all[order], links,
+                   evidence, stored)
+
+
+def _clues(memory: _Memory, anchors: Sequence[int], activation: np.ndarray,
+           spread: np.ndarray, asked: set[str], n: int) -> list[Clue]:
+    """One clue per entry concept, strongest first: the query's own concepts, then the
+    strongest associates reached. An entry whose words earlier entries already cover is
+    skipped, and each clue expands with associates no earlier clue used, so that the clues
+    steer retrieval to different places."""
+    reached = [int(i) for i in np.argsort(-spread, kind="stable")
+               if spread[i] > 0 and activation[i] == 0]
+    entries: list[int] = []
+    covered: set[str] = set()
+    for candidate in [*anchors, *reached]:
+        words = set(memory.keys[candidate].split())
+        if words <= covered:
+            continue
+        entries.append(candidate)
+        covered |= words
+        if len(entries) == n:
+            break
+    if not entries:
+        return []
+    top = max(float(spread[entry]) for entry in entries)
+    spent: set[str] = set()
+    clues = []
+    for entry in entries:
+        associates = [a for a, _ in memory.links[entry]
+                      if not set(memory.keys[a].split()) <= asked]
+        fresh = distinct_labels((memory.labels[a] for a in associates), 2,
+                                taken=[*memory.labels[entry].split(), *spent])
+        spent.update(word for label in fresh for word in label.split())
+        named = [entry, *(a for a in associates if memory.labels[a] in fresh)]
+        seeds = [CONCEPT_PREFIX + memory.keys[c] for c in named]
+        if memory.source == "index":
+            seeds += [memory.passages[p][0] for p, _ in memory.evidence[entry][:2]]
+        words = " ".join([memory.labels[entry], *fresh]).split()
+        clues.append(Clue(" ".join(dict.fromkeys(words)), seeds,
+                          round(float(spread[entry]) / top, 6)))
+    return clues
+
+
+def _drafts(memory: _Memory, spread: np.ndarray) -> list[DraftPassage]:
+    scores: dict[int, float] = {}
+    for concept in np.flatnonzero(spread).tolist():
+        for passage, weight in memory.evidence[concept]:
+            scores[passage] = scores.get(passage, 0.0) + float(spread[concept]) * weight
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:_DRAFTS]
+    return [DraftPassage(memory.passages[p][0], score, memory.passages[p][1],
+                         memory.passages[p][2]) for p, score in ranked]
+
+
+def _body(memory: _Memory) -> dict[str, Any]:
+    return {"keys": memory.keys, "labels": memory.labels,
+            "salience": memory.salience.round(6).tolist(), "links": memory.links,
+            "evidence": memory.evidence, "passages": memory.passages}
+
+
+def _load(memory_id: str, scope: str, owner: str | None, source: str, version: str | None,
+          body: str) -> _Memory:
+    data = json.loads(body)
+    return _Memory(memory_id, scope, owner, source, version, data["keys"], data["labels"],
+                   np.asarray(data["salience"], dtype=np.float64),
+                   [[(int(c), float(w)) for c, w in links] for links in data["links"]],
+                   [[(int(p), float(w)) for p, w in ev] for ev in data["evidence"]],
+                   [(str(i), None if r is None else int(r), t) for i, r, t in data["passages"]])
