@@ -3,7 +3,8 @@
 
 Advertised as ``memory: {scopes, clues: true}`` with the bounds beside the spec's keys
 (§15.5): ``maxN`` (``n`` above it is -32602) and ``maxDocuments`` (inline documents per
-build). An unknown ``memoryId`` — or another caller's ``session`` memory — is -32015.
+build). A ``scope`` outside ``scopes`` is refused by gating (-32005). An unknown
+``memoryId`` — or another caller's ``session`` memory — is -32015.
 Recall answers ``clues`` and draft ``hits``; a memory of the live index names the
 ``indexVersion`` it was built at in ``_meta``, and its draft hits are the chunks of that
 memory still visible now.
@@ -58,9 +59,6 @@ class _MemoryHandlers:
         self.memory = memory
 
     def build(self, params: MemoryBuildParams, ctx: Context) -> dict[str, Any]:
-        if params.scope is not None and params.scope not in MEMORY_SCOPES:
-            raise InvalidParams(f"scope must be one of {', '.join(MEMORY_SCOPES)}",
-                                field="scope")
         documents = None
         if params.documents is not None:
             if len(params.documents) > self.engine.config.max_batch_inputs:

@@ -341,8 +341,8 @@ def _clues(memory: _Memory, anchors: Sequence[int], activation: np.ndarray,
         seeds = [CONCEPT_PREFIX + memory.keys[c] for c in named]
         if memory.source == "index":
             seeds += [memory.passages[p][0] for p, _ in memory.evidence[entry][:2]]
-        words = " ".join([memory.labels[entry], *fresh]).split()
-        clues.append(Clue(" ".join(dict.fromkeys(words)), seeds,
+        terms = " ".join([memory.labels[entry], *fresh]).split()
+        clues.append(Clue(" ".join(dict.fromkeys(terms)), seeds,
                           round(float(spread[entry]) / top, 6)))
     return clues
 
