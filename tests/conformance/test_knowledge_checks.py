@@ -1,4 +1,4 @@
-"""The §7.8/§7.9 checks of ``rcpkit check``: a toy server passes them, each broken variant
+"""The §7.8/§7.9/§7.17 checks of ``rcpkit check``: a toy server passes them, each broken variant
 fails the check for its rule (the engine's own pass is in the engine wire tests)."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from rcpkit.conformance import Outcome, Target, run_checks
 SERVER = [sys.executable, str(Path(__file__).parent / "servers" / "knowledge_server.py")]
 KNOWLEDGE_CHECKS = ("graph.op-fields", "graph.unknown-op", "graph.hops-bound",
                     "graph.level-bound", "transform.unknown-method", "transform.n",
-                    "transform.n-bound", "transform.hyde")
+                    "transform.n-bound", "transform.hyde", "memory.result-fields",
+                    "memory.update", "memory.scopes", "memory.n", "memory.n-bound",
+                    "memory.seeds-graph")
 
 
 def outcomes(*mutation: str) -> dict[str, Outcome]:
@@ -33,6 +35,13 @@ def test_an_honest_server_passes_every_knowledge_check() -> None:
     ("ignore-n", "transform.n"),
     ("no-hypothetical", "transform.hyde"),
     ("wrong-level", "graph.level-bound"),
+    ("memory-bad-clue", "memory.result-fields"),
+    ("memory-new-id", "memory.update"),
+    ("memory-unknown-ok", "memory.update"),
+    ("memory-refuse-session", "memory.scopes"),
+    ("memory-ignore-n", "memory.n"),
+    ("memory-ignore-n-bound", "memory.n-bound"),
+    ("memory-bad-seeds", "memory.seeds-graph"),
 ])
 def test_each_broken_rule_fails_its_check(mutation: str, failing: str) -> None:
     assert outcomes(mutation)[failing] == Outcome.FAIL

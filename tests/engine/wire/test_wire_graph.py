@@ -195,7 +195,7 @@ def test_the_engine_passes_every_knowledge_check(data_dir: Path) -> None:
                                                       str(data_dir)))),
                         timeout=30, select=lambda c: c.run.__module__ == knowledge.__name__)
     outcomes = {r.check.id: (r.outcome, r.detail) for r in report.results}
-    assert len(outcomes) == 8
+    assert len(outcomes) == 14
     assert all(outcome is Outcome.PASS for outcome, _ in outcomes.values()), outcomes
 
 

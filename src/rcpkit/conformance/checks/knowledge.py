@@ -1,11 +1,14 @@
-"""Checks of the knowledge surfaces: ``query/transform`` (§7.8) and ``graph`` (§7.9).
+"""Checks of the knowledge surfaces: ``query/transform`` (§7.8), ``graph`` (§7.9) and
+``memory/build`` / ``memory/recall`` (§7.17).
 
 Beyond ``methods``' basic presence checks: each op's own result fields, ``op`` and
 ``method`` outside the advertised lists (-32005), the §15.5 bounds a server advertises
-(``graph.maxHops``, ``graph.levels``, ``transform.maxN``: one past the bound is -32602, or
--32011 shed) and ``n`` respected. Queries come from the harness seed corpus when the index
-is writable, so a graph built from it has concepts to walk. With ``--schema`` every result
-is also validated against ``ResultFor`` (``schema.frames``).
+(``graph.maxHops``, ``graph.levels``, ``transform.maxN``, ``memory.maxN``: one past the
+bound is -32602, or -32011 shed) and ``n`` respected; memory scopes, updates, -32015 for
+an unknown ``memoryId`` on build, and clue ``seedIds`` that ``graph neighbors`` accepts.
+Queries come from the harness seed corpus when the index is writable, so a graph built
+from it has concepts to walk. With ``--schema`` every result is also validated against
+``ResultFor`` (``schema.frames``).
 """
 
 from __future__ import annotations
@@ -195,3 +198,120 @@ def transform_hyde(ctx: Ctx) -> None:
     hypothetical = result.get("hypothetical")
     ctx.expect(isinstance(hypothetical, str) and hypothetical.strip() != "",
                "a non-empty hypothetical string (§7.8)", got=result)
+
+
+# ── memory (§7.17) ─────────────────────────────────────────────────────────────
+_SPEC_SCOPES = ("global", "session")
+_MEMORY_DOCUMENTS = [
+    {"id": "rcpcheck-mem-0", "text": "Hybrid retrieval fuses lexical and dense rankings. "
+                                     "Dense retrieval embeds documents."},
+    {"id": "rcpcheck-mem-1", "text": "Lexical retrieval scores documents with BM25. Hybrid "
+                                     "retrieval of documents beats either alone."},
+]
+
+
+def _memory(ctx: Ctx, **params: Any) -> str:
+    """Build a memory over the harness documents; its id, after checking the result."""
+    built = ctx.result("memory/build", {"documents": _MEMORY_DOCUMENTS, **params})
+    memory_id = built.get("memoryId")
+    ctx.expect(isinstance(memory_id, str) and memory_id != "",
+               "memoryId a non-empty string (§7.17)", got=built)
+    if "tokens" in built:
+        ctx.expect(is_integer(built["tokens"]) and built["tokens"] >= 0,
+                   "tokens an integer ≥ 0 (§7.17)", got=built)
+    assert isinstance(memory_id, str)
+    return memory_id
+
+
+def _expect_clues(ctx: Ctx, result: dict[str, Any]) -> list[dict[str, Any]]:
+    clues = result.get("clues")
+    ctx.expect(isinstance(clues, list), "clues an array (§7.17)", got=result)
+    assert isinstance(clues, list)
+    for clue in clues:
+        ctx.expect(isinstance(clue, dict), "each clue an object (§7.17)", got=clue)
+        ctx.expect(isinstance(clue.get("query", ""), str), "clue.query a string (§7.17)",
+                   got=clue)
+        ctx.expect(_strings(clue.get("seedIds", [])), "clue.seedIds an array of strings "
+                   "(§7.17)", got=clue)
+        ctx.expect(is_number(clue.get("weight", 0)), "clue.weight a number (§7.17)", got=clue)
+    if "hits" in result:
+        expect_hits(ctx, result, len(result["hits"]) if isinstance(result["hits"], list) else 0)
+    return clues
+
+
+@check("memory.result-fields", L2, "7.17",
+       "memory/build answers memoryId (tokens an integer), memory/recall clues and hits",
+       requires=("memory",))
+def memory_result_fields(ctx: Ctx) -> None:
+    memory_id = _memory(ctx)
+    _expect_clues(ctx, ctx.result("memory/recall", {"query": _QUERY, "memoryId": memory_id}))
+    if seed_corpus(ctx):
+        built = ctx.result("memory/build", {})
+        ctx.expect(isinstance(built.get("memoryId"), str),
+                   "a memory over the live index has a memoryId (§7.17)", got=built)
+        _expect_clues(ctx, ctx.result("memory/recall", {"query": _QUERY,
+                                                        "memoryId": built["memoryId"]}))
+
+
+@check("memory.update", L2, "7.17", "memory/build with a memoryId updates that memory",
+       requires=("memory",))
+def memory_update(ctx: Ctx) -> None:
+    memory_id = _memory(ctx)
+    updated = ctx.result("memory/build", {"memoryId": memory_id,
+                                          "documents": _MEMORY_DOCUMENTS[:1]})
+    ctx.expect(updated.get("memoryId") == memory_id,
+               "the same memoryId back from an update (§7.17)", got=updated)
+    ctx.error("memory/build", {"memoryId": "rcpcheck-no-such-memory",
+                               "documents": _MEMORY_DOCUMENTS}, -32015)
+
+
+@check("memory.scopes", L1, "7.17", "every advertised scope builds; another is -32005",
+       requires=("memory",))
+def memory_scopes(ctx: Ctx) -> None:
+    scopes = _listed(ctx, "memory", "scopes")
+    ctx.expect(bool(scopes) and set(scopes) <= set(_SPEC_SCOPES),
+               "memory.scopes a non-empty subset of global, session (§6)", got=scopes)
+    for scope in scopes:
+        memory_id = _memory(ctx, scope=scope)
+        _expect_clues(ctx, ctx.result("memory/recall", {"query": _QUERY,
+                                                        "memoryId": memory_id}))
+    for scope in set(_SPEC_SCOPES) - set(scopes):
+        ctx.error("memory/build", {"documents": _MEMORY_DOCUMENTS, "scope": scope}, -32005)
+
+
+@check("memory.n", L2, "7.17", "memory/recall returns at most n clues", requires=("memory",))
+def memory_n(ctx: Ctx) -> None:
+    memory_id = _memory(ctx)
+    for n in (1, 2):
+        clues = _expect_clues(ctx, ctx.result("memory/recall", {
+            "query": "hybrid lexical dense retrieval", "memoryId": memory_id, "n": n}))
+        ctx.expect(len(clues) <= n, f"at most n={n} clues (§7.17, §15.5)", got=clues)
+
+
+@check("memory.n-bound", L1, "15.5", "n above the advertised memory.maxN is refused",
+       requires=("memory",))
+def memory_n_bound(ctx: Ctx) -> None:
+    max_n = _bound(ctx, "memory", "maxN")
+    memory_id = _memory(ctx)
+    ctx.result("memory/recall", {"query": _QUERY, "memoryId": memory_id, "n": max_n})
+    error = ctx.error("memory/recall", {"query": _QUERY, "memoryId": memory_id,
+                                        "n": max_n + 1}, _BOUND_CODES)
+    if error["code"] == -32602:
+        ctx.expect((error.get("data") or {}).get("field") == "n",
+                   "error.data.field = n (§12.1)", got=error)
+
+
+@check("memory.seeds-graph", L2, "7.17",
+       "clue seedIds of a memory over the live index are nodes graph neighbors accepts",
+       requires=("memory", "graph"))
+def memory_seeds_graph(ctx: Ctx) -> None:
+    _require(ctx, "graph", "ops", "neighbors")
+    seed_corpus(ctx)
+    built = ctx.result("memory/build", {})
+    recalled = ctx.result("memory/recall", {"query": _QUERY, "memoryId": built.get("memoryId")})
+    seeds = [s for clue in _expect_clues(ctx, recalled) for s in clue.get("seedIds", [])]
+    if not seeds:
+        raise ctx.skip("no clue carries seedIds")
+    result = ctx.result("graph", {"op": "neighbors", "seedIds": seeds[:4], "hops": 1})
+    ctx.expect(isinstance(result.get("nodes"), list) and bool(result["nodes"]),
+               "neighbors of the clue seeds (§7.17: clues seed a graph traversal)", got=result)
