@@ -19,7 +19,7 @@ import msgspec
 
 from ..client import AsyncClient, Client
 from ..protocol.errors import RcpError, UsageError
-from ..protocol.params import Hit, RetrieveParams
+from ..protocol.types import Hit, RetrieveParams
 
 __all__ = ["DocumentIndexer", "RetrievalError", "RetrieveSettings", "aretrieve_hits",
            "check_client", "json_safe", "rcp_error", "retrieve_hits"]
