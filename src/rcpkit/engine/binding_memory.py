@@ -23,7 +23,7 @@ from rcpkit.engine.memory import (
 )
 from rcpkit.engine.pipeline import Engine, record_hit
 from rcpkit.protocol.errors import InvalidParams, NotFound
-from rcpkit.protocol.params import MemoryBuildParams, MemoryRecallParams
+from rcpkit.protocol.types import MemoryBuildParams, MemoryRecallParams
 from rcpkit.server import Context, Server
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import argparse
 from typing import Any
 
 from rcpkit.protocol.errors import InvalidParams, NotFound
-from rcpkit.protocol.params import (
+from rcpkit.protocol.types import (
     GraphParams,
     MemoryBuildParams,
     MemoryRecallParams,
