@@ -19,11 +19,12 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from rcpkit import fusion
 from rcpkit.engine.binding_memory import bind_memory
+from rcpkit.engine.binding_units import UnitRetriever, bind_units
 from rcpkit.engine.pipeline import Engine, Progress, record_hit
 from rcpkit.engine.types import SearchRequest, SearchResult
 from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
@@ -34,17 +35,25 @@ if TYPE_CHECKING:
     from rcpkit.engine.graph import ConceptGraph, GraphHit, RankedCommunity
     from rcpkit.engine.transform import QueryTransformer
 
-__all__ = ["GRAPH_OPS", "Rewriter", "bind_knowledge"]
+__all__ = ["GRAPH_OPS", "Knowledge", "Rewriter", "bind_knowledge"]
 
 GRAPH_OPS = ("local", "global", "drift", "communities", "neighbors")
 _DEFAULT_K = 10
 _FOLLOWUPS = 3
 
 
-def bind_knowledge(server: Server, engine: Engine) -> Rewriter | None:
-    """Serve ``graph`` and ``query/transform`` on ``server`` when the extra is installed;
-    returns what ``retrieve.rewrite`` runs through (the graph's file stays open for the
-    engine's lifetime)."""
+@dataclass(frozen=True, slots=True)
+class Knowledge:
+    """What ``retrieve`` runs through for ``rewrite`` and for the hierarchical units."""
+
+    rewriter: Rewriter
+    units: UnitRetriever
+
+
+def bind_knowledge(server: Server, engine: Engine) -> Knowledge | None:
+    """Serve ``graph``, ``query/transform`` and memory on ``server`` when the extra is
+    installed, and advertise the hierarchical ``retrieve`` units (the graph's file stays
+    open for the engine's lifetime)."""
     try:
         from rcpkit.engine.graph import ConceptGraph
         from rcpkit.engine.transform import TRANSFORM_METHODS, QueryTransformer
@@ -66,7 +75,7 @@ def bind_knowledge(server: Server, engine: Engine) -> Rewriter | None:
     server.add_method("graph", handlers.graph)
     server.add_method("query/transform", handlers.transform)
     bind_memory(server, engine, graph)
-    return Rewriter(engine, transformer)
+    return Knowledge(Rewriter(engine, transformer), bind_units(server, engine, graph))
 
 
 class Rewriter:

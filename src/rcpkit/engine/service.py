@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from rcpkit import __version__
-from rcpkit.engine.binding_graph import Rewriter, bind_knowledge
+from rcpkit.engine.binding_graph import Knowledge, bind_knowledge
+from rcpkit.engine.binding_units import HIERARCHICAL_UNITS
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.embedding import minilm_files
 from rcpkit.engine.pipeline import Engine
@@ -257,14 +258,17 @@ class _Handlers:
     """The §7 handlers of one served engine."""
 
     def __init__(self, engine: Engine, sparse: SparseEncoder | None,
-                 rewriter: Rewriter | None) -> None:
+                 knowledge: Knowledge | None) -> None:
         self.engine = engine
         self.sparse = sparse
-        self.rewriter = rewriter
+        self.knowledge = knowledge
         self.default_rerank = next(iter(engine.describe().rerank_methods), None)
 
     # ── retrieve (§7.7, §9, §10) ───────────────────────────────────────────
     def retrieve(self, params: RetrieveParams, ctx: Context) -> dict[str, Any]:
+        # Gating admits these units only when advertised, i.e. with the knowledge components.
+        if self.knowledge is not None and params.unit in HIERARCHICAL_UNITS:
+            return self.knowledge.units.retrieve(params, ctx)
         request = self._search_request(params, ctx.caller, ctx.filter)
         encoding = params.encoding or "json"
 
@@ -285,8 +289,9 @@ class _Handlers:
         # Partial hits cost a record read and hit construction: only when someone listens.
         listener = progress if ctx.reports_progress else None
         # Gating admits a rewrite only when ``transform`` is advertised, i.e. with a rewriter.
-        result = (self.rewriter.search(request, method, progress=listener, cancelled=stopped)
-                  if method is not None and self.rewriter is not None
+        result = (self.knowledge.rewriter.search(request, method, progress=listener,
+                                                 cancelled=stopped)
+                  if method is not None and self.knowledge is not None
                   else self.engine.search(request, progress=listener, cancelled=stopped))
         usage = result.usage.to_wire()
         if ctx.notes:
