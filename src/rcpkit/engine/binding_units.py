@@ -7,8 +7,8 @@ Each hit carries its ``unit``, its ``level`` (for communities and tree nodes, 0 
 coarsest), its summary or label as ``text`` and ``provenance.leaves``: the chunk ids it
 covers (for a tree node the closest to its centroid, all of them counted in
 ``meta.leafCount``). ``retrieve.units`` and ``retrieve.levels`` (§6.1) advertise them.
-Chunk-only options do not apply: a ``filter`` is -32005, a ``cursor`` -32602; ``level``
-must be below ``retrieve.levels``.
+Chunk-only options do not apply: a ``filter`` is -32005, a ``cursor`` -32602, as is a
+``level`` for ``node``.
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ class UnitRetriever:
             raise OptionUnsupported(f"filter does not apply to unit {unit!r}", option="filter")
         if params.cursor is not None:
             raise InvalidParams(f"unit {unit!r} has no pages", field="cursor")
-        if params.level is not None and (params.level >= self.graph.levels or unit == "node"):
-            raise InvalidParams("level must be below retrieve.levels (and nodes have none)",
-                                field="level")
+        # Gating refuses a level beyond retrieve.levels (-32005); concept nodes have none.
+        if params.level is not None and unit == "node":
+            raise InvalidParams("concept nodes have no level", field="level")
         query = plain_text(params.query, "query")
         if not query.strip():
             raise InvalidParams("query must not be empty", field="query")
