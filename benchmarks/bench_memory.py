@@ -31,7 +31,7 @@ from _common import percentiles, stamp
 
 from rcpkit import fusion
 from rcpkit.engine.graph import ConceptGraph
-from rcpkit.engine.memory import MEMORY_FILE, KnowledgeMemory
+from rcpkit.engine.memory import CONCEPTS, MEMORY_FILE, KnowledgeMemory
 from rcpkit.engine.service import open_engine
 from rcpkit.engine.types import SearchRequest
 from rcpkit.eval.datasets import load_beir
@@ -42,7 +42,7 @@ SHOWN = ("nDCG@10", "Recall@10")
 
 
 def measure(name: str, dataset_dir: Path, data_dir: Path, split: str | None, clues: int,
-            clue_weights: list[float]) -> None:
+            clue_weights: list[float], concepts: int) -> None:
     dataset = load_beir(dataset_dir, split)
     queries = dataset.judged_queries()
     engine = open_engine(data_dir)
@@ -52,7 +52,8 @@ def measure(name: str, dataset_dir: Path, data_dir: Path, split: str | None, clu
     seq = engine.snapshot()
     with tempfile.TemporaryDirectory() as scratch:
         memory = KnowledgeMemory(Path(scratch) / MEMORY_FILE, graph.extractor,
-                                 lambda: (graph.view(seq), engine.version_token(seq)))
+                                 lambda: (graph.view(seq), engine.version_token(seq)),
+                                 concepts=concepts)
         started = time.perf_counter()
         memory_id, tokens = memory.build(None, memory_id=None, scope="global", caller="bench")
         build_s = time.perf_counter() - started
@@ -90,7 +91,8 @@ def measure(name: str, dataset_dir: Path, data_dir: Path, split: str | None, clu
     graph.close()
     engine.close()
     p50, p95, _ = percentiles(recall_ms)
-    print(f"\n== {name}: {len(queries)} judged queries, {graph.chunk_count} chunks")
+    print(f"\n== {name}: {len(queries)} judged queries, {graph.chunk_count} chunks, "
+          f"memory of {concepts} concepts")
     print(f"graph open+sync {graph_s:.1f} s; memory build {build_s:.2f} s, {tokens} tokens, "
           f"{size / 1e6:.2f} MB; recall p50 {p50:.1f} ms p95 {p95:.1f} ms; "
           f"mean clues {sum(clue_counts) / len(clue_counts):.2f} (n={clues})")
@@ -112,6 +114,8 @@ def main() -> None:
                         help="NAME=DATASET_DIR:DATA_DIR (an already embedded data directory)")
     parser.add_argument("--split", default=None, help="qrels split (default: the only one)")
     parser.add_argument("--clues", type=int, default=3, help="n of memory/recall")
+    parser.add_argument("--concepts", type=int, default=CONCEPTS,
+                        help="concepts the memory keeps (its size)")
     parser.add_argument("--clue-weight", type=float, action="append", default=None,
                         help="RRF weight of each clue list relative to the plain list")
     args = parser.parse_args()
@@ -120,7 +124,7 @@ def main() -> None:
         name, _, dirs = spec.partition("=")
         dataset_dir, _, data_dir = dirs.partition(":")
         measure(name, Path(dataset_dir), Path(data_dir), args.split, args.clues,
-                args.clue_weight or [1.0, 0.3, 0.1])
+                args.clue_weight or [1.0, 0.3, 0.1], args.concepts)
 
 
 if __name__ == "__main__":

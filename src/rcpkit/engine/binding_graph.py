@@ -8,6 +8,10 @@ both capabilities with their bounds, and registers the handlers, then the memory
 over the same graph (``binding_memory``). Without the ``graph`` extra (scipy, igraph)
 none of them is advertised.
 
+With a language model configured (:mod:`rcpkit.engine.llm`), the ``global`` summary is
+written by it from the ranked communities' extractive summaries (those, joined, when it
+fails); ``graph.summaries`` says which.
+
 Bounds (§15.5), advertised beside the spec's keys: ``graph.maxHops`` (``hops`` above it is
 -32602), ``graph.levels`` (``level`` must be below it), ``graph.maxK`` (a larger ``k`` is
 clamped, with a note) and ``transform.maxN`` (``n`` above it is -32602).
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from rcpkit import fusion
 from rcpkit.engine.binding_memory import bind_memory
 from rcpkit.engine.binding_units import UnitRetriever, bind_units
+from rcpkit.engine.llm import LanguageModel, community_summary, open_language_model
 from rcpkit.engine.pipeline import Engine, Progress, record_hit
 from rcpkit.engine.types import SearchRequest, SearchResult
 from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
@@ -66,10 +71,12 @@ def bind_knowledge(server: Server, engine: Engine) -> Knowledge | None:
         found = engine.search(SearchRequest(query=query, k=k, mode="sparse"))
         return [hit.text for hit in found.hits if hit.text]
 
-    transformer = QueryTransformer(graph, top_texts)
-    handlers = _KnowledgeHandlers(engine, graph, transformer)
+    model = open_language_model(engine.config)
+    transformer = QueryTransformer(graph, top_texts, model=model)
+    handlers = _KnowledgeHandlers(engine, graph, transformer, model)
     server.capability("graph", {"ops": list(GRAPH_OPS), "maxHops": graph.max_hops,
-                                "levels": graph.levels, "maxK": engine.config.max_k})
+                                "levels": graph.levels, "maxK": engine.config.max_k,
+                                "summaries": "extractive" if model is None else "abstractive"})
     server.capability("transform", {"methods": list(TRANSFORM_METHODS),
                                     "maxN": transformer.max_n})
     server.add_method("graph", handlers.graph)
@@ -114,9 +121,10 @@ class Rewriter:
 
 
 class _KnowledgeHandlers:
-    def __init__(self, engine: Engine, graph: ConceptGraph,
-                 transformer: QueryTransformer) -> None:
+    def __init__(self, engine: Engine, graph: ConceptGraph, transformer: QueryTransformer,
+                 model: LanguageModel | None) -> None:
         self.engine = engine
+        self.model = model
         self.knowledge = graph
         self.transformer = transformer
 
@@ -155,7 +163,10 @@ class _KnowledgeHandlers:
             else:
                 ranked = self.knowledge.ranked_communities(seq, query, params.level or 0, k)
                 communities = [_community(c) for c in ranked]
-                body = {"summary": " ".join(c["summary"] for c in communities),
+                summaries = [c["summary"] for c in communities]
+                generated = (community_summary(self.model, query, summaries)
+                             if self.model is not None and summaries else None)
+                body = {"summary": generated or " ".join(summaries),
                         "communities": communities}
         meta: dict[str, Any] = {"indexVersion": version}
         if notes:

@@ -98,6 +98,13 @@ class EngineConfig:
     """Hybrid fusion when a request names none (§7.7 ``fusion.method``)."""
     default_fusion_alpha: float = 0.8
     """Dense weight of the normalised fusions when a request sets no ``alpha``/``weights``."""
+    llm_url: str | None = None
+    """API base of an OpenAI-compatible chat-completions endpoint (:mod:`rcpkit.engine.llm`);
+    with ``llm_model`` it turns on generated ``hyde`` passages and ``global`` summaries."""
+    llm_model: str | None = None
+    llm_key: str | None = None
+    llm_timeout_seconds: float = 30.0
+    llm_retries: int = 2
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:

@@ -38,13 +38,14 @@ from rcpkit.engine.graph.concepts import ConceptExtractor
 from rcpkit.engine.graph.view import CONCEPT_PREFIX, GraphView, Vocabulary
 from rcpkit.engine.text import count_tokens
 
-__all__ = ["MEMORY_FILE", "MEMORY_SCOPES", "Clue", "DraftPassage", "KnowledgeMemory",
+__all__ = ["CONCEPTS", "MEMORY_FILE", "MEMORY_SCOPES", "Clue", "DraftPassage", "KnowledgeMemory",
            "MemoryConflict", "Recall", "UnknownMemory"]
 
 MEMORY_FILE = "memory.sqlite"
 MEMORY_SCOPES = ("global", "session")
-_CONCEPTS = 4000
-"""Concepts a memory keeps, most salient first: what bounds its size on a large corpus."""
+CONCEPTS = 4000
+"""Concepts a memory keeps by default, most salient first: what bounds its size on a large
+corpus."""
 _LINKS = 8
 _EVIDENCE = 3
 _SPREAD = 0.5
@@ -125,7 +126,8 @@ class KnowledgeMemory:
     version, with that version's ``indexVersion`` token."""
 
     def __init__(self, path: Path, extractor: ConceptExtractor,
-                 live_view: Callable[[], tuple[GraphView, str]]) -> None:
+                 live_view: Callable[[], tuple[GraphView, str]], *,
+                 concepts: int = CONCEPTS) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
                                    timeout=30)
@@ -134,6 +136,7 @@ class KnowledgeMemory:
         self._lock = threading.Lock()
         self._extractor = extractor
         self._live_view = live_view
+        self._concepts = concepts
         self._cache: OrderedDict[str, _Memory] = OrderedDict()
 
     @classmethod
@@ -188,7 +191,7 @@ class KnowledgeMemory:
             view, passages = self._inline_view(kept)
             version = None
         memory = _distil(memory_id, scope, caller if scope == "session" else None, source,
-                         version, view, passages)
+                         version, view, passages, self._concepts)
         tokens = sum(count_tokens(label) for label in memory.labels) + sum(
             count_tokens(text) for _, _, text in memory.passages if text)
         with self._transaction() as db:
@@ -279,11 +282,12 @@ class KnowledgeMemory:
 
 
 def _distil(memory_id: str, scope: str, owner: str | None, source: str, version: str | None,
-            view: GraphView, passages: Sequence[tuple[str, int | None, str | None]]) -> _Memory:
-    """The ``_CONCEPTS`` most salient concepts of ``view`` with their strongest associates
+            view: GraphView, passages: Sequence[tuple[str, int | None, str | None]],
+            concepts: int) -> _Memory:
+    """The ``concepts`` most salient concepts of ``view`` with their strongest associates
     and best evidence; only the passages some kept concept cites are stored."""
     salience_all = np.asarray(view.tfidf.sum(axis=0), dtype=np.float64).ravel()
-    order = np.lexsort((np.arange(len(salience_all)), -salience_all))[:_CONCEPTS]
+    order = np.lexsort((np.arange(len(salience_all)), -salience_all))[:concepts]
     kept = {int(column): i for i, column in enumerate(order)}
     association = view.association.tocsr()
     by_concept = view.tfidf.tocsc()

@@ -15,7 +15,9 @@ its vocabulary, its concept graph and its top hits.
 - ``step-back`` — the communities that contain the query's main concept, from the nearest
   to the most general level of the hierarchy (§7.9), each as its central concepts.
 - ``hyde`` — an extractive hypothetical passage: the sentences of the top hits that share
-  the most (idf-weighted) concepts with the query.
+  the most (idf-weighted) concepts with the query; with a configured language model
+  (:mod:`rcpkit.engine.llm`) a passage generated from that one, which stays the answer
+  when the model fails.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 
 from rcpkit.engine.graph.component import ConceptGraph, distinct_labels
 from rcpkit.engine.graph.view import GraphView
+from rcpkit.engine.llm import LanguageModel, hypothetical_passage
 
 __all__ = ["TRANSFORM_METHODS", "QueryTransformer", "Transformed"]
 
@@ -62,9 +65,10 @@ class QueryTransformer:
     k)`` for the texts of the top lexical hits at the latest version."""
 
     def __init__(self, graph: ConceptGraph, search: Callable[[str, int], Sequence[str]], *,
-                 max_n: int = 8) -> None:
+                 max_n: int = 8, model: LanguageModel | None = None) -> None:
         self.graph = graph
         self.max_n = max_n
+        self.model = model
         self._search = search
         self._spelling: dict[int, _Speller] = {}
 
@@ -83,7 +87,10 @@ class QueryTransformer:
         if method == "step-back":
             return Transformed(self._step_back(base, seq, count))
         if method == "hyde":
-            return Transformed([base], self._hypothetical(base, view))
+            passage = self._hypothetical(base, view)
+            generated = (hypothetical_passage(self.model, base, passage)
+                         if self.model is not None else None)
+            return Transformed([base], generated or passage)
         raise ValueError(f"unknown transform method {method!r}")
 
     # ── rewrite ────────────────────────────────────────────────────────────
