@@ -7,11 +7,12 @@ concepts (tf-idf mass), each with its strongest co-occurring concepts and the pa
 evidence it best. Memories live in ``<data_dir>/memory.sqlite`` (one JSON body per memory, so
 a recall reads one row), with the inline documents kept so that an update can rebuild.
 
-:meth:`KnowledgeMemory.recall` matches the query's concepts against a memory, spreads their
-activation one step over the stored associations and returns clues — a short keyphrase query
-per entry concept (the concept with its strongest associates the query did not name), the
-graph node ids to seed a ``graph`` walk with, and a weight — plus draft passages ranked by
-the activation they evidence.
+:meth:`KnowledgeMemory.recall` matches the query's concepts against a memory (weighted
+by their idf, so the specific ones lead), spreads their activation one step over the stored
+associations and returns clues — a short keyphrase query per entry concept (the concept
+with its strongest associates the query did not name), the graph node ids to seed a
+``graph`` walk with, and a weight — plus draft passages ranked by the activation they
+evidence.
 
 Scopes: a ``global`` memory is visible to every caller; a ``session`` memory only to the
 caller that built it (§15.6): to anyone else it does not exist.
@@ -111,7 +112,8 @@ class _Memory:
     version: str | None
     keys: list[str]
     labels: list[str]
-    salience: np.ndarray
+    specificity: np.ndarray
+    """Each concept's idf in the corpus: how much naming it says about where to look."""
     links: list[list[tuple[int, float]]]
     evidence: list[list[tuple[int, float]]]
     passages: list[tuple[str, int | None, str | None]]
@@ -237,7 +239,7 @@ class KnowledgeMemory:
             asked.update(concept.key.split())
             found = index.get(concept.key)
             if found is not None:
-                activation[found] += concept.count * memory.salience[found]
+                activation[found] += concept.count * memory.specificity[found]
         anchors = [int(i) for i in np.argsort(-activation, kind="stable") if activation[i] > 0]
         spread = activation.copy()
         for anchor in anchors:
@@ -308,7 +310,7 @@ def _distil(memory_id: str, scope: str, owner: str | None, source: str, version:
     stored = [passages[row] for row, _ in sorted(cited.items(), key=lambda item: item[1])]
     return _Memory(memory_id, scope, owner, source, version,
                    [view.keys[c] for c in order.tolist()],
-                   [view.labels[c] for c in order.tolist()], salience_all[order], links,
+                   [view.labels[c] for c in order.tolist()], view.idf[order], links,
                    evidence, stored)
 
 
@@ -363,7 +365,7 @@ def _drafts(memory: _Memory, spread: np.ndarray) -> list[DraftPassage]:
 
 def _body(memory: _Memory) -> dict[str, Any]:
     return {"keys": memory.keys, "labels": memory.labels,
-            "salience": memory.salience.round(6).tolist(), "links": memory.links,
+            "specificity": memory.specificity.round(6).tolist(), "links": memory.links,
             "evidence": memory.evidence, "passages": memory.passages}
 
 
@@ -371,7 +373,7 @@ def _load(memory_id: str, scope: str, owner: str | None, source: str, version: s
           body: str) -> _Memory:
     data = json.loads(body)
     return _Memory(memory_id, scope, owner, source, version, data["keys"], data["labels"],
-                   np.asarray(data["salience"], dtype=np.float64),
+                   np.asarray(data["specificity"], dtype=np.float64),
                    [[(int(c), float(w)) for c, w in links] for links in data["links"]],
                    [[(int(p), float(w)) for p, w in ev] for ev in data["evidence"]],
                    [(str(i), None if r is None else int(r), t) for i, r, t in data["passages"]])

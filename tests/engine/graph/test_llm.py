@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 import uvicorn
+from graph_corpus import DOCUMENTS
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-
-from graph_corpus import DOCUMENTS
 
 from rcpkit.client import connect_memory
 from rcpkit.engine.config import EngineConfig
