@@ -316,10 +316,11 @@ def _distil(memory_id: str, scope: str, owner: str | None, source: str, version:
 
 def _clues(memory: _Memory, anchors: Sequence[int], activation: np.ndarray,
            spread: np.ndarray, asked: set[str], n: int) -> list[Clue]:
-    """One clue per entry concept, strongest first: the query's own concepts, then the
-    strongest associates reached. An entry whose words earlier entries already cover is
-    skipped, and each clue expands with associates no earlier clue used, so that the clues
-    steer retrieval to different places."""
+    """One clue per entry concept, the query's own concepts first, then the strongest
+    associates reached; returned by weight (activation after spreading), strongest first.
+    An entry whose words earlier entries already cover is skipped, and each clue expands
+    with associates no earlier clue used, so that the clues steer retrieval to different
+    places."""
     reached = [int(i) for i in np.argsort(-spread, kind="stable")
                if spread[i] > 0 and activation[i] == 0]
     entries: list[int] = []
@@ -350,7 +351,7 @@ def _clues(memory: _Memory, anchors: Sequence[int], activation: np.ndarray,
         terms = " ".join([memory.labels[entry], *fresh]).split()
         clues.append(Clue(" ".join(dict.fromkeys(terms)), seeds,
                           round(float(spread[entry]) / top, 6)))
-    return clues
+    return sorted(clues, key=lambda clue: -clue.weight)
 
 
 def _drafts(memory: _Memory, spread: np.ndarray) -> list[DraftPassage]:
