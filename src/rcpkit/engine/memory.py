@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
-import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +34,7 @@ from rcpkit.engine.chunking import chunk_text
 from rcpkit.engine.graph.component import distinct_labels
 from rcpkit.engine.graph.concepts import ConceptExtractor
 from rcpkit.engine.graph.view import CONCEPT_PREFIX, GraphView, Vocabulary
+from rcpkit.engine.sidecar import SidecarDatabase
 from rcpkit.engine.text import count_tokens
 
 __all__ = ["CONCEPTS", "MEMORY_FILE", "MEMORY_SCOPES", "Clue", "DraftPassage", "KnowledgeMemory",
@@ -130,12 +128,10 @@ class KnowledgeMemory:
     def __init__(self, path: Path, extractor: ConceptExtractor,
                  live_view: Callable[[], tuple[GraphView, str]], *,
                  concepts: int = CONCEPTS) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
-                                   timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
-        self._lock = threading.Lock()
+        self._file = SidecarDatabase(path, _SCHEMA)
+        self._db = self._file.db
+        self._lock = self._file.lock
+        self._transaction = self._file.transaction
         self._extractor = extractor
         self._live_view = live_view
         self._concepts = concepts
@@ -147,19 +143,7 @@ class KnowledgeMemory:
         return cls(Path(data_dir) / MEMORY_FILE, extractor, live_view)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        self._file.close()
 
     # ── build ──────────────────────────────────────────────────────────────
     def build(self, documents: Sequence[tuple[str | None, str]] | None, *,

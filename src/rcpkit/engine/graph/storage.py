@@ -18,11 +18,10 @@ are a function of the mentions at a snapshot, computed in one sparse product (se
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from rcpkit.engine.sidecar import SidecarDatabase
 
 __all__ = ["GraphStorage", "StoredChunk"]
 
@@ -44,28 +43,13 @@ class GraphStorage:
     """SQLite persistence of concepts and mentions; one writer at a time per process."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
-                                   timeout=30)
-        self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._file = SidecarDatabase(path, _SCHEMA)
+        self._db = self._file.db
+        self._lock = self._file.lock
+        self._transaction = self._file.transaction
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        self._file.close()
 
     def meta(self, key: str) -> str | None:
         with self._lock:
