@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -18,6 +19,8 @@ from ...protocol.messages import Request as RpcRequest
 from ...server.framework import Server
 from .auth import Authenticator, cors_middleware
 from .direct import EndpointDirectRoute, Routing
+from .metrics import Metrics
+from .operations import operational_routes
 from .replies import error_body, respond, shed
 from .server import Reply, header_map
 from .sessions import SESSION_HEADER, SessionPolicy, Sessions, refuse_unknown_session
@@ -45,8 +48,10 @@ class Endpoint:
     """
 
     def __init__(self, server: Server, sessions: Sessions, auth: Authenticator,
-                 max_body_bytes: int, max_pending: int) -> None:
+                 max_body_bytes: int, max_pending: int, shed_counter: Callable[[], None]) -> None:
         self.server = server
+        self.shed_counter = shed_counter
+        """Told of each request refused because ``max_pending`` are in flight."""
         self.sessions = sessions
         self.auth = auth
         self.max_body_bytes = max_body_bytes
@@ -87,6 +92,7 @@ class Endpoint:
         if isinstance(principal, tuple):
             return principal
         if self.pending >= self.max_pending:
+            self.shed_counter()
             return shed(_PENDING_RETRY_S, "server busy")
         self.pending += 1
         try:
@@ -166,14 +172,37 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
                cors_origins: Iterable[str] = (), max_body_bytes: int = 8 * 1024 * 1024,
                session_ttl_s: float = 900.0, max_sessions: int = 10_000,
                max_pending: int = 1024, max_concurrency: int = 64,
-               request_timeout_ms: float | None = None) -> RcpApp:
-    """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`)."""
+               request_timeout_ms: float | None = None, metrics: Metrics | None = None,
+               collection: str | None = None, log_bodies: bool = False) -> RcpApp:
+    """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`), with
+    ``/healthz`` and ``/readyz`` beside the base, and ``/metrics`` when ``metrics`` is given
+    (its requests labelled ``collection``, by default the server's name). ``log_bodies``
+    lets failure logs quote queries and documents (§15.6; off by default)."""
     base = "/" + base.strip("/")
-    endpoint = Endpoint(server, Sessions(server, sessions, session_ttl_s, max_sessions, {
-        "max_concurrency": max_concurrency, "request_timeout_ms": request_timeout_ms}),
-        Authenticator(auth_tokens, api_key_header), max_body_bytes, max_pending)
+    options: dict[str, Any] = {"max_concurrency": max_concurrency,
+                               "request_timeout_ms": request_timeout_ms,
+                               "log_bodies": log_bodies}
+    label = collection or server.name
+    shed_counter: Callable[[], None] = _uncounted
+    if metrics is not None:
+        metrics.watch(label, server)
+        options["observer"] = functools.partial(_observe, metrics, label)
+        shed_counter = functools.partial(metrics.rate_limited, label, "server")
+    endpoint = Endpoint(server, Sessions(server, sessions, session_ttl_s, max_sessions, options),
+                        Authenticator(auth_tokens, api_key_header), max_body_bytes, max_pending,
+                        shed_counter)
     middleware = cors_middleware(cors_origins, api_key_header)
     routing = Routing(base, max_body_bytes=max_body_bytes, cors=bool(middleware))
     return RcpApp(routing, endpoint, middleware=middleware, routes=[
+        *operational_routes(base, server, metrics),
         StarletteRoute(base, endpoint, methods=["POST"]),
         StarletteRoute(base + "/{method:path}", endpoint, methods=["POST"])])
+
+
+def _observe(metrics: Metrics, collection: str, method: str | None, code: int,
+             seconds: float) -> None:
+    metrics.request_done(method, collection, code, seconds)
+
+
+def _uncounted() -> None:
+    """Without metrics a refusal is not counted."""

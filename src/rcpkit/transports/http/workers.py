@@ -16,13 +16,15 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ...protocol.errors import UsageError
 from ...server.framework import Server
 from .app import create_app
+from .metrics import MULTIPROCESS_ENV, Metrics
 from .server import HttpServer
 
 __all__ = ["ServerSource", "serve_http"]
@@ -34,7 +36,8 @@ ServerSource = Server | Callable[[], Server]
 
 def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, *,
                workers: int = 1, graceful_timeout_s: float = 10.0,
-               limits: Mapping[str, Any] | None = None, **app_options: Any) -> int:
+               limits: Mapping[str, Any] | None = None, metrics: bool = False,
+               **app_options: Any) -> int:
     """Serve ``server`` over HTTP/1.1 with the lean server of :mod:`.server` until
     SIGINT/SIGTERM; in-flight requests then get ``graceful_timeout_s`` to finish.
     ``limits`` go to :class:`.server.HttpServer` (``max_connections``,
@@ -46,11 +49,15 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
     worker calls ``server`` — then a zero-argument factory — *after* the fork, so no
     model, thread or database handle is shared, and the server it builds must declare
     ``Server.multiprocess_safe``; otherwise nothing is served and the status is 2.
+
+    ``metrics`` serves ``/metrics`` (:mod:`.metrics`); with several workers their values
+    are kept in a directory they share, removed when serving ends.
     """
     if workers < 1:
         raise UsageError("workers must be at least 1")
     if workers == 1:
-        app = create_app(server if isinstance(server, Server) else server(), **app_options)
+        app = create_app(server if isinstance(server, Server) else server(),
+                         metrics=Metrics() if metrics else None, **app_options)
         listener = _listen(host, port)
         _announce(listener, app_options.get("base", "/rcp"))
         HttpServer(app, graceful_timeout_s=graceful_timeout_s, **(limits or {})).run(listener)
@@ -62,8 +69,24 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
         raise UsageError("several workers need a factory that builds the server after the "
                          "fork, not a Server built beforehand")
     listener = _listen(host, port)
-    return _Workers(server, listener, workers, graceful_timeout_s, app_options,
-                    dict(limits or {})).run()
+    with _shared_metrics_directory(metrics):
+        return _Workers(server, listener, workers, graceful_timeout_s, app_options,
+                        dict(limits or {}), metrics).run()
+
+
+@contextlib.contextmanager
+def _shared_metrics_directory(metrics: bool) -> Iterator[None]:
+    """For workers' metrics: the directory they share (an operator's own, when set),
+    named in the environment before any worker starts."""
+    if not metrics or os.environ.get(MULTIPROCESS_ENV):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="rcpkit-metrics-") as directory:
+        os.environ[MULTIPROCESS_ENV] = directory
+        try:
+            yield
+        finally:
+            del os.environ[MULTIPROCESS_ENV]
 
 
 def _announce(listener: socket.socket, base: str, workers: int = 1) -> None:
@@ -97,8 +120,9 @@ class _Workers:
 
     def __init__(self, build: Callable[[], Server], listener: socket.socket, count: int,
                  graceful_timeout_s: float, app_options: dict[str, Any],
-                 limits: dict[str, Any]) -> None:
+                 limits: dict[str, Any], metrics: bool) -> None:
         self.build = build
+        self.metrics = metrics
         self.limits = limits
         self.listener = listener
         self.count = count
@@ -160,10 +184,11 @@ class _Workers:
             if not server.multiprocess_safe:
                 raise UsageError(f"server {server.name!r} does not declare itself multi-process "
                                  "safe (Server.multiprocess_safe); serve it with one worker")
+            metrics = Metrics() if self.metrics else None
         except UsageError as exc:
             print(f"rcpkit serve: error: {exc}", file=sys.stderr, flush=True)
             return 2
-        app = create_app(server, **self.app_options)
+        app = create_app(server, metrics=metrics, **self.app_options)
         if ready_fd is not None:
             os.write(ready_fd, b"1")
             os.close(ready_fd)
