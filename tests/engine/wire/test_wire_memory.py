@@ -177,3 +177,18 @@ def test_the_reference_sdk_calls_the_memory_methods(engine: Engine, data_dir: Pa
         assert client.memory_recall("green tea", memory_id=inline["memoryId"])["hits"]
     finally:
         client.shutdown()
+
+
+def test_our_client_has_typed_memory_methods(serve_in_memory: Any) -> None:
+    served = serve_in_memory()
+    served.add(DOCS)
+    client = served.client
+    built = client.memory_build(scope="global")
+    assert isinstance(built.memory_id, str) and built.tokens and built.tokens > 0
+    recalled = client.memory_recall("honey bee colony", memory_id=built.memory_id, n=2)
+    assert 1 <= len(recalled.clues) <= 2
+    assert recalled.clues[0].seed_ids and recalled.clues[0].weight == 1.0
+    assert recalled.hits and recalled.hits[0].id.startswith("bees-")
+    inline = client.memory_build([{"id": "tea-0", "text": INLINE[0]["text"]}],
+                                 scope="session")
+    assert client.memory_recall("green tea", memory_id=inline.memory_id).hits[0].id == "tea-0#0"
