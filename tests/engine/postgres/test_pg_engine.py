@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.test_pipeline import CORPUS, make_config
-from rcpkit.engine.embedding import HashingEmbedder
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.models.embedding import HashingEmbedder
 from rcpkit.engine.store.postgres import PostgresStore
 from rcpkit.engine.types import DocumentIn, SearchRequest
 from rcpkit.protocol.errors import BackendUnavailable

@@ -38,8 +38,8 @@ from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
+from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.text import Analyzer
-from rcpkit.protocol.errors import BackendUnavailable
 from rcpkit.protocol.filters import Condition, FilterNode
 
 from .base import (
@@ -185,7 +185,7 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
 def _database_errors(method: _Method) -> _Method:
-    """Report a lost or failing database as ``BackendUnavailable`` (§12), never as a raw
+    """Report a lost or failing database as ``Unavailable`` (§12), never as a raw
     driver error; the broken connection is replaced on the next call."""
 
     @functools.wraps(method)
@@ -193,7 +193,7 @@ def _database_errors(method: _Method) -> _Method:
         try:
             return method(*args, **kwargs)
         except psycopg.OperationalError as exc:
-            raise BackendUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+            raise Unavailable(f"PostgreSQL is unavailable: {exc}") from exc
 
     return cast(_Method, guarded)
 
@@ -248,7 +248,7 @@ class PostgresStore(Store):
             self._database_id = self._setting(self._writer, "database_id")
             self._secret = bytes.fromhex(self._setting(self._writer, "secret"))
         except psycopg.Error as exc:  # e.g. no right to create the vector extension
-            raise BackendUnavailable(f"cannot use this PostgreSQL database: {exc}") from exc
+            raise Unavailable(f"cannot use this PostgreSQL database: {exc}") from exc
 
     def _create_schema(self) -> None:
         """Create the tables on a new database (one process at a time)."""
@@ -275,7 +275,7 @@ class PostgresStore(Store):
         try:
             db = psycopg.connect(self._dsn, autocommit=True)
         except psycopg.OperationalError as exc:
-            raise BackendUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+            raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc
         info = TypeInfo.fetch(db, "vector")
         if info is not None:  # absent only before the schema creates the extension
             info.register(db)
@@ -331,7 +331,7 @@ class PostgresStore(Store):
     def _setting(db: psycopg.Connection[Any], key: str) -> str:
         row = db.execute("SELECT value FROM settings WHERE key = %s", (key,)).fetchone()
         if row is None:
-            raise BackendUnavailable(f"store setting {key!r} is missing")
+            raise Unavailable(f"store setting {key!r} is missing")
         return str(row[0])
 
     @_database_errors
@@ -357,7 +357,7 @@ class PostgresStore(Store):
             "SELECT (SELECT value FROM settings WHERE key = 'seq')::bigint, "
             "(SELECT COALESCE(MAX(id), 0) FROM feedback)").fetchone()
         if row is None:
-            raise BackendUnavailable("store setting 'seq' is missing")
+            raise Unavailable("store setting 'seq' is missing")
         return int(row[0]), int(row[1])
 
     @_database_errors
@@ -514,7 +514,7 @@ class PostgresStore(Store):
         row = db.execute("SELECT value FROM settings WHERE key = 'dimension'").fetchone()
         if row is not None:
             if int(row[0]) != dimension:
-                raise BackendUnavailable(f"this database holds {row[0]}-dimensional vectors, "
+                raise Unavailable(f"this database holds {row[0]}-dimensional vectors, "
                                          f"not {dimension}")
             return
         db.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dimension)})")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from rcpkit.protocol.errors import BackendUnavailable
+from rcpkit.engine.errors import Unavailable
 from rcpkit.protocol.filters import Condition, FilterNode
 
 from .base import (
@@ -174,12 +174,12 @@ class SqliteStore(Store):
     @classmethod
     def open(cls, data_dir: str | Path) -> SqliteStore:
         """Open (creating if needed) the store under ``data_dir``; a file that is not an
-        SQLite database, or a damaged one, is :class:`BackendUnavailable` saying so."""
+        SQLite database, or a damaged one, is :class:`Unavailable` saying so."""
         path = Path(data_dir) / cls.FILE_NAME
         try:
             return cls(path)
         except sqlite3.DatabaseError as exc:
-            raise BackendUnavailable(f"{path} is not a readable SQLite database ({exc}); "
+            raise Unavailable(f"{path} is not a readable SQLite database ({exc}); "
                                      "restore it from a backup or move it aside") from None
 
     def _connect(self) -> sqlite3.Connection:
@@ -550,8 +550,8 @@ class _Transaction:
         finally:
             self._lock.release()
         if isinstance(exc, BaseException) and _disk_full(exc):
-            raise BackendUnavailable("the disk is full: nothing was written",
-                                     data={"detail": "disk full"}) from exc
+            raise Unavailable("the disk is full: nothing was written",
+                                     detail="disk full") from exc
 
 
 def _disk_full(exc: BaseException) -> bool:

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from rcpkit.engine.persist import commit_manifest, save_arrays, verify_file
+from rcpkit.engine.indexes.persist import commit_manifest, save_arrays, verify_file
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
 __all__ = ["FilterColumns"]
