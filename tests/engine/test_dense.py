@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rcpkit.engine.errors import IndexUnavailable
 from rcpkit.engine.indexes import dense
 from rcpkit.engine.indexes.dense import DenseIndex
-from rcpkit.engine.errors import IndexUnavailable
 
 DIM = 16
 

@@ -14,9 +14,9 @@ import pytest
 
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
+from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.store.sqlite import SqliteStore
 from rcpkit.engine.types import DocumentIn, SearchRequest
-from rcpkit.engine.errors import Unavailable
 
 
 @pytest.fixture

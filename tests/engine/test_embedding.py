@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rcpkit.engine.errors import InvalidInput, Unavailable
 from rcpkit.engine.models.embedding import (
     Embedder,
     HashingEmbedder,
@@ -14,7 +15,6 @@ from rcpkit.engine.models.embedding import (
     minilm,
     minilm_files,
 )
-from rcpkit.engine.errors import InvalidInput, Unavailable
 
 PARAPHRASES = [
     ("A man is playing a guitar.", "Someone is strumming a guitar."),

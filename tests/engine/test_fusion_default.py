@@ -10,8 +10,8 @@ import pytest
 from rcpkit.binding.capabilities import capabilities
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
-from rcpkit.engine.types import DocumentIn, SearchRequest
 from rcpkit.engine.errors import InvalidInput
+from rcpkit.engine.types import DocumentIn, SearchRequest
 
 CORPUS = [
     DocumentIn("Honeybees dance to tell nest mates where the flowers are.", id="bees"),

@@ -17,14 +17,6 @@ from rcpkit.binding import bind
 from rcpkit.client import Client
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
-from rcpkit.engine.sample import sample_documents
-from rcpkit.engine.types import (
-    DocumentIn,
-    FeedbackSignal,
-    Recency,
-    RerankOptions,
-    SearchRequest,
-)
 from rcpkit.engine.errors import (
     Cancelled,
     InvalidInput,
@@ -33,6 +25,14 @@ from rcpkit.engine.errors import (
     Unavailable,
     UnknownCursor,
     Unsupported,
+)
+from rcpkit.engine.sample import sample_documents
+from rcpkit.engine.types import (
+    DocumentIn,
+    FeedbackSignal,
+    Recency,
+    RerankOptions,
+    SearchRequest,
 )
 from support.schema import load_schema
 
@@ -474,7 +474,8 @@ def test_a_graph_waited_for_before_close_is_saved_and_reopened_built(tmp_path: P
              for i in range(120)]
     with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as eng:
         eng.add(notes)
-        assert eng.wait_for_indexes(120) and eng.indexes is not None and eng.indexes.dense.uses_graph
+        assert eng.wait_for_indexes(120) and eng.indexes is not None
+        assert eng.indexes.dense.uses_graph
     with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as reopened:
         assert reopened.indexes is not None and reopened.indexes.dense.uses_graph
         assert reopened.wait_for_indexes(0)
@@ -488,7 +489,8 @@ def test_paging_a_graph_served_query_visits_its_first_ranking_exactly(
     with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as eng:
         eng.add([DocumentIn(f"note {i} about {'bees' if i % 3 else 'soil'} and weather {i % 7}",
                             id=f"n{i}") for i in range(400)])
-        assert eng.wait_for_indexes(120) and eng.indexes is not None and eng.indexes.dense.uses_graph
+        assert eng.wait_for_indexes(120) and eng.indexes is not None
+        assert eng.indexes.dense.uses_graph
         whole = ids(eng.search(SearchRequest("bees and weather", k=60, candidate_k=60,
                                              mode="dense")))
         recalls: list[str] = []

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.models.embedding import HashingEmbedder, minilm, minilm_files
 from rcpkit.engine.models.rerank import (
     CrossEncoderReranker,
@@ -17,7 +18,6 @@ from rcpkit.engine.models.rerank import (
     maxsim,
     maxsim_many,
 )
-from rcpkit.engine.errors import Unavailable
 
 
 def test_maxsim_sums_best_matches() -> None:

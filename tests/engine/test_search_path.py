@@ -17,10 +17,10 @@ import pytest
 from rcpkit.binding import bind
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
+from rcpkit.engine.errors import InvalidInput
 from rcpkit.engine.search import planner
 from rcpkit.engine.types import DocumentIn, SearchRequest
 from rcpkit.protocol import gating
-from rcpkit.engine.errors import InvalidInput
 from rcpkit.server import Dispatcher
 
 TOPICS = ["bees", "bread", "stars", "compost"]

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rcpkit.engine.errors import InvalidInput, Unavailable
 from rcpkit.engine.models.embedding import minilm_files
 from rcpkit.engine.models.sparse import SparseEncoder
-from rcpkit.engine.errors import InvalidInput, Unavailable
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,9 @@ def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
     """Scale rows to unit L2 norm in float32; an all-zero row stays zero."""
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    normalised: np.ndarray = np.divide(matrix, norms, out=np.zeros_like(matrix),
+                                       where=norms > 0)
+    return normalised
 
 
 class OnnxBatch(NamedTuple):
@@ -179,7 +181,7 @@ class OnnxModel:
         return int(next(self.batches(["probe"])).output.shape[-1])
 
     def _load(self) -> tuple[onnxruntime.InferenceSession, tokenizers.Tokenizer]:
-        """Create the tokenizer and the onnxruntime session once; missing files → -32010."""
+        """Create the tokenizer and the onnxruntime session once; missing files are Unavailable."""
         with self._lock:
             if self._session is None or self._tokenizer is None:
                 for path in (self.model_path, self.tokenizer_path):

@@ -156,7 +156,7 @@ class SqliteStore(Store):
             with self._transaction() as db:
                 db.executemany("INSERT INTO settings(key, value) VALUES (?, ?)",
                                settings.items())
-        self._database_id = settings["database_id"]
+        self._database_id: str = settings["database_id"]
         self._secret = bytes.fromhex(settings["secret"])
 
     def _schema_version(self) -> int:
