@@ -10,7 +10,7 @@ from pathlib import Path
 import rcpkit.engine
 
 ENGINE = Path(rcpkit.engine.__file__).parent
-WIRE_MODULES = ("rcpkit.server", "rcpkit.binding", "rcpkit.protocol.params",
+WIRE_MODULES = ("rcpkit.server", "rcpkit.binding", "rcpkit.protocol.types",
                 "rcpkit.protocol.errors", "rcpkit.transports", "rcpkit.client")
 FRONT_ENDS = {"cli.py", "dbcli.py"}
 

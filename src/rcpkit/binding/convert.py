@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rcpkit.engine import types as engine
-from rcpkit.protocol import params as wire
+from rcpkit.protocol import types as wire
+from rcpkit.protocol.codec import to_builtins
 from rcpkit.protocol.content import plain_text
 from rcpkit.protocol.errors import InvalidParams
 from rcpkit.protocol.filters import FilterNode
@@ -32,7 +33,7 @@ def wire_field(field: str) -> str:
 
 def reply(result: Any) -> dict[str, Any]:
     """A result struct as the JSON object sent, under the §4.6 float rules."""
-    built: dict[str, Any] = wire.to_builtins(result)
+    built: dict[str, Any] = to_builtins(result)
     return built
 
 

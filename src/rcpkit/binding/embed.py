@@ -12,7 +12,7 @@ from rcpkit.engine.core import Engine
 from rcpkit.engine.models.sparse import SparseEncoder
 from rcpkit.protocol.content import ContentBlock, plain_text
 from rcpkit.protocol.errors import InvalidParams
-from rcpkit.protocol.params import (
+from rcpkit.protocol.types import (
     EmbedParams,
     EmbedResult,
     MultiEmbedParams,

@@ -7,7 +7,7 @@ from typing import Any
 from rcpkit.binding.convert import feedback_signals, reply
 from rcpkit.binding.errors import answering
 from rcpkit.engine.core import Engine
-from rcpkit.protocol.params import FeedbackParams, FeedbackResult
+from rcpkit.protocol.types import FeedbackParams, FeedbackResult
 from rcpkit.server import Context, Server
 
 __all__ = ["register"]

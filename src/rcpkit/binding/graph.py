@@ -18,7 +18,7 @@ from rcpkit.binding.errors import answering
 from rcpkit.engine.core import Engine
 from rcpkit.engine.search.stages import record_hit
 from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
-from rcpkit.protocol.params import GraphParams, Provenance, ProvenanceEdge
+from rcpkit.protocol.types import GraphParams, Provenance, ProvenanceEdge
 from rcpkit.server import Context, Server
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from rcpkit.binding.convert import documents_in, reply
 from rcpkit.binding.errors import answering
 from rcpkit.engine.core import Engine
 from rcpkit.protocol.errors import InvalidParams
-from rcpkit.protocol.params import (
+from rcpkit.protocol.types import (
     IndexAddParams,
     IndexAddResult,
     IndexDeleteParams,

@@ -10,7 +10,7 @@ from rcpkit.binding.embed import texts
 from rcpkit.binding.errors import answering
 from rcpkit.engine.core import Engine
 from rcpkit.protocol.content import plain_text
-from rcpkit.protocol.params import RerankParams, RerankResult
+from rcpkit.protocol.types import RerankParams, RerankResult
 from rcpkit.server import Context, Server
 
 __all__ = ["register"]

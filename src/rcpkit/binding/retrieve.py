@@ -9,7 +9,7 @@ from rcpkit.binding.errors import answering
 from rcpkit.engine.core import Engine
 from rcpkit.engine.search.rewrite import Rewriter
 from rcpkit.engine.types import Hit
-from rcpkit.protocol.params import RetrieveParams, RetrieveResult, to_builtins
+from rcpkit.protocol.types import RetrieveParams, RetrieveResult
 from rcpkit.server import Context, Server
 
 __all__ = ["register"]
@@ -33,7 +33,7 @@ class _Retrieve:
 
         def progress(stage: str, fraction: float, partial: list[Hit] | None) -> None:
             ctx.progress(fraction, stage=stage, partial={
-                "hits": [to_builtins(wire_hit(h, encoding)) for h in partial]}
+                "hits": [reply(wire_hit(h, encoding)) for h in partial]}
                 if partial else None)
 
         def stopped() -> bool:

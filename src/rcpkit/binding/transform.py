@@ -10,7 +10,7 @@ from rcpkit.binding.errors import answering
 from rcpkit.binding.graph import required_query
 from rcpkit.engine.core import Engine
 from rcpkit.protocol.errors import InvalidParams
-from rcpkit.protocol.params import TransformParams, TransformResult
+from rcpkit.protocol.types import TransformParams, TransformResult
 from rcpkit.server import Context, Server
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from rcpkit.binding import bind
 from rcpkit.client import AsyncClient, Client, MemoryTransport
 from rcpkit.client.session import RequestId, Sink
 from rcpkit.engine.core import open_engine
+from rcpkit.protocol.codec import to_builtins
 from rcpkit.protocol.errors import RcpError, TransportClosed
-from rcpkit.protocol.params import to_builtins
 from support.net import free_port
 from support.schema import assert_frame
 from support.stdio import StdioPeer
