@@ -56,9 +56,14 @@ from .base import (
     WriteOutcome,
     compile_filter,
     indexed_text,
+    refuse_newer_schema,
 )
 
-__all__ = ["DatabaseSearch", "LexicalRanking", "PostgresStore"]
+__all__ = ["SCHEMA_VERSION", "DatabaseSearch", "LexicalRanking", "PostgresStore"]
+
+SCHEMA_VERSION = 1
+"""The layout of ``_SCHEMA``, kept in ``settings.schema_version``; bump it (with a migration
+of older databases) whenever the tables change."""
 
 LexicalRanking = Literal["bm25", "tsvector"]
 
@@ -259,12 +264,27 @@ class PostgresStore(Store):
                 setup.execute(_SCHEMA)
                 setup.execute(
                     "INSERT INTO settings(key, value) VALUES ('database_id', %s), "
-                    "('secret', %s), ('seq', '0'), ('gc_floor', '0'), ('log_pos', '0')",
-                    (secrets.token_hex(8), secrets.token_hex(32)))
+                    "('secret', %s), ('seq', '0'), ('gc_floor', '0'), ('log_pos', '0'), "
+                    "('schema_version', %s)",
+                    (secrets.token_hex(8), secrets.token_hex(32), str(SCHEMA_VERSION)))
                 setup.execute("INSERT INTO versions(seq, chunks, total_length) VALUES (0, 0, 0)")
+            else:
+                self._check_schema_version(setup)
             for name, ddl in _LATE_INDEXES:
                 if not _relation_exists(setup, name):
                     setup.execute(ddl)
+
+    def _check_schema_version(self, db: psycopg.Connection[Any]) -> None:
+        """Refuse a database with a newer layout before anything in it is touched; one from
+        before versions were recorded has the version-1 tables and is marked so."""
+        row = db.execute("SELECT value FROM settings WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            db.execute("INSERT INTO settings(key, value) VALUES ('schema_version', %s)",
+                       (str(SCHEMA_VERSION),))
+            return
+        name = db.execute("SELECT current_database()").fetchone()
+        refuse_newer_schema(int(row[0]), SCHEMA_VERSION,
+                            f"in PostgreSQL database {name[0] if name else '?'!r}")
 
     @classmethod
     def open(cls, dsn: str, *, lexical: LexicalRanking = "bm25") -> PostgresStore:

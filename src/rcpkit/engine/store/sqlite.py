@@ -38,6 +38,7 @@ from .base import (
     WriteOutcome,
     compile_filter,
     indexed_text,
+    refuse_newer_schema,
 )
 
 __all__ = ["SqliteStore"]
@@ -164,11 +165,11 @@ class SqliteStore(Store):
         tables are touched; a store from before versions were recorded reads 0 and has the
         version-1 tables."""
         found = int(self._writer.execute("PRAGMA user_version").fetchone()[0])
-        if found > SCHEMA_VERSION:
+        try:
+            refuse_newer_schema(found, SCHEMA_VERSION, str(self._path))
+        except StoreVersionError:
             self._writer.close()
-            raise StoreVersionError(
-                f"the store {self._path} has schema version {found}, newer than the "
-                f"{SCHEMA_VERSION} this rcpkit knows: upgrade rcpkit to open it")
+            raise
         return found
 
     @classmethod
