@@ -51,13 +51,13 @@ from .base import (
     RowBatch,
     RowIds,
     ScoredRows,
-    Store,
     StoreCounts,
     WriteOutcome,
     compile_filter,
     indexed_text,
     refuse_newer_schema,
 )
+from .sql import SqlStore
 
 __all__ = ["SCHEMA_VERSION", "DatabaseSearch", "LexicalRanking", "PostgresStore"]
 
@@ -224,7 +224,7 @@ class _VectorLoader(Loader):
                              offset=4).astype(np.float32)
 
 
-class PostgresStore(Store):
+class PostgresStore(SqlStore):
     """:class:`Store` in one PostgreSQL database with the pgvector extension.
 
     ``lexical`` picks the ranking of :meth:`lexical_search`: ``"bm25"`` (postings and
@@ -330,14 +330,6 @@ class PostgresStore(Store):
                     self._writer.execute(
                         "SELECT value FROM settings WHERE key = 'seq' FOR UPDATE")
                 yield self._writer
-
-    @property
-    def database_id(self) -> str:
-        return self._database_id
-
-    @property
-    def secret(self) -> bytes:
-        return self._secret
 
     def close(self) -> None:
         with self._connections_lock:
@@ -557,8 +549,8 @@ class PostgresStore(Store):
             # Version v is superseded by write v+1; keep it while that write is recent.
             recent = (db.execute("SELECT MIN(seq) FROM write_log WHERE kind = 'write' AND at >= %s",
                                  (now - keep_seconds,)).fetchone() or (None,))[0]
-            by_time = seq if recent is None else int(recent) - 1
-            new_floor = max(floor, min(seq - keep_versions, by_time), 0)
+            new_floor = self._new_gc_floor(seq, floor, keep_versions,
+                                           None if recent is None else int(recent))
             if new_floor == floor:
                 return []
             doomed = [int(r[0]) for r in db.execute(
@@ -582,21 +574,12 @@ class PostgresStore(Store):
     @_database_errors
     def delta_since(self, position: int) -> IndexDelta | None:
         db = self._reader()
-        added: set[int] = set()
-        removed: set[int] = set()
-        last = position
-        for pos, added_ids, removed_ids in db.execute(
-                "SELECT pos, added, removed FROM write_log WHERE pos > %s ORDER BY pos",
-                (position,)):
-            added.update(added_ids)
-            removed.update(removed_ids)
-            last = int(pos)
+        delta = self._fold_log(position, db.execute(
+            "SELECT pos, added, removed FROM write_log WHERE pos > %s ORDER BY pos",
+            (position,)), list)
         # Read after the rows: the floor only grows, so a floor still at or below
         # ``position`` now was so while they were read, and none of them was missing.
-        if _log_floor(db) > position:
-            return None
-        return IndexDelta(position=last, added=sorted(added - removed),
-                          removed=sorted(removed - added))
+        return None if _log_floor(db) > position else delta
 
     @_database_errors
     def log_floor(self) -> int:

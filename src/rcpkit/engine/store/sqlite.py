@@ -32,7 +32,6 @@ from .base import (
     IndexDelta,
     RowBatch,
     RowIds,
-    Store,
     StoreCounts,
     StoreVersionError,
     WriteOutcome,
@@ -40,6 +39,7 @@ from .base import (
     indexed_text,
     refuse_newer_schema,
 )
+from .sql import SqlStore
 
 __all__ = ["SqliteStore"]
 
@@ -131,7 +131,7 @@ SCHEMA_VERSION = 1
 migration of older stores) whenever the tables change."""
 
 
-class SqliteStore(Store):
+class SqliteStore(SqlStore):
     """:class:`Store` in one SQLite file (``<data_dir>/store.sqlite3``)."""
 
     FILE_NAME = "store.sqlite3"
@@ -203,14 +203,6 @@ class SqliteStore(Store):
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._writer, self._writer_lock)
-
-    @property
-    def database_id(self) -> str:
-        return self._database_id
-
-    @property
-    def secret(self) -> bytes:
-        return self._secret
 
     def close(self) -> None:
         with self._readers_lock:
@@ -344,8 +336,8 @@ class SqliteStore(Store):
             # Version v is superseded by write v+1; keep it while that write is recent.
             recent = db.execute("SELECT MIN(seq) FROM write_log WHERE kind = 'write' AND at >= ?",
                                 (now - keep_seconds,)).fetchone()[0]
-            by_time = seq if recent is None else int(recent) - 1
-            new_floor = max(floor, min(seq - keep_versions, by_time), 0)
+            new_floor = self._new_gc_floor(seq, floor, keep_versions,
+                                           None if recent is None else int(recent))
             if new_floor == floor:
                 return []
             doomed = [int(r[0]) for r in db.execute(
@@ -371,21 +363,12 @@ class SqliteStore(Store):
 
     def delta_since(self, position: int) -> IndexDelta | None:
         db = self._reader()
-        added: set[int] = set()
-        removed: set[int] = set()
-        last = position
-        for pos, added_json, removed_json in db.execute(
-                "SELECT pos, added, removed FROM write_log WHERE pos > ? ORDER BY pos",
-                (position,)):
-            added.update(json.loads(added_json))
-            removed.update(json.loads(removed_json))
-            last = int(pos)
+        delta = self._fold_log(position, db.execute(
+            "SELECT pos, added, removed FROM write_log WHERE pos > ? ORDER BY pos",
+            (position,)), json.loads)
         # Read after the rows: the floor only grows, so a floor still at or below
         # ``position`` now was so while they were read, and none of them was missing.
-        if _log_floor(db) > position:
-            return None
-        return IndexDelta(position=last, added=sorted(added - removed),
-                          removed=sorted(removed - added))
+        return None if _log_floor(db) > position else delta
 
     def log_floor(self) -> int:
         return _log_floor(self._reader())
