@@ -30,9 +30,9 @@ from pathlib import Path
 from _common import percentiles, stamp
 
 from rcpkit import fusion
+from rcpkit.engine.core import open_engine
 from rcpkit.engine.graph import ConceptGraph
 from rcpkit.engine.memory import CONCEPTS, MEMORY_FILE, KnowledgeMemory
-from rcpkit.engine.service import open_engine
 from rcpkit.engine.types import SearchRequest
 from rcpkit.eval.datasets import load_beir
 from rcpkit.eval.metrics import evaluate

@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from rcpkit.engine.chunking import chunk_text
+from rcpkit.engine.documents.chunking import chunk_text
+from rcpkit.engine.errors import InvalidInput, UnknownMemory
 from rcpkit.engine.graph.component import distinct_labels
 from rcpkit.engine.graph.concepts import ConceptExtractor
 from rcpkit.engine.graph.view import CONCEPT_PREFIX, GraphView, Vocabulary
@@ -38,7 +39,7 @@ from rcpkit.engine.sidecar import SidecarDatabase
 from rcpkit.engine.text import count_tokens
 
 __all__ = ["CONCEPTS", "MEMORY_FILE", "MEMORY_SCOPES", "Clue", "DraftPassage", "KnowledgeMemory",
-           "MemoryConflict", "Recall", "UnknownMemory"]
+           "MemoryConflict", "Recall"]
 
 MEMORY_FILE = "memory.sqlite"
 MEMORY_SCOPES = ("global", "session")
@@ -61,17 +62,9 @@ CREATE TABLE IF NOT EXISTS documents (memory TEXT NOT NULL, doc_id TEXT NOT NULL
 """
 
 
-class UnknownMemory(LookupError):
-    """No memory of that id is visible to the caller (-32015 on the wire)."""
-
-
-class MemoryConflict(ValueError):
+class MemoryConflict(InvalidInput):
     """An update that contradicts the memory: another scope, or documents for a memory of the
-    live index. ``field`` names the offending parameter."""
-
-    def __init__(self, message: str, field: str) -> None:
-        super().__init__(message)
-        self.field = field
+    live index; ``field`` names the offending parameter."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +152,10 @@ class KnowledgeMemory:
             existing = self._find(memory_id, caller)
             if scope is not None and scope != existing.scope:
                 raise MemoryConflict(f"memory {memory_id} has scope {existing.scope!r}",
-                                     "scope")
+                                     field="scope")
             if documents is not None and existing.source == "index":
                 raise MemoryConflict("this memory is built over the live index: update it "
-                                     "without documents", "documents")
+                                     "without documents", field="documents")
             scope, source = existing.scope, existing.source
             kept = self._documents(memory_id)
         if source == "index":
@@ -241,14 +234,14 @@ class KnowledgeMemory:
                     "SELECT id, scope, owner, source, version, body FROM memories WHERE id = ?",
                     (memory_id,)).fetchone()
                 if row is None:
-                    raise UnknownMemory(memory_id)
+                    raise UnknownMemory(f"unknown memoryId {memory_id!r}")
                 memory = _load(*row)
                 self._cache[memory_id] = memory
                 while len(self._cache) > _CACHED:
                     self._cache.popitem(last=False)
             self._cache.move_to_end(memory_id)
         if memory.owner is not None and memory.owner != caller:
-            raise UnknownMemory(memory_id)
+            raise UnknownMemory(f"unknown memoryId {memory_id!r}")
         return memory
 
     def _latest(self, caller: str) -> _Memory:
@@ -257,7 +250,7 @@ class KnowledgeMemory:
                 "SELECT id FROM memories WHERE owner = ? OR owner IS NULL "
                 "ORDER BY owner IS NULL, built DESC, rowid DESC LIMIT 1", (caller,)).fetchone()
         if row is None:
-            raise UnknownMemory("no memory has been built")
+            raise UnknownMemory("no memory has been built yet")
         return self._find(str(row[0]), caller)
 
     def _documents(self, memory_id: str) -> dict[str, str]:

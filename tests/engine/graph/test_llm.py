@@ -22,11 +22,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from rcpkit.binding import bind
 from rcpkit.client import connect_memory
 from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.core import Engine
 from rcpkit.engine.llm import ChatCompletions, LanguageModelError, open_language_model
-from rcpkit.engine.pipeline import Engine
-from rcpkit.engine.service import bind
 from rcpkit.server import Server
 from support.net import free_port
 

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.cluster.vq import kmeans2
 
-from rcpkit.engine.chunking import sentence_spans
+from rcpkit.engine.documents.chunking import sentence_spans
 from rcpkit.engine.store import Store
 
 __all__ = ["TREE_FILE", "SummaryTree", "TreeHit", "TreeLevels"]

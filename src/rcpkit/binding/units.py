@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
 from rcpkit.engine.tree import SummaryTree
 from rcpkit.protocol.content import plain_text
 from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
@@ -27,14 +27,14 @@ from rcpkit.server import Context, Server
 if TYPE_CHECKING:
     from rcpkit.engine.graph import ConceptGraph
 
-__all__ = ["HIERARCHICAL_UNITS", "UnitRetriever", "bind_units"]
+__all__ = ["HIERARCHICAL_UNITS", "UnitRetriever", "register"]
 
 HIERARCHICAL_UNITS = ("community", "node", "tree-node")
 _DEFAULT_K = 10
 _NODE_LEAVES = 8
 
 
-def bind_units(server: Server, engine: Engine, graph: ConceptGraph) -> UnitRetriever:
+def register(server: Server, engine: Engine, graph: ConceptGraph) -> UnitRetriever:
     """Advertise the hierarchical units in ``retrieve`` and return what serves them."""
     tree = SummaryTree(engine.config.data_dir, engine.store, levels=graph.levels)
     retrieve = dict(server.capabilities["retrieve"])

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rcpkit.engine.memory import (
-    MEMORY_SCOPES,
-    KnowledgeMemory,
-    MemoryConflict,
-    Recall,
-    UnknownMemory,
-)
-from rcpkit.engine.pipeline import Engine, record_hit
-from rcpkit.protocol.errors import InvalidParams, NotFound
+from rcpkit.binding.convert import reply, wire_hit
+from rcpkit.binding.errors import answering
+from rcpkit.engine.core import Engine
+from rcpkit.engine.memory import MEMORY_SCOPES, KnowledgeMemory, Recall
+from rcpkit.engine.search.stages import record_hit
+from rcpkit.protocol.errors import InvalidParams
 from rcpkit.protocol.types import MemoryBuildParams, MemoryRecallParams
 from rcpkit.server import Context, Server
 
@@ -30,13 +27,13 @@ if TYPE_CHECKING:
     from rcpkit.engine.graph import ConceptGraph
     from rcpkit.engine.graph.view import GraphView
 
-__all__ = ["bind_memory"]
+__all__ = ["register"]
 
 MAX_CLUES = 20
 _DEFAULT_CLUES = 5
 
 
-def bind_memory(server: Server, engine: Engine, graph: ConceptGraph) -> KnowledgeMemory:
+def register(server: Server, engine: Engine, graph: ConceptGraph) -> None:
     """Serve §7.17 on ``server``; the memory file stays open for the engine's lifetime."""
 
     def live_view() -> tuple[GraphView, str]:
@@ -48,9 +45,8 @@ def bind_memory(server: Server, engine: Engine, graph: ConceptGraph) -> Knowledg
     server.capability("memory", {"scopes": list(MEMORY_SCOPES), "clues": True,
                                  "maxN": MAX_CLUES,
                                  "maxDocuments": engine.config.max_batch_inputs})
-    server.add_method("memory/build", handlers.build)
-    server.add_method("memory/recall", handlers.recall)
-    return memory
+    server.add_method("memory/build", answering(handlers.build))
+    server.add_method("memory/recall", answering(handlers.recall))
 
 
 class _MemoryHandlers:
@@ -69,13 +65,8 @@ class _MemoryHandlers:
                     raise InvalidParams("a document needs text",
                                         field=f"documents[{index}].text")
             documents = [(d.id, d.text) for d in params.documents]
-        try:
-            memory_id, tokens = self.memory.build(documents, memory_id=params.memory_id,
-                                                  scope=params.scope, caller=ctx.caller)
-        except UnknownMemory:
-            raise NotFound(f"unknown memoryId {params.memory_id!r}") from None
-        except MemoryConflict as exc:
-            raise InvalidParams(str(exc), field=exc.field) from None
+        memory_id, tokens = self.memory.build(documents, memory_id=params.memory_id,
+                                              scope=params.scope, caller=ctx.caller)
         return {"memoryId": memory_id, "tokens": tokens}
 
     def recall(self, params: MemoryRecallParams, ctx: Context) -> dict[str, Any]:
@@ -83,12 +74,8 @@ class _MemoryHandlers:
             raise InvalidParams("recall needs a non-empty query", field="query")
         if params.n is not None and params.n > MAX_CLUES:
             raise InvalidParams(f"n must be at most {MAX_CLUES}", field="n")
-        try:
-            recalled = self.memory.recall(params.query, memory_id=params.memory_id,
-                                          caller=ctx.caller, n=params.n or _DEFAULT_CLUES)
-        except UnknownMemory:
-            what = f"memoryId {params.memory_id!r}" if params.memory_id else "memory"
-            raise NotFound(f"unknown {what}") from None
+        recalled = self.memory.recall(params.query, memory_id=params.memory_id,
+                                      caller=ctx.caller, n=params.n or _DEFAULT_CLUES)
         meta: dict[str, Any] = {"memoryId": recalled.memory_id}
         if recalled.version is not None:
             meta["indexVersion"] = recalled.version
@@ -108,5 +95,5 @@ class _MemoryHandlers:
                              "text": draft.text,
                              "meta": {"memoryId": recalled.memory_id}})
             elif draft.rowid in records:
-                hits.append(record_hit(records[draft.rowid], draft.score).to_wire())
+                hits.append(reply(wire_hit(record_hit(records[draft.rowid], draft.score))))
         return hits
