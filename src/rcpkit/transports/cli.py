@@ -106,6 +106,11 @@ def serve(
         help="Engine system of record: sqlite or postgres (without --app).")] = None,
     dsn: Annotated[str | None, typer.Option(
         help="PostgreSQL DSN for --backend postgres (also $RCPKIT_DSN).")] = None,
+    llm_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible chat-completions API base for generated hyde passages and "
+             "global summaries (key: llm_key in rcpkit.toml or $RCPKIT_LLM_KEY).")] = None,
+    llm_model: Annotated[str | None, typer.Option(
+        help="Model name sent to --llm-url.")] = None,
     timeout_ms: Annotated[float | None, typer.Option(
         help="Default per-request deadline in milliseconds (§13.1).")] = None,
     workers: Annotated[int, typer.Option(
@@ -157,11 +162,12 @@ def serve(
             raise ConfigError("--workers above 1 needs --http and --sessions stateless "
                               "(token and single sessions live in one process)")
         engine_options = {name: value for name, value in
-                          (("embedder", embedder), ("backend", backend), ("dsn", dsn))
+                          (("embedder", embedder), ("backend", backend), ("dsn", dsn),
+                           ("llm_url", llm_url), ("llm_model", llm_model))
                           if value is not None}
         if app is not None and (data is not None or engine_options):
-            raise ConfigError("--data, --embedder, --backend and --dsn configure the engine; "
-                              "not with --app")
+            raise ConfigError("--data, --embedder, --backend, --dsn and --llm-* configure the "
+                              "engine; not with --app")
 
         def build() -> Server:
             return load_app(app) if app is not None else _engine_server(data, engine_options)

@@ -2,11 +2,12 @@
 loopback (Starlette under uvicorn in a thread): the request it sends, retries on 5xx/429,
 no retry on other refusals, timeouts, malformed replies, and the two engine paths that use
 it (a generated ``hyde`` passage, §7.8, and the ``global`` summary, §7.9), which fall back
-to their extractive text when the model fails."""
+to their extractive text when the model fails, and the ``serve`` flags that configure it."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from rcpkit.engine.core import Engine
 from rcpkit.engine.llm import ChatCompletions, LanguageModelError, open_language_model
 from rcpkit.server import Server
 from support.net import free_port
+from support.stdio import StdioPeer
 
 
 @dataclass
@@ -154,3 +156,21 @@ def test_hyde_and_global_use_the_configured_model(fake: tuple[FakeModel, str],
     with Engine.open(config) as engine:
         engine.add(DOCUMENTS)
         asyncio.run(session(bind(engine)))
+
+
+def test_serve_flags_configure_the_model(fake: tuple[FakeModel, str], tmp_path: Path) -> None:
+    model, url = fake
+    argv = [sys.executable, "-c", "from rcpkit.cli import main; main()", "serve", "--stdio",
+            "--data", str(tmp_path), "--embedder", "hashing", "--llm-url", url,
+            "--llm-model", "served-model"]
+    peer = StdioPeer(argv)
+    try:
+        caps = peer.initialize()["capabilities"]
+        assert caps["graph"]["summaries"] == "abstractive"
+        peer.call("index/add", {"documents": [{"id": d.id, "text": d.text}
+                                              for d in DOCUMENTS]})
+        reply = peer.call("graph", {"op": "global", "query": "sourdough bread"})
+        assert reply["result"]["summary"] == "A generated passage."
+        assert model.requests[-1]["model"] == "served-model"
+    finally:
+        peer.close()
