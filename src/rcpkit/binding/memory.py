@@ -5,7 +5,10 @@ Advertised as ``memory: {scopes, clues: true}`` with the bounds beside the spec'
 (§15.5): ``maxN`` (``n`` above it is -32602) and ``maxDocuments`` (inline documents per
 build). A ``scope`` outside ``scopes`` is refused by gating (-32005). An unknown
 ``memoryId`` — or another caller's ``session`` memory — is -32015.
-Recall answers ``clues`` and draft ``hits``; a memory of the live index names the
+``memory/recall`` without a ``memoryId`` uses the caller's latest memory (its own session
+memory first, then a global one); ``sessionId`` is accepted and does not change the answer
+(a session memory belongs to the caller that built it). Recall answers ``clues`` and draft
+``hits``; a memory of the live index names the
 ``indexVersion`` it was built at in ``_meta``, and its draft hits are the chunks of that
 memory still visible now.
 """
