@@ -60,7 +60,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -86,11 +86,12 @@ from ..protocol.lifecycle import State
 from ..protocol.messages import Invalid
 from ..protocol.messages import Request as RpcRequest
 from ..server.context import ServerSession
-from ..server.dispatcher import Dispatcher
+from ..server.dispatcher import Authorize, Dispatcher
 from ..server.framework import Server
 from .httpserver import DirectRoute, HttpServer, Reply, header_map
 
-__all__ = ["SESSION_HEADER", "SessionPolicy", "create_app", "serve_http"]
+__all__ = ["SESSION_HEADER", "Gate", "SessionPolicy", "TokenGate", "create_app",
+           "presented_credentials", "serve_http", "shed", "unauthenticated"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -205,6 +206,65 @@ Stream = tuple[Receive, Send]
 """The ASGI pair a reply can be streamed on (SSE) and a disconnect learned from."""
 
 
+class Gate(Protocol):
+    """Who may send a request, decided from its head before the body is read (§15.6).
+
+    ``admit`` returns the caller's principal (None: anonymous) or the refusal to send;
+    every admitted request is later given back to ``release``, so a gate may count
+    requests in flight per principal."""
+
+    def admit(self, headers: Headers) -> str | Reply | None: ...
+
+    def release(self, principal: str | None) -> None: ...
+
+
+def presented_credentials(headers: Headers, api_key_header: bytes | None) -> list[bytes] | Reply:
+    """The credentials in ``Authorization: Bearer`` and the API-key header (whitespace
+    stripped), or 400 when a credential header came more than once (combined with commas,
+    which no token holds)."""
+    authorization = headers.get(b"authorization")
+    api_key = headers.get(api_key_header) if api_key_header is not None else None
+    if (authorization is not None and b"," in authorization) \
+            or (api_key is not None and b"," in api_key):
+        return 400, [], _error_body(InvalidRequest("a credential header appears twice"))
+    presented: list[bytes] = []
+    if authorization is not None and authorization[:7].lower() == b"bearer ":
+        presented.append(authorization[7:].strip())
+    if api_key is not None:
+        presented.append(api_key.strip())
+    return presented
+
+
+def unauthenticated() -> Reply:
+    """401 with a ``-32012`` body: no credential presented is right."""
+    return 401, [(b"www-authenticate", b"Bearer")], _error_body(
+        Unauthorized("missing or invalid credentials"))
+
+
+class TokenGate:
+    """The fixed list of accepted tokens (``--auth-token``): the principal is
+    ``credential-<n>``, which accepted token; no tokens means no authentication."""
+
+    def __init__(self, auth_tokens: Iterable[str], api_key_header: str | None) -> None:
+        self.auth_tokens = tuple(token.encode() for token in auth_tokens if token)
+        self.api_key_header = api_key_header.lower().encode() if api_key_header else None
+
+    def admit(self, headers: Headers) -> str | Reply | None:
+        if not self.auth_tokens:
+            return None
+        presented = presented_credentials(headers, self.api_key_header)
+        if isinstance(presented, tuple):
+            return presented
+        for offered in presented:
+            for index, known in enumerate(self.auth_tokens):
+                if hmac.compare_digest(offered, known):
+                    return f"credential-{index}"
+        return unauthenticated()
+
+    def release(self, principal: str | None) -> None:
+        """Nothing is counted."""
+
+
 class _Endpoint:
     """The POST handler shared by ``<base>`` and ``<base>/<method>``.
 
@@ -212,39 +272,14 @@ class _Endpoint:
     to it, answers 404/405 and applies CORS around it.
     """
 
-    def __init__(self, server: Server, sessions: _Sessions, auth_tokens: Iterable[str],
-                 api_key_header: str | None, max_body_bytes: int, max_pending: int) -> None:
+    def __init__(self, server: Server, sessions: _Sessions, gate: Gate, max_body_bytes: int,
+                 max_pending: int) -> None:
         self.server = server
         self.sessions = sessions
-        self.auth_tokens = tuple(token.encode() for token in auth_tokens)
-        self.api_key_header = api_key_header.lower().encode() if api_key_header else None
+        self.gate = gate
         self.max_body_bytes = max_body_bytes
         self.max_pending = max_pending
         self.pending = 0
-
-    def authenticate(self, headers: Headers) -> str | Reply | None:
-        """The principal of the credentials presented (``credential-<n>``: which accepted
-        token), None when no auth is configured, or the refusal: 400 when a credential
-        header came more than once (combined with commas, which no token holds), 401 when
-        none is right."""
-        if not self.auth_tokens:
-            return None
-        authorization = headers.get(b"authorization")
-        api_key = headers.get(self.api_key_header) if self.api_key_header is not None else None
-        if (authorization is not None and b"," in authorization) \
-                or (api_key is not None and b"," in api_key):
-            return 400, [], _error_body(InvalidRequest("a credential header appears twice"))
-        presented: list[bytes] = []
-        if authorization is not None and authorization[:7].lower() == b"bearer ":
-            presented.append(authorization[7:].strip())
-        if api_key is not None:
-            presented.append(api_key.strip())
-        for offered in presented:
-            for index, known in enumerate(self.auth_tokens):
-                if hmac.compare_digest(offered, known):
-                    return f"credential-{index}"
-        return 401, [(b"www-authenticate", b"Bearer")], _error_body(
-            Unauthorized("missing or invalid credentials"))
 
     async def read_body(self, headers: Headers, receive: Receive) -> bytes | None:
         """The body, or None when it exceeds the limit (declared or actual)."""
@@ -274,13 +309,15 @@ class _Endpoint:
         """The reply to one POST, or None once it went out as SSE on ``stream``.
 
         ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
-        ``stream`` the reply is always buffered. Credentials are checked first, then load
-        (429), then the body; an unexpected failure here is a 500 (``-32603``)."""
-        principal = self.authenticate(headers)
+        ``stream`` the reply is always buffered. The gate goes first (credentials and
+        what else it checks), then load (429), then the body; an unexpected failure here is
+        a 500 (``-32603``)."""
+        principal = self.gate.admit(headers)
         if isinstance(principal, tuple):
             return principal
         if self.pending >= self.max_pending:
-            return _shed(_PENDING_RETRY_S, "server busy")
+            self.gate.release(principal)
+            return shed(_PENDING_RETRY_S, "server busy")
         self.pending += 1
         try:
             if not isinstance(body, bytes):
@@ -296,6 +333,7 @@ class _Endpoint:
             return 500, [], _error_body(InternalError())
         finally:
             self.pending -= 1
+            self.gate.release(principal)
 
     def too_large(self) -> Reply:
         return 413, [], _error_body(PayloadTooLarge(
@@ -313,7 +351,7 @@ class _Endpoint:
         dispatcher = self.sessions.dispatcher_for(presented)
         wait = self.sessions.retry_after(dispatcher)
         if wait is not None:
-            return _shed(wait, "every session is in use")
+            return shed(wait, "every session is in use")
         if self.sessions.policy == "token" and presented is not None \
                 and dispatcher.session.token != presented:
             parsed = _refuse_unknown_session(parsed)
@@ -374,7 +412,7 @@ _PENDING_RETRY_S = 1.0
 a second is enough for some to finish."""
 
 
-def _shed(seconds: float, reason: str) -> Reply:
+def shed(seconds: float, reason: str) -> Reply:
     """429 with ``Retry-After`` (whole seconds, rounded up) and ``data.retryAfterMs``."""
     whole = max(1, math.ceil(seconds))
     return 429, [(b"retry-after", b"%d" % whole)], _error_body(
@@ -470,13 +508,16 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
                cors_origins: Iterable[str] = (), max_body_bytes: int = 8 * 1024 * 1024,
                session_ttl_s: float = 900.0, max_sessions: int = 10_000,
                max_pending: int = 1024, max_concurrency: int = 64,
-               request_timeout_ms: float | None = None) -> Starlette:
-    """The ASGI app serving ``server`` at ``base`` (see the module docstring)."""
+               request_timeout_ms: float | None = None, gate: Gate | None = None,
+               authorize: Authorize | None = None) -> Starlette:
+    """The ASGI app serving ``server`` at ``base`` (see the module docstring). ``gate``
+    replaces the ``auth_tokens`` check; ``authorize`` is the dispatcher's per-request
+    check of the caller (:class:`~rcpkit.server.dispatcher.Dispatcher`)."""
     base = "/" + base.strip("/")
-    tokens = [token for token in auth_tokens if token]
     endpoint = _Endpoint(server, _Sessions(server, sessions, session_ttl_s, max_sessions, {
-        "max_concurrency": max_concurrency, "request_timeout_ms": request_timeout_ms}),
-        tokens, api_key_header, max_body_bytes, max_pending)
+        "max_concurrency": max_concurrency, "request_timeout_ms": request_timeout_ms,
+        "authorize": authorize}),
+        gate or TokenGate(auth_tokens, api_key_header), max_body_bytes, max_pending)
     routes = [Route(base, endpoint, methods=["POST"]),
               Route(base + "/{method:path}", endpoint, methods=["POST"])]
     middleware = []

@@ -1,0 +1,135 @@
+"""One HTTP server, several collections (§5.2, §7.13, §15.6).
+
+``<base>/<collection>`` (and ``<base>/<collection>/<method>``) is each collection's own RCP
+endpoint, a full app of :func:`~rcpkit.transports.http.create_app` behind the
+:class:`~.access.CollectionGate` of that collection. ``<base>`` itself is the server's own
+endpoint: ``info`` and ``catalog/list``, which lists the collections the caller may see,
+each with its endpoint. A path naming no collection is answered, after the credentials,
+exactly as a collection the caller may not see (403, ``-32012``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from .. import __version__
+from ..protocol.errors import UsageError
+from ..server.context import Context
+from ..server.framework import Server
+from ..transports.http import create_app
+from ..transports.httpserver import Reply, header_map
+from .access import Access, CollectionGate, hidden
+from .collections import is_reserved_segment
+
+__all__ = ["DIRECTORY_NAME", "CollectionsApp", "create_collections_app"]
+
+DIRECTORY_NAME = "rcpkit-collections"
+
+
+class CollectionsApp:
+    """The ASGI app (and :class:`~rcpkit.transports.httpserver.DirectRoute`) routing to the
+    app of each collection. ``public_url`` (``http://host:port``) makes ``catalog/list``
+    give each collection's ``endpoint``; it may be set once the port is known."""
+
+    def __init__(self, base: str, root: Any, collections: Mapping[str, Any],
+                 access: Access) -> None:
+        self.base = base
+        self._prefix = base + "/"
+        self.root = root
+        self.collections = dict(collections)
+        self.access = access
+        self.public_url: str | None = None
+        self.direct = self
+
+    def _pick(self, path: str) -> tuple[str, Any] | None:
+        """(collection or "", its app) for ``path``; None for a missing collection."""
+        if not path.startswith(self._prefix):
+            return "", self.root
+        segment = path[len(self._prefix):].split("/", 1)[0]
+        if not segment or is_reserved_segment(segment):
+            return "", self.root
+        app = self.collections.get(segment)
+        return None if app is None else (segment, app)
+
+    def _refuse(self, headers: dict[bytes, bytes]) -> Reply:
+        """A missing collection: the credentials' refusal, else the hidden-collection one."""
+        principal = self.access.authenticate(headers)
+        return principal if isinstance(principal, tuple) else hidden()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.root(scope, receive, send)
+            return
+        picked = self._pick(scope["path"])
+        if picked is not None:
+            await picked[1](scope, receive, send)
+            return
+        status, extra, body = self._refuse(header_map(scope["headers"]))
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+            *extra]})
+        await send({"type": "http.response.body", "body": body})
+
+    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
+        picked = self._pick(target.decode("latin-1").split("?", 1)[0])
+        if picked is None:  # answered through ASGI, whose body is never read
+            return None
+        name, app = picked
+        direct = getattr(app, "direct", None)
+        route = direct.claim(method, target, headers) if direct is not None else None
+        return None if route is None else f"{name}\n{route}"
+
+    async def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Reply:
+        name, _, inner = route.partition("\n")
+        app = self.collections[name] if name else self.root
+        reply: Reply = await app.direct.answer(inner, headers, body)
+        return reply
+
+
+def _directory(collections: Mapping[str, Server], access: Access,
+               app: CollectionsApp) -> Server:
+    """The server's own endpoint: ``catalog/list`` of the collections a caller may see."""
+    directory = Server(DIRECTORY_NAME, __version__)
+    directory.capability("catalog", {})
+
+    def catalog_list(params: Any, ctx: Context) -> dict[str, Any]:
+        engines = []
+        for name in access.visible(ctx.caller, collections):
+            server = collections[name]
+            entry: dict[str, Any] = {"id": name,
+                                     "server": {"name": server.name, "version": server.version},
+                                     "capabilities": dict(server.capabilities)}
+            if app.public_url is not None:
+                entry["endpoint"] = {"transport": "http",
+                                     "url": f"{app.public_url}{app.base}/{name}"}
+            engines.append(entry)
+        return {"engines": engines}
+
+    directory.add_method("catalog/list", catalog_list)
+    return directory
+
+
+def create_collections_app(collections: Mapping[str, Server], access: Access, *,
+                           base: str = "/rcp", public_url: str | None = None,
+                           **app_options: Any) -> CollectionsApp:
+    """Serve each of ``collections`` (name → its server) at ``<base>/<name>``, and the
+    server's own ``catalog/list`` at ``base``. ``app_options`` go to every
+    :func:`~rcpkit.transports.http.create_app` (stateless sessions only: the caller of
+    each request is what authorisation and provenance look at)."""
+    if app_options.get("sessions", "stateless") != "stateless":
+        raise UsageError("collections are served with the stateless session policy")
+    for option in ("auth_tokens", "api_key_header", "gate", "authorize"):
+        if option in app_options:
+            raise UsageError(f"{option} is the Access object's business")
+    base = "/" + base.strip("/")
+    apps = {name: create_app(server, base=f"{base}/{name}", gate=CollectionGate(access, name),
+                             authorize=access.authorizer(name), **app_options)
+            for name, server in collections.items()}
+    routed = CollectionsApp(base, None, apps, access)
+    routed.root = create_app(_directory(collections, access, routed), base=base,
+                             gate=CollectionGate(access, None), **app_options)
+    routed.public_url = public_url.rstrip("/") if public_url else None
+    return routed
