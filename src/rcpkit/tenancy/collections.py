@@ -15,7 +15,7 @@ from pathlib import Path
 from ..protocol.methods import CORE_METHODS
 
 __all__ = ["COLLECTIONS_DIR", "CollectionError", "CollectionRegistry", "check_name",
-           "is_reserved_segment"]
+           "is_collection_root", "is_reserved_segment"]
 
 COLLECTIONS_DIR = "collections"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -74,3 +74,8 @@ class CollectionRegistry:
     def drop(self, name: str) -> None:
         """Delete a collection and everything in its data directory."""
         shutil.rmtree(self.path(name))
+
+
+def is_collection_root(path: Path) -> bool:
+    """True for a data root holding collections (not a single corpus' data directory)."""
+    return (Path(path) / COLLECTIONS_DIR).is_dir()

@@ -91,7 +91,7 @@ from ..server.framework import Server
 from .httpserver import DirectRoute, HttpServer, Reply, header_map
 
 __all__ = ["SESSION_HEADER", "Gate", "SessionPolicy", "TokenGate", "create_app",
-           "presented_credentials", "serve_http", "shed", "unauthenticated"]
+           "presented_credentials", "serve_app", "serve_http", "shed", "unauthenticated"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -555,10 +555,8 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
         raise UsageError("workers must be at least 1")
     if workers == 1:
         app = create_app(server if isinstance(server, Server) else server(), **app_options)
-        listener = _listen(host, port)
-        _announce(listener, app_options.get("base", "/rcp"))
-        HttpServer(app, graceful_timeout_s=graceful_timeout_s, **(limits or {})).run(listener)
-        return 0
+        return serve_app(app, host, port, base=app_options.get("base", "/rcp"),
+                         graceful_timeout_s=graceful_timeout_s, limits=limits)
     if app_options.get("sessions", "stateless") != "stateless":
         raise UsageError("several workers need the stateless session policy: token and "
                          "single sessions live in one process")
@@ -568,6 +566,16 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
     listener = _listen(host, port)
     return _Workers(server, listener, workers, graceful_timeout_s, app_options,
                     dict(limits or {})).run()
+
+
+def serve_app(app: Any, host: str = "127.0.0.1", port: int = 8080, *, base: str = "/rcp",
+              graceful_timeout_s: float = 10.0, limits: Mapping[str, Any] | None = None) -> int:
+    """Serve a ready ASGI ``app`` (RCP at ``base``) in this process, as :func:`serve_http`
+    does with one worker."""
+    listener = _listen(host, port)
+    _announce(listener, base)
+    HttpServer(app, graceful_timeout_s=graceful_timeout_s, **(limits or {})).run(listener)
+    return 0
 
 
 def _announce(listener: socket.socket, base: str, workers: int = 1) -> None:
