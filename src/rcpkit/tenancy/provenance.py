@@ -26,7 +26,7 @@ import msgspec
 
 from ..engine.pipeline import Engine
 from ..protocol.errors import UsageError
-from ..protocol.params import IndexAddParams
+from ..protocol.types import IndexAddParams
 from ..server.context import Context
 from ..server.framework import Server
 
