@@ -3,6 +3,7 @@ isolation, scopes, rate limits on a fake clock, quotas, revocation and provenanc
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
+from rcpkit.client.memory import connect_memory
 from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.service import bind, open_engine
+from rcpkit.federation.gateway import build_gateway
+from rcpkit.federation.registry import load_registry
 from rcpkit.server.framework import Server
 from rcpkit.tenancy.access import Access
 from rcpkit.tenancy.app import CollectionsApp, create_collections_app
@@ -250,3 +254,25 @@ def test_every_write_records_its_principal_and_time_unforgeably(deployment: Depl
         assert hit["meta"]["written_by"] == "alice"
         assert hit["meta"]["written_at"] > 1_000_000_000
         assert hit["meta"]["source"] == "feed:owls"
+
+
+async def test_the_gateway_federates_the_collections_of_one_server(
+        deployment: Deployment, tmp_path: Path) -> None:
+    token = deployment.key("alice", "*:read,write")
+    for _app, client in deployment.serve():
+        alice = Tenant(client, token)
+        _add(alice, "alpha", ("a-bees", "bees dance to show where flowers are"))
+        _add(alice, "beta", ("b-bees", "bees swarm when the hive is full"))
+        base = str(client.base_url).rstrip("/")
+        registry = tmp_path / "rcp.json"
+        registry.write_text(json.dumps({"engines": [
+            {"id": name, "transport": "http", "url": f"{base}/rcp/{name}",
+             "headers": {"Authorization": f"Bearer {token}"}} for name in ("alpha", "beta")]}))
+        gateway = build_gateway(load_registry(registry), identity="gw")
+        try:
+            async with await connect_memory(gateway) as federated:
+                result = await federated.retrieve("bees", k=10, unit="document")
+                by_engine = {str((hit.meta or {})["engine"]): str(hit.id) for hit in result.hits}
+                assert by_engine == {"alpha": "a-bees", "beta": "b-bees"}
+        finally:
+            gateway.close()
