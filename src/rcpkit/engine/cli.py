@@ -90,10 +90,15 @@ def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | 
         fail(command, failure)
 
 
-def _collection_data(command: str, data: Path, collection: str | None) -> Path:
-    """``data`` itself, or the data directory of ``collection`` in the root ``data``."""
+def _collection_data(command: str, data: Path, collection: str | None,
+                     backend: str | None, dsn: str | None) -> Path:
+    """``data`` itself, or the data directory of ``collection`` in the root ``data`` (whose
+    own ``rcpkit.toml`` names its record: overriding it would write into another one)."""
     if collection is None:
         return data
+    if backend is not None or dsn is not None:
+        fail(command, "--backend and --dsn are set by the collection (rcpkit collection "
+                      "create --dsn), not with --collection")
     try:
         return CollectionRegistry(data).path(collection)
     except CollectionError as exc:
@@ -274,7 +279,7 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
            backend: str | None, dsn: str | None, prefix: str, follow_links: bool,
            strict: bool, chunk: bool, contextual: bool, batch_size: int,
            collection: str | None) -> None:
-    data = _collection_data(command, data, collection)
+    data = _collection_data(command, data, collection, backend, dsn)
     try:
         limit = load_config(data, backend=backend, dsn=dsn).max_text_bytes
     except UsageError as exc:
@@ -384,7 +389,7 @@ def index_sync(
 def index_stats(data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
                 dsn: DsnOption = None, collection: CollectionOption = None) -> None:
     """Corpus sizes, the backend and the current snapshot."""
-    data = _collection_data("index stats", data, collection)
+    data = _collection_data("index stats", data, collection, backend, dsn)
     with _engine("index stats", data, backend=backend, dsn=dsn) as engine:
         stats = engine.stats()
         described = engine.describe()
@@ -404,7 +409,7 @@ def index_delete(ids: Annotated[list[str], typer.Argument(help="Document ids.")]
                  data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
                  dsn: DsnOption = None, collection: CollectionOption = None) -> None:
     """Delete documents by id (absent ids are not an error, §7.11)."""
-    data = _collection_data("index delete", data, collection)
+    data = _collection_data("index delete", data, collection, backend, dsn)
     with _engine("index delete", data, backend=backend, dsn=dsn) as engine:
         result = engine.delete(ids)
     console.print(f"deleted {result.deleted} documents (indexVersion {result.index_version})")
@@ -451,7 +456,7 @@ def query(
     collection: CollectionOption = None,
 ) -> None:
     """Ranked hits with scores, confidence and citations."""
-    data = _collection_data("query", data, collection)
+    data = _collection_data("query", data, collection, backend, dsn)
     try:
         tree = json.loads(filter_json) if filter_json else None
     except json.JSONDecodeError as exc:

@@ -45,11 +45,15 @@ provenance_app = typer.Typer(help="Who wrote what: list and purge by principal o
 @collection_app.command("create")
 def collection_create(name: CollectionArgument, data: RootOption = _DEFAULT_ROOT,
                       config: Annotated[Path | None, typer.Option(
-                          help="An rcpkit.toml to give the collection.")] = None) -> None:
+                          help="An rcpkit.toml to give the collection.")] = None,
+                      dsn: Annotated[str | None, typer.Option(
+                          help="Keep the record in this PostgreSQL database, in the schema "
+                               "rcpkit_<name> (also $RCPKIT_DSN).",
+                          envvar="RCPKIT_DSN")] = None) -> None:
     """Create an empty collection (served at <base>/<name> from the next start)."""
     try:
         text = config.read_text(encoding="utf-8") if config is not None else None
-        path = CollectionRegistry(data).create(name, text)
+        path = CollectionRegistry(data).create(name, text, dsn=dsn)
     except (CollectionError, OSError) as exc:
         fail("collection create", str(exc))
     console.print(f"created collection {name} in {path}")

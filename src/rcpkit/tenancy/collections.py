@@ -1,6 +1,11 @@
 """Named collections under one data root: ``<root>/collections/<name>/`` is each one's data
 directory (its own record, indexes, schema, ``rcpkit.toml`` and so capabilities).
 
+On PostgreSQL the collections share one database: each record lives in its own schema
+(``rcpkit_<name>``), first on the search path its DSN sets, with pgvector in ``public``.
+A schema keeps every table, index and lock name of the store as it is, so the store needs
+no collection key in its queries, and dropping a collection is one ``DROP SCHEMA``.
+
 A name is lower-case letters, digits, ``-`` and ``_``, and never the first segment of an RCP
 method (``retrieve``, ``index``, ``x-…``), so ``<base>/<name>/…`` cannot be mistaken for a
 method of the server's own ``<base>`` (§7.13 ``catalog/list`` lives there).
@@ -8,14 +13,24 @@ method of the server's own ``<base>`` (§7.13 ``catalog/list`` lives there).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import tomllib
 from pathlib import Path
+from typing import Any
 
 from ..protocol.methods import CORE_METHODS
 
-__all__ = ["COLLECTIONS_DIR", "CollectionError", "CollectionRegistry", "check_name",
-           "is_collection_root", "is_reserved_segment"]
+__all__ = [
+    "COLLECTIONS_DIR",
+    "CollectionError",
+    "CollectionRegistry",
+    "check_name",
+    "is_collection_root",
+    "is_reserved_segment",
+    "schema_of",
+]
 
 COLLECTIONS_DIR = "collections"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -61,19 +76,80 @@ class CollectionRegistry:
             raise CollectionError(f"no collection {name!r} in {self.root}")
         return directory
 
-    def create(self, name: str, config: str | None = None) -> Path:
-        """A new, empty collection; ``config`` is its ``rcpkit.toml`` text."""
+    def create(self, name: str, config: str | None = None, *, dsn: str | None = None) -> Path:
+        """A new, empty collection; ``config`` is its ``rcpkit.toml`` text. With ``dsn``
+        its record is the schema ``rcpkit_<name>`` of that PostgreSQL database."""
         directory = self.folder / check_name(name)
         if directory.exists():
             raise CollectionError(f"collection {name!r} exists already")
+        text = config or ""
+        if dsn is not None:
+            if {"backend", "dsn"} & set(_parse(text, name)):
+                raise CollectionError("with --dsn the collection's config must not set "
+                                      "backend or dsn")
+            collection_dsn = _create_schema(dsn, schema_of(name))
+            # A JSON string is a TOML basic string: the same escapes.
+            text += f'\nbackend = "postgres"\ndsn = {json.dumps(collection_dsn)}\n'
         directory.mkdir(parents=True)
-        if config is not None:
-            (directory / "rcpkit.toml").write_text(config, encoding="utf-8")
+        if text:
+            config_file = directory / "rcpkit.toml"
+            config_file.write_text(text, encoding="utf-8")
+            config_file.chmod(0o600)  # a DSN may hold a password
         return directory
 
     def drop(self, name: str) -> None:
-        """Delete a collection and everything in its data directory."""
-        shutil.rmtree(self.path(name))
+        """Delete a collection: its data directory, and its schema on PostgreSQL."""
+        directory = self.path(name)
+        config_file = directory / "rcpkit.toml"
+        config = _parse(config_file.read_text(encoding="utf-8"), name) \
+            if config_file.exists() else {}
+        if config.get("backend") == "postgres" and isinstance(config.get("dsn"), str):
+            _drop_schema(config["dsn"], schema_of(name))
+        shutil.rmtree(directory)
+
+
+def schema_of(name: str) -> str:
+    """The PostgreSQL schema of a collection (an identifier for any valid name)."""
+    return "rcpkit_" + check_name(name).replace("-", "_")
+
+
+def _parse(text: str, name: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CollectionError(f"the config of collection {name!r}: {exc}") from None
+
+
+def _create_schema(dsn: str, schema: str) -> str:
+    """Create ``schema`` (and pgvector in ``public``); the DSN that puts it first."""
+    psycopg, sql, make_conninfo = _postgres()
+    try:
+        with psycopg.connect(dsn, autocommit=True) as db:
+            db.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+            db.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    except psycopg.Error as exc:
+        raise CollectionError(f"cannot create schema {schema}: {exc}") from None
+    return str(make_conninfo(dsn, options=f"-c search_path={schema},public"))
+
+
+def _drop_schema(dsn: str, schema: str) -> None:
+    psycopg, sql, _ = _postgres()
+    try:
+        with psycopg.connect(dsn, autocommit=True) as db:
+            db.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    except psycopg.Error as exc:
+        raise CollectionError(f"cannot drop schema {schema}: {exc}") from None
+
+
+def _postgres() -> tuple[Any, Any, Any]:
+    try:
+        import psycopg
+        from psycopg import sql
+        from psycopg.conninfo import make_conninfo
+    except ModuleNotFoundError:
+        raise CollectionError("collections on PostgreSQL need the postgres extra "
+                              "(pip install 'rcpkit[postgres]')") from None
+    return psycopg, sql, make_conninfo
 
 
 def is_collection_root(path: Path) -> bool:

@@ -214,6 +214,9 @@ def _serve_collections(root: Path, names: list[str], address: tuple[str, int] | 
     from ..tenancy.serving import build_access, serve_root
 
     try:
+        if engine_options.keys() & {"backend", "dsn"}:
+            raise ConfigError("each collection's rcpkit.toml names its record: no --backend "
+                              "or --dsn with a root of collections")
         if address is None:
             if len(names) != 1:
                 raise ConfigError("over stdio, name exactly one --collection")
