@@ -4,11 +4,13 @@ option of ``index``/``query``/``serve``, through the Typer app."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from rcpkit.cli import app
+from rcpkit.client.client import connect_stdio
 from rcpkit.engine.service import open_engine
 from rcpkit.engine.types import DocumentIn, FeedbackSignal
 from rcpkit.tenancy.keys import KeyStore
@@ -132,3 +134,19 @@ def test_serve_needs_one_collection_over_stdio(tmp_path: Path) -> None:
     code, _, err = rcpkit("serve", "--stdio", "--data", str(tmp_path / "plain"),
                           "--collection", "docs")
     assert code == 2 and "--collection needs --data ROOT" in err
+
+
+async def test_serve_over_stdio_serves_one_collection_and_stamps_its_writes(
+        tmp_path: Path) -> None:
+    root = make_root(tmp_path, "docs", "notes")
+    argv = [sys.executable, "-c", "from rcpkit.cli import main; main()",
+            "serve", "--stdio", "--data", str(root), "--collection", "notes"]
+    async with await connect_stdio(argv) as client:
+        await client.index_add([{"id": "n1", "text": "moths fly to the lamp"}])
+        result = await client.retrieve("moths", k=1)
+        assert [(hit.meta or {}).get("written_by") for hit in result.hits] == ["stdio"]
+    engine = open_engine(root / "collections" / "docs")
+    try:
+        assert engine.stats()["documents"] == 0
+    finally:
+        engine.close()
