@@ -69,3 +69,13 @@ def test_legacy_tokens_keep_every_scope_and_a_revoked_key_loses_its_slot_cleanly
     gate.release(caller)  # after revocation, the in-flight slot is still given back
     assert access.limiter.admit("alice", Limits(concurrent=1)) is None
     assert access.principal(caller) is None
+
+
+def test_an_unreadable_keys_file_fails_closed(tmp_path: Path) -> None:
+    keys = KeyStore(tmp_path)
+    _, token = keys.create("alice", Scopes.parse(["docs"]))
+    gate = CollectionGate(Access(keys), "docs")
+    assert gate.admit({b"authorization": f"Bearer {token}".encode()}) is not None
+    keys.path.write_text("{not json")
+    refused = gate.admit({b"authorization": f"Bearer {token}".encode()})
+    assert isinstance(refused, tuple) and refused[0] == 401

@@ -12,6 +12,7 @@ the principal's fan-out caps, and its daily write quota.
 from __future__ import annotations
 
 import hmac
+import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -24,11 +25,13 @@ from ..protocol.errors import InvalidParams, PayloadTooLarge, RateLimited, Unaut
 from ..protocol.methods import ALWAYS_ALLOWED
 from ..transports.http import presented_credentials, shed, unauthenticated
 from ..transports.httpserver import Reply
-from .keys import KeyStore
+from .keys import KeyRecord, KeyStore, KeyStoreError
 from .limits import Limiter, Limits, QuotaExceeded
 from .scopes import ANY_COLLECTION, Scopes, action_of
 
 __all__ = ["Access", "CollectionGate", "Principal", "hidden"]
+
+logger = logging.getLogger("rcpkit.server")
 
 RefusalHook = Callable[[str, str], None]
 """``(principal, reason)``, called for every rate-limit refusal (metrics)."""
@@ -88,10 +91,19 @@ class Access:
             if hmac.compare_digest(offered, known):
                 return self.principal(f"credential-{index}")
         if self.keys is not None:
-            record = self.keys.authenticate(offered.decode("latin-1"))
+            record = self._keys(lambda keys: keys.authenticate(offered.decode("latin-1")))
             if record is not None:
                 return self.principal(f"key-{record.key_id}")
         return None
+
+    def _keys(self, read: Callable[[KeyStore], KeyRecord | None]) -> KeyRecord | None:
+        """``read(keys)``; an unreadable keys file fails closed (no key is valid), logged."""
+        assert self.keys is not None
+        try:
+            return read(self.keys)
+        except KeyStoreError as exc:
+            logger.error("refusing every API key: %s", exc)
+            return None
 
     def principal(self, caller: str | None) -> Principal | None:
         """The principal behind a caller id, None when it no longer exists (a revoked key)."""
@@ -101,7 +113,8 @@ class Access:
         if kind == "credential":
             return Principal(caller, caller, Scopes({ANY_COLLECTION: frozenset(("read", "write"))}),
                              self.defaults)
-        record = self.keys.records().get(ident) if self.keys is not None else None
+        record = self._keys(lambda keys: keys.records().get(ident)) \
+            if self.keys is not None else None
         if kind != "key" or record is None or record.revoked:
             return None
         return Principal(caller, record.principal, record.scopes,
