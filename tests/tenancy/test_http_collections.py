@@ -141,6 +141,16 @@ def test_collections_are_isolated_and_a_hidden_one_answers_like_a_missing_one(
             assert response.status_code == 403
             assert response.json()["error"]["code"] == -32012
         assert forbidden.content == missing.content
+        # Nor any other verb, nor the absence of credentials, tells the two apart.
+        for verb in ("GET", "PUT", "OPTIONS"):
+            answers = [client.request(verb, path, headers=bob.headers)
+                       for path in ("/rcp/alpha/retrieve", "/rcp/gamma/retrieve")]
+            seen = [(a.status_code, a.content,
+                     {k: v for k, v in a.headers.items() if k != "date"}) for a in answers]
+            assert seen[0] == seen[1], verb
+        anonymous = [client.post(path, json=rpc("info")) for path in ("/rcp/alpha", "/rcp/gamma")]
+        assert [a.status_code for a in anonymous] == [401, 401]
+        assert anonymous[0].content == anonymous[1].content
         assert bob.post("/rcp/alpha", "info").content == missing.content
         # Nor may bob delete (or learn about) alpha's documents.
         assert bob.post("/rcp/alpha/index/delete", "index/delete",

@@ -175,9 +175,11 @@ class CollectionGate:
     """The HTTP :class:`~rcpkit.transports.http.Gate` of one collection (``None``: the
     server's own base, which every authenticated caller may reach)."""
 
-    def __init__(self, access: Access, collection: str | None) -> None:
+    def __init__(self, access: Access, collection: str | None, *, exists: bool = True) -> None:
         self.access = access
         self.collection = collection
+        self.exists = exists
+        """False: the stand-in for every missing collection, which nobody sees."""
         self._in_flight: dict[str, str] = {}
         """caller → principal name, for :meth:`release`."""
 
@@ -185,7 +187,8 @@ class CollectionGate:
         principal = self.access.authenticate(headers)
         if principal is None or isinstance(principal, tuple):
             return principal
-        if self.collection is not None and not principal.scopes.sees(self.collection):
+        if not self.exists or (self.collection is not None
+                               and not principal.scopes.sees(self.collection)):
             return hidden()
         wait = self.access.limiter.admit(principal.name, principal.limits)
         if wait is not None:

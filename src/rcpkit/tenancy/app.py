@@ -20,72 +20,72 @@ from ..protocol.errors import UsageError
 from ..server.context import Context
 from ..server.framework import Server
 from ..transports.http import create_app
-from ..transports.httpserver import Reply, header_map
-from .access import Access, CollectionGate, hidden
+from ..transports.httpserver import Reply
+from .access import Access, CollectionGate
 from .collections import is_reserved_segment
 
-__all__ = ["DIRECTORY_NAME", "CollectionsApp", "create_collections_app"]
+__all__ = ["DIRECTORY_NAME", "MISSING", "CollectionsApp", "create_collections_app"]
 
 DIRECTORY_NAME = "rcpkit-collections"
 
 
+MISSING = "-"
+"""The path segment of the stand-in app answering for every missing collection (no
+collection name starts with ``-``)."""
+
+
 class CollectionsApp:
     """The ASGI app (and :class:`~rcpkit.transports.httpserver.DirectRoute`) routing to the
-    app of each collection. ``public_url`` (``http://host:port``) makes ``catalog/list``
-    give each collection's ``endpoint``; it may be set once the port is known."""
+    app of each collection. A missing collection's requests go to a stand-in app built like
+    a collection's, whose gate refuses everyone once authenticated, so that no verb, header
+    or status tells a missing collection from a hidden one. ``public_url``
+    (``http://host:port``) makes ``catalog/list`` give each collection's ``endpoint``; it may
+    be set once the port is known."""
 
     def __init__(self, base: str, root: Any, collections: Mapping[str, Any],
-                 access: Access) -> None:
+                 missing: Any) -> None:
         self.base = base
         self._prefix = base + "/"
         self.root = root
         self.collections = dict(collections)
-        self.access = access
+        self.collections[MISSING] = missing
         self.public_url: str | None = None
         self.direct = self
 
-    def _pick(self, path: str) -> tuple[str, Any] | None:
-        """(collection or "", its app) for ``path``; None for a missing collection."""
+    def _pick(self, path: str) -> tuple[str, str]:
+        """(collection, ``path`` as that collection's app sees it); "" for the root."""
         if not path.startswith(self._prefix):
-            return "", self.root
-        segment = path[len(self._prefix):].split("/", 1)[0]
+            return "", path
+        segment, slash, rest = path[len(self._prefix):].partition("/")
         if not segment or is_reserved_segment(segment):
-            return "", self.root
-        app = self.collections.get(segment)
-        return None if app is None else (segment, app)
+            return "", path
+        if segment in self.collections and segment != MISSING:
+            return segment, path
+        return MISSING, f"{self._prefix}{MISSING}{slash}{rest}"
 
-    def _refuse(self, headers: dict[bytes, bytes]) -> Reply:
-        """A missing collection: the credentials' refusal, else the hidden-collection one."""
-        principal = self.access.authenticate(headers)
-        return principal if isinstance(principal, tuple) else hidden()
+    def _app(self, name: str) -> Any:
+        return self.collections[name] if name else self.root
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.root(scope, receive, send)
             return
-        picked = self._pick(scope["path"])
-        if picked is not None:
-            await picked[1](scope, receive, send)
-            return
-        status, extra, body = self._refuse(header_map(scope["headers"]))
-        await send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
-            *extra]})
-        await send({"type": "http.response.body", "body": body})
+        name, path = self._pick(scope["path"])
+        if path != scope["path"]:
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        await self._app(name)(scope, receive, send)
 
     def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
-        picked = self._pick(target.decode("latin-1").split("?", 1)[0])
-        if picked is None:  # answered through ASGI, whose body is never read
-            return None
-        name, app = picked
-        direct = getattr(app, "direct", None)
-        route = direct.claim(method, target, headers) if direct is not None else None
+        path, query, rest = target.partition(b"?")
+        name, routed = self._pick(path.decode("latin-1"))
+        direct = getattr(self._app(name), "direct", None)
+        route = direct.claim(method, routed.encode("latin-1") + query + rest, headers) \
+            if direct is not None else None
         return None if route is None else f"{name}\n{route}"
 
     async def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Reply:
         name, _, inner = route.partition("\n")
-        app = self.collections[name] if name else self.root
-        reply: Reply = await app.direct.answer(inner, headers, body)
+        reply: Reply = await self._app(name).direct.answer(inner, headers, body)
         return reply
 
 
@@ -128,7 +128,9 @@ def create_collections_app(collections: Mapping[str, Server], access: Access, *,
     apps = {name: create_app(server, base=f"{base}/{name}", gate=CollectionGate(access, name),
                              authorize=access.authorizer(name), **app_options)
             for name, server in collections.items()}
-    routed = CollectionsApp(base, None, apps, access)
+    missing = create_app(Server(DIRECTORY_NAME, __version__), base=f"{base}/{MISSING}",
+                         gate=CollectionGate(access, None, exists=False), **app_options)
+    routed = CollectionsApp(base, None, apps, missing)
     routed.root = create_app(_directory(collections, access, routed), base=base,
                              gate=CollectionGate(access, None), **app_options)
     routed.public_url = public_url.rstrip("/") if public_url else None
