@@ -85,7 +85,7 @@ class Deployment:
         self.wall = FakeClock(DAY * 20_000 + 3_600.0)
         self.refusals: list[tuple[str, str]] = []
         self.access = Access(self.keys, limiter=Limiter(self.clock, self.wall),
-                             on_refusal=lambda who, why: self.refusals.append((who, why)))
+                             on_refusal=lambda where, kind: self.refusals.append((where, kind)))
         self.engines: list[Engine] = []
         self.servers = open_collections(root, None, self.access, open_server=self._open)
         self.kind = kind
@@ -204,7 +204,7 @@ def test_requests_per_second_refused_with_a_truthful_retry_after(
         assert refused.headers["retry-after"] == "1"
         assert refused.json()["error"]["code"] == -32011
         assert refused.json()["error"]["data"]["retryAfterMs"] == 500
-        assert deployment.refusals == [("alice", "rate limit")]
+        assert deployment.refusals == [("alpha", "key")]
         deployment.clock.advance(0.499)
         assert alice.post("/rcp/alpha/ping", "ping").status_code == 429
         deployment.clock.advance(0.001)

@@ -23,8 +23,9 @@ import msgspec
 from ..protocol import messages
 from ..protocol.errors import InvalidParams, PayloadTooLarge, RateLimited, Unauthorized
 from ..protocol.methods import ALWAYS_ALLOWED
-from ..transports.http import presented_credentials, shed, unauthenticated
-from ..transports.httpserver import Reply
+from ..transports.http.auth import presented_credentials, unauthenticated
+from ..transports.http.replies import shed
+from ..transports.http.server import Reply
 from .keys import KeyRecord, KeyStore, KeyStoreError
 from .limits import Limiter, Limits, QuotaExceeded
 from .scopes import ANY_COLLECTION, Scopes, action_of
@@ -34,7 +35,8 @@ __all__ = ["Access", "CollectionGate", "Principal", "hidden"]
 logger = logging.getLogger("rcpkit.server")
 
 RefusalHook = Callable[[str, str], None]
-"""``(principal, reason)``, called for every rate-limit refusal (metrics)."""
+"""``(collection, principal kind)``, called for every rate-limit refusal (metrics: the
+kind is ``key`` or ``token``, never a principal's name)."""
 
 
 @dataclass(frozen=True)
@@ -127,10 +129,11 @@ class Access:
         principal = self.principal(caller)
         return [] if principal is None else [n for n in names if principal.scopes.sees(n)]
 
-    def refused(self, principal: str, reason: str) -> None:
+    def refused(self, collection: str | None, principal: Principal) -> None:
         """Tell ``on_refusal`` a limit refused ``principal``."""
         if self.on_refusal is not None:
-            self.on_refusal(principal, reason)
+            kind = "key" if principal.caller.startswith("key-") else "token"
+            self.on_refusal(collection or "", kind)
 
     def authorizer(self, collection: str) -> Callable[[str | None, str, Mapping[str, Any]], None]:
         """The dispatcher's check of each request to ``collection`` (see the module doc)."""
@@ -147,7 +150,7 @@ class Access:
                 raise Unauthorized(f"this key may not {action} this collection")
             self._check_fan_out(principal.limits, method, params)
             if action == "write":
-                self._charge_writes(principal, params)
+                self._charge_writes(collection, principal, params)
         return authorize
 
     @staticmethod
@@ -159,14 +162,15 @@ class Access:
             if method == capped and cap is not None and isinstance(value, int) and value > cap:
                 raise InvalidParams(f"{field} must be at most {cap} for this key", field=field)
 
-    def _charge_writes(self, principal: Principal, params: Mapping[str, Any]) -> None:
+    def _charge_writes(self, collection: str, principal: Principal,
+                       params: Mapping[str, Any]) -> None:
         size = len(msgspec.json.encode(params))
         try:
             wait = self.limiter.charge_writes(principal.name, principal.limits, size)
         except QuotaExceeded as exc:
             raise PayloadTooLarge(str(exc)) from None
         if wait is not None:
-            self.refused(principal.name, "write quota")
+            self.refused(collection, principal)
             raise RateLimited("the daily write quota is used up",
                               retryAfterMs=math.ceil(wait * 1000))
 
@@ -192,7 +196,7 @@ class CollectionGate:
             return hidden()
         wait = self.access.limiter.admit(principal.name, principal.limits)
         if wait is not None:
-            self.access.refused(principal.name, "rate limit")
+            self.access.refused(self.collection, principal)
             return shed(wait, "rate limit")
         self._in_flight[principal.caller] = principal.name
         return principal.caller

@@ -20,7 +20,8 @@ from ..protocol.errors import UsageError
 from ..server.context import Context
 from ..server.framework import Server
 from ..transports.http import create_app
-from ..transports.httpserver import Reply
+from ..transports.http.metrics import Metrics
+from ..transports.http.server import Reply
 from .access import Access, CollectionGate
 from .collections import is_reserved_segment
 
@@ -35,7 +36,7 @@ collection name starts with ``-``)."""
 
 
 class CollectionsApp:
-    """The ASGI app (and :class:`~rcpkit.transports.httpserver.DirectRoute`) routing to the
+    """The ASGI app (and :class:`~rcpkit.transports.http.server.DirectRoute`) routing to the
     app of each collection. A missing collection's requests go to a stand-in app built like
     a collection's, whose gate refuses everyone once authenticated, so that no verb, header
     or status tells a missing collection from a hidden one. ``public_url``
@@ -89,10 +90,25 @@ class CollectionsApp:
         return reply
 
 
+class _Directory(Server):
+    """The server's own endpoint: ready when every collection is (``/readyz``)."""
+
+    def __init__(self, collections: Mapping[str, Server]) -> None:
+        super().__init__(DIRECTORY_NAME, __version__)
+        self.collections = collections
+
+    def readiness(self) -> str | None:
+        for name, server in self.collections.items():
+            reason = server.readiness()
+            if reason is not None:
+                return f"collection {name}: {reason}"
+        return None
+
+
 def _directory(collections: Mapping[str, Server], access: Access,
                app: CollectionsApp) -> Server:
     """The server's own endpoint: ``catalog/list`` of the collections a caller may see."""
-    directory = Server(DIRECTORY_NAME, __version__)
+    directory = _Directory(collections)
     directory.capability("catalog", {})
 
     def catalog_list(params: Any, ctx: Context) -> dict[str, Any]:
@@ -114,24 +130,31 @@ def _directory(collections: Mapping[str, Server], access: Access,
 
 def create_collections_app(collections: Mapping[str, Server], access: Access, *,
                            base: str = "/rcp", public_url: str | None = None,
+                           metrics: Metrics | None = None,
                            **app_options: Any) -> CollectionsApp:
     """Serve each of ``collections`` (name → its server) at ``<base>/<name>``, and the
-    server's own ``catalog/list`` at ``base``. ``app_options`` go to every
-    :func:`~rcpkit.transports.http.create_app` (stateless sessions only: the caller of
-    each request is what authorisation and provenance look at)."""
+    server's own ``catalog/list`` at ``base``, with ``/healthz``, ``/readyz`` (every
+    collection ready) and ``/metrics`` beside it (each collection's requests labelled with
+    its name). ``app_options`` go to every :func:`~rcpkit.transports.http.create_app`
+    (stateless sessions only: the caller of each request is what authorisation and
+    provenance look at)."""
     if app_options.get("sessions", "stateless") != "stateless":
         raise UsageError("collections are served with the stateless session policy")
-    for option in ("auth_tokens", "api_key_header", "gate", "authorize"):
+    for option in ("auth_tokens", "api_key_header", "gate", "authorize", "collection"):
         if option in app_options:
             raise UsageError(f"{option} is the Access object's business")
     base = "/" + base.strip("/")
+    if metrics is not None and access.on_refusal is None:
+        access.on_refusal = metrics.rate_limited
     apps = {name: create_app(server, base=f"{base}/{name}", gate=CollectionGate(access, name),
-                             authorize=access.authorizer(name), **app_options)
+                             authorize=access.authorizer(name), metrics=metrics,
+                             collection=name, **app_options)
             for name, server in collections.items()}
     missing = create_app(Server(DIRECTORY_NAME, __version__), base=f"{base}/{MISSING}",
                          gate=CollectionGate(access, None, exists=False), **app_options)
     routed = CollectionsApp(base, None, apps, missing)
     routed.root = create_app(_directory(collections, access, routed), base=base,
-                             gate=CollectionGate(access, None), **app_options)
+                             gate=CollectionGate(access, None), metrics=metrics,
+                             **app_options)
     routed.public_url = public_url.rstrip("/") if public_url else None
     return routed

@@ -132,6 +132,12 @@ def serve(
     public_url: Annotated[str | None, typer.Option(
         help="Collections: the URL clients reach this server at, for catalog/list "
              "endpoints (default http://HOST:PORT).")] = None,
+    metrics: Annotated[bool, typer.Option(
+        "--metrics", help="Serve Prometheus metrics at /metrics beside the base (--http; "
+                          "needs the metrics extra).")] = False,
+    log_bodies: Annotated[bool, typer.Option(
+        "--log-bodies", help="Let failure logs quote queries and documents (off: replaced by "
+                             "their length).")] = False,
     log_level: LogLevelOption = "warning",
 ) -> None:
     """Serve an RCP server over stdio or HTTP."""
@@ -144,8 +150,9 @@ def serve(
             raise ConfigError("--timeout-ms must be positive")
         tokens = list(auth_token or [])
         tokens += [t.strip() for t in os.environ.get(AUTH_TOKENS_ENV, "").split(",") if t.strip()]
-        if stdio and (tokens or cors_origin or api_key_header):
-            raise ConfigError("--auth-token, --api-key-header and --cors-origin apply to --http")
+        if stdio and (tokens or cors_origin or api_key_header or metrics):
+            raise ConfigError("--auth-token, --api-key-header, --cors-origin and --metrics "
+                              "apply to --http")
         address = _parse_host_port(http) if http is not None else None
         if min(max_sessions, max_connections, max_header_bytes) < 1 \
                 or min(session_ttl, header_timeout, body_timeout) <= 0:
@@ -168,7 +175,8 @@ def serve(
             raise typer.Exit(_serve_collections(data, collection or [], address, engine_options,
                                                 tokens, workers, sessions, public_url, {
                 "base": base, "api_key_header": api_key_header, "cors_origins": cors_origin or (),
-                "request_timeout_ms": timeout_ms, "limits": {
+                "request_timeout_ms": timeout_ms, "log_bodies": log_bodies, "metrics": metrics,
+                "limits": {
                     "max_connections": max_connections, "max_header_bytes": max_header_bytes,
                     "header_timeout_s": header_timeout, "body_timeout_s": body_timeout}}))
         if collection:
@@ -187,7 +195,8 @@ def serve(
         from .stdio import serve_stdio
 
         assert isinstance(source, Server)
-        raise typer.Exit(serve_stdio(source, request_timeout_ms=timeout_ms))
+        raise typer.Exit(serve_stdio(source, request_timeout_ms=timeout_ms,
+                                     log_bodies=log_bodies))
     from .http import serve_http
 
     try:
@@ -195,6 +204,7 @@ def serve(
                             auth_tokens=tokens, api_key_header=api_key_header,
                             cors_origins=cors_origin or (), request_timeout_ms=timeout_ms,
                             max_sessions=max_sessions, session_ttl_s=session_ttl,
+                            metrics=metrics, log_bodies=log_bodies,
                             limits={"max_connections": max_connections,
                                     "max_header_bytes": max_header_bytes,
                                     "header_timeout_s": header_timeout,
@@ -225,7 +235,8 @@ def _serve_collections(root: Path, names: list[str], address: tuple[str, int] | 
             stamp_writes(server, lambda _caller: "stdio")
             from .stdio import serve_stdio
 
-            return serve_stdio(server, request_timeout_ms=options["request_timeout_ms"])
+            return serve_stdio(server, request_timeout_ms=options["request_timeout_ms"],
+                               log_bodies=options["log_bodies"])
         if workers != 1 or sessions != "stateless":
             raise ConfigError("collections are served by one process with --sessions stateless; "
                               "scale out with more processes behind a load balancer")
@@ -233,10 +244,14 @@ def _serve_collections(root: Path, names: list[str], address: tuple[str, int] | 
                               api_key_header=options.pop("api_key_header"))
         host, port = address
         limits = options.pop("limits")
+        if options.pop("metrics"):
+            from .http.metrics import Metrics
+
+            options["metrics"] = Metrics()
         app = serve_root(root, names or None, access, engine_options=engine_options,
                          public_url=public_url or (f"http://{host}:{port}" if port else None),
                          **options)
-    except (CollectionError, ValueError, ConfigError) as exc:
+    except (CollectionError, ValueError, ConfigError, UsageError) as exc:
         _fail(str(exc))
     from .http import serve_app
 
