@@ -24,6 +24,7 @@ from rcpkit.tenancy.keys import KeyStore
 from rcpkit.tenancy.limits import Limiter, Limits
 from rcpkit.tenancy.scopes import Scopes
 from rcpkit.tenancy.serving import open_collections
+from rcpkit.transports.http.metrics import Metrics
 from support.clock import FakeClock
 from support.http import LOOPBACK_KINDS, LoopbackServer
 from support.schema import assert_frame
@@ -98,8 +99,8 @@ class Deployment:
     def key(self, principal: str, *scopes: str, **limits: Any) -> str:
         return self.keys.create(principal, Scopes.parse(scopes), Limits(**limits))[1]
 
-    def serve(self) -> Iterator[tuple[CollectionsApp, httpx.Client]]:
-        app = create_collections_app(self.servers, self.access)
+    def serve(self, **options: Any) -> Iterator[tuple[CollectionsApp, httpx.Client]]:
+        app = create_collections_app(self.servers, self.access, **options)
         with LoopbackServer(app, kind=self.kind) as server, \
                 httpx.Client(base_url=server.url, timeout=30) as client:
             app.public_url = server.url
@@ -286,3 +287,20 @@ async def test_the_gateway_federates_the_collections_of_one_server(
                 assert by_engine == {"alpha": "a-bees", "beta": "b-bees"}
         finally:
             gateway.close()
+
+
+def test_health_readiness_and_metrics_beside_the_collections(deployment: Deployment) -> None:
+    deployment.access.on_refusal = None  # the metrics count refusals instead
+    token = deployment.key("alice", "alpha:read", requests_per_second=1, burst=1)
+    for _app, client in deployment.serve(metrics=Metrics()):
+        alice = Tenant(client, token)
+        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.get("/readyz").json() == {"ready": True}
+        assert alice.post("/rcp/alpha/ping", "ping").status_code == 200
+        assert alice.post("/rcp/alpha/ping", "ping").status_code == 429
+        exposition = client.get("/metrics").text
+        assert 'rcpkit_rate_limited_total{collection="alpha",principal_kind="key"} 1.0' \
+            in exposition
+        assert 'method="ping",collection="alpha",code="ok"' in exposition.replace(
+            'code="ok",method="ping"', 'method="ping",collection="alpha",code="ok"')
+        assert "alice" not in exposition
