@@ -4,7 +4,8 @@ collection holds the same documents, behind an API key with a (never reached) ra
 side by side in one run. Not a test: it prints requests/s and the ratio.
 
 Each round sends ``--requests`` sequential keep-alive requests of each kind (``ping``,
-``retrieve``) to each server, the order of the servers alternating; the median of ``--rounds`` rounds is printed.
+``retrieve``) to each server, the order of the servers alternating; the median of
+``--rounds`` rounds is printed.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_tenancy.py [--requests 2000] [--rounds 5]
 """
@@ -21,7 +22,6 @@ import time
 from pathlib import Path
 
 import httpx
-
 from _net import free_port, wait_listening
 
 RCPKIT = [sys.executable, "-c", "from rcpkit.cli import main; main()"]

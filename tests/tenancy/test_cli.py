@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rcpkit.cli import app
 from rcpkit.client.client import connect_stdio
-from rcpkit.engine.service import open_engine
+from rcpkit.engine import open_engine
 from rcpkit.engine.types import DocumentIn, FeedbackSignal
 from rcpkit.tenancy.keys import KeyStore
 from rcpkit.tenancy.provenance import stamp

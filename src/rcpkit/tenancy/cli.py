@@ -18,10 +18,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..binding.errors import wire_error
 from ..cli_support import fail
-from ..engine.pipeline import Engine
-from ..engine.service import open_engine
-from ..protocol.errors import RcpError, UsageError
+from ..engine import Engine, open_engine
+from ..engine.errors import EngineError
+from ..protocol.errors import UsageError
 from .collections import CollectionError, CollectionRegistry
 from .keys import KeyStore, KeyStoreError
 from .limits import Limits
@@ -163,16 +164,22 @@ CollectionOption = Annotated[str, typer.Option("--collection", help="Collection 
 
 @contextmanager
 def _collection_engine(command: str, data: Path, collection: str) -> Iterator[Engine]:
+    """The engine of ``collection``; any error is one line and exit 2 (as a server would
+    answer it, for an engine error)."""
     try:
         engine = open_engine(CollectionRegistry(data).path(collection))
-    except (CollectionError, RcpError, UsageError) as exc:
-        fail(command, str(exc))
+    except (CollectionError, EngineError, UsageError) as exc:
+        fail(command, _described(exc))
     try:
         yield engine
-    except (RcpError, UsageError) as exc:
+    except (EngineError, UsageError) as exc:
         engine.close()
-        fail(command, str(exc))
+        fail(command, _described(exc))
     engine.close()
+
+
+def _described(exc: Exception) -> str:
+    return str(wire_error(exc) if isinstance(exc, EngineError) else exc)
 
 
 @provenance_app.command("list")

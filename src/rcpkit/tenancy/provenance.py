@@ -7,7 +7,8 @@ both stores (SQLite and PostgreSQL) already keep per document, reindexing rebuil
 indexes *from* it, a document's provenance goes with it when it is replaced or deleted,
 and the §8 filters select by it — ``provenance list|purge`` is a filter and a delete. The
 server overwrites any ``written_by``/``written_at`` a caller sends, so they cannot be forged.
-A re-add by anyone re-stamps the document (and so counts as an update).
+The engine leaves them out of a document's content hash: re-adding unchanged content
+writes nothing (nor embeds it again, as ``index sync`` relies on) and keeps its first stamp.
 
 The poison policy (§7.16, §15.3) counts ``poisonSuspected`` reports per document; an
 operator sees them summed per source (:func:`suspected_sources`) and revokes a tainted
@@ -24,7 +25,8 @@ from typing import Any
 
 import msgspec
 
-from ..engine.pipeline import Engine
+from ..engine import Engine
+from ..engine.types import WRITE_STAMP
 from ..protocol.errors import UsageError
 from ..protocol.types import IndexAddParams
 from ..server.context import Context
@@ -33,8 +35,7 @@ from ..server.framework import Server
 __all__ = ["SOURCE", "WRITTEN_AT", "WRITTEN_BY", "Written", "purge", "stamp", "stamp_writes",
            "suspected_sources", "written"]
 
-WRITTEN_BY = "written_by"
-WRITTEN_AT = "written_at"
+WRITTEN_BY, WRITTEN_AT = WRITE_STAMP
 SOURCE = "source"
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..engine.service import build_server
+from ..binding import build_server
 from ..server.framework import Server
 from .access import Access, RefusalHook
 from .app import CollectionsApp, create_collections_app

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from rcpkit.engine.service import open_engine
+from rcpkit.engine import open_engine
 from rcpkit.engine.types import DocumentIn
 from rcpkit.tenancy.collections import CollectionRegistry, schema_of
 
