@@ -3,7 +3,6 @@ isolation, scopes, rate limits on a fake clock, quotas, revocation and provenanc
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -304,8 +303,6 @@ async def test_the_gateway_federates_the_collections_of_one_server(
 
 def test_health_readiness_and_metrics_beside_the_collections(deployment: Deployment) -> None:
     deployment.access.on_refusal = None  # the metrics count refusals instead
-    # Loaded here: the metrics module uses prometheus_client.core without importing it.
-    importlib.import_module("prometheus_client.core")
     token = deployment.key("alice", "alpha:read", requests_per_second=1, burst=1)
     for _app, client in deployment.serve(metrics=Metrics()):
         alice = Tenant(client, token)
