@@ -1,5 +1,6 @@
-"""The README stays true: its ``rcpkit.toml`` and ``rcp.json`` examples load, and every flag
-its shell lines pass to an ``rcpkit`` command is one that command has."""
+"""The README and the operating guide stay true: their ``rcpkit.toml`` and ``rcp.json``
+examples load, and every flag their shell lines pass to an ``rcpkit`` command is one that
+command has."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from typer.testing import CliRunner
 from rcpkit.cli import app
 from rcpkit.engine.config import EngineConfig
 from rcpkit.federation.registry import load_registry
+from rcpkit.tenancy.limits import Limits
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
+OPERATING = (Path(__file__).parents[1] / "docs" / "operating.md").read_text()
 
 
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+def _blocks(language: str, text: str = README) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
 
 
 def test_the_toml_and_registry_examples_load(tmp_path: Path) -> None:
@@ -33,9 +36,9 @@ def test_the_toml_and_registry_examples_load(tmp_path: Path) -> None:
     assert json.loads(registry)["engines"][0]["url"].endswith(":8766/rcp")
 
 
-def _commands() -> list[list[str]]:
+def _commands(text: str = README) -> list[list[str]]:
     commands = []
-    for block in _blocks("sh"):
+    for block in _blocks("sh", text):
         for line in block.splitlines():
             for part in re.split(r"&&|\|\|", line.split("  #")[0]):
                 words = shlex.split(part.replace(".venv/bin/", ""))
@@ -44,10 +47,8 @@ def _commands() -> list[list[str]]:
     return commands
 
 
-def test_every_readme_flag_exists() -> None:
+def _assert_flags_exist(commands: list[list[str]]) -> None:
     runner = CliRunner()
-    commands = _commands()
-    assert len(commands) >= 15
     for words in commands:
         path = [w for w in words[:2] if not w.startswith("-")]
         help_text = runner.invoke(app, [*path[:1], "--help"]).output
@@ -55,3 +56,24 @@ def test_every_readme_flag_exists() -> None:
             help_text = runner.invoke(app, [*path, "--help"]).output
         for flag in (w.split("=")[0] for w in words if w.startswith("--")):
             assert flag in help_text, (words, flag)
+
+
+def test_every_readme_flag_exists() -> None:
+    commands = _commands()
+    assert len(commands) >= 15
+    _assert_flags_exist(commands)
+
+
+def test_every_operating_guide_flag_exists_and_its_examples_load(tmp_path: Path) -> None:
+    commands = _commands(OPERATING)
+    assert {tuple(words[:2]) for words in commands} >= {
+        ("collection", "create"), ("keys", "create"), ("keys", "revoke"), ("serve", "--http"),
+        ("provenance", "purge")}
+    _assert_flags_exist(commands)
+    (limits,) = [block for block in _blocks("sh", OPERATING) if "[limits]" in block]
+    table = tomllib.loads(limits.split("<<'EOF'\n", 1)[1].split("EOF", 1)[0])["limits"]
+    assert Limits.from_mapping(table, "guide").concurrent == 8
+    (registry,) = _blocks("json", OPERATING)
+    path = tmp_path / "rcp.json"
+    path.write_text(registry)
+    assert {group.id for group in load_registry(path).engines} == {"handbook", "tickets"}

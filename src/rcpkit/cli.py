@@ -25,6 +25,7 @@ _AREAS = (
     "rcpkit.eval.cli",
     "rcpkit.integrations.cli",
     "rcpkit.inspector.cli",
+    "rcpkit.tenancy.cli",
 )
 
 for _name in _AREAS:

@@ -10,13 +10,14 @@ exit status 2; ``index add|sync`` exit 1 when nothing could be indexed.
 
 from __future__ import annotations
 
+import getpass
 import json
 import math
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -44,6 +45,8 @@ from rcpkit.engine.search.planner import MODES
 from rcpkit.engine.store import SqliteStore
 from rcpkit.engine.types import DocumentIn, SearchRequest, SearchResult
 from rcpkit.protocol.errors import RcpError, UsageError
+from rcpkit.tenancy.collections import CollectionError, CollectionRegistry
+from rcpkit.tenancy.provenance import stamp
 
 __all__ = ["DEMO_QUERY", "register"]
 
@@ -57,6 +60,8 @@ BackendOption = Annotated[str | None, typer.Option(
     help="System of record: sqlite (in --data) or postgres (at --dsn).")]
 DsnOption = Annotated[str | None, typer.Option(
     help="PostgreSQL DSN for --backend postgres (also $RCPKIT_DSN).")]
+CollectionOption = Annotated[str | None, typer.Option(
+    help="A collection of the --data root (rcpkit collection create).")]
 
 console = Console()
 
@@ -90,6 +95,26 @@ def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | 
             engine.close()
     if failure is not None:  # after closing, so the error is the last line on stderr
         fail(command, failure)
+
+
+def _collection_data(command: str, data: Path, collection: str | None,
+                     backend: str | None, dsn: str | None) -> Path:
+    """``data`` itself, or the data directory of ``collection`` in the root ``data`` (whose
+    own ``rcpkit.toml`` names its record: overriding it would write into another one)."""
+    if collection is None:
+        return data
+    if backend is not None or dsn is not None:
+        fail(command, "--backend and --dsn are set by the collection (rcpkit collection "
+                      "create --dsn), not with --collection")
+    try:
+        return CollectionRegistry(data).path(collection)
+    except CollectionError as exc:
+        fail(command, str(exc))
+
+
+def _local_principal() -> str:
+    """The principal of a write made on this machine, outside any server."""
+    return f"local:{getpass.getuser()}"
 
 
 @contextmanager
@@ -258,7 +283,9 @@ def _summary(tally: _Tally, data: Path, index_version: str | None, *, sync: bool
 
 def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
            backend: str | None, dsn: str | None, prefix: str, follow_links: bool,
-           strict: bool, chunk: bool, contextual: bool, batch_size: int) -> None:
+           strict: bool, chunk: bool, contextual: bool, batch_size: int,
+           collection: str | None) -> None:
+    data = _collection_data(command, data, collection, backend, dsn)
     try:
         limit = load_config(data, backend=backend, dsn=dsn).max_text_bytes
     except EngineError as exc:
@@ -278,6 +305,9 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
                 tally.warnings.append(Skip(source_file.source, f"id {document.id!r} also in "
                                            f"{seen[document.id]}; the later one is kept"))
             seen[document.id] = source_file.source
+            if collection is not None:  # §15.3: who wrote it, as a wire write records it
+                document = replace(document, meta=stamp(document.meta, _local_principal(),
+                                                        time.time()))
             documents.append((source_file.source, document))
     if not documents and not sync:  # nothing to write: do not create an empty index either
         _summary(tally, data, None, sync=False)
@@ -330,11 +360,12 @@ def index_add(
     chunk: ChunkOption = True,
     contextual: ContextualOption = False,
     batch_size: BatchOption = 64,
+    collection: CollectionOption = None,
 ) -> None:
     """Index files (upsert by stable id: re-adding unchanged files costs nothing)."""
     _index("index add", paths, data, sync=False, backend=backend, dsn=dsn, prefix=prefix,
            follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
-           batch_size=batch_size)
+           batch_size=batch_size, collection=collection)
 
 
 @index_app.command("sync")
@@ -349,6 +380,7 @@ def index_sync(
     chunk: ChunkOption = True,
     contextual: ContextualOption = False,
     batch_size: BatchOption = 64,
+    collection: CollectionOption = None,
 ) -> None:
     """Make the index mirror FOLDER: add new files, update changed ones, delete the
     documents of files that are gone (only documents indexed from this folder)."""
@@ -356,13 +388,14 @@ def index_sync(
         fail("index sync", f"{folder}: not a folder")
     _index("index sync", [folder], data, sync=True, backend=backend, dsn=dsn, prefix=prefix,
            follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
-           batch_size=batch_size)
+           batch_size=batch_size, collection=collection)
 
 
 @index_app.command("stats")
 def index_stats(data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
-                dsn: DsnOption = None) -> None:
+                dsn: DsnOption = None, collection: CollectionOption = None) -> None:
     """Corpus sizes, the backend and the current snapshot."""
+    data = _collection_data("index stats", data, collection, backend, dsn)
     with _engine("index stats", data, backend=backend, dsn=dsn) as engine:
         stats = engine.stats()
         described = engine.describe()
@@ -380,8 +413,9 @@ def index_stats(data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
 @index_app.command("delete")
 def index_delete(ids: Annotated[list[str], typer.Argument(help="Document ids.")],
                  data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
-                 dsn: DsnOption = None) -> None:
+                 dsn: DsnOption = None, collection: CollectionOption = None) -> None:
     """Delete documents by id (absent ids are not an error, §7.11)."""
+    data = _collection_data("index delete", data, collection, backend, dsn)
     with _engine("index delete", data, backend=backend, dsn=dsn) as engine:
         result = engine.delete(ids)
     console.print(f"deleted {result.deleted} documents (indexVersion {result.index_version})")
@@ -425,8 +459,10 @@ def query(
     = None,
     backend: BackendOption = None,
     dsn: DsnOption = None,
+    collection: CollectionOption = None,
 ) -> None:
     """Ranked hits with scores, confidence and citations."""
+    data = _collection_data("query", data, collection, backend, dsn)
     try:
         tree = json.loads(filter_json) if filter_json else None
     except json.JSONDecodeError as exc:

@@ -12,6 +12,7 @@ from typing import Any
 
 __all__ = [
     "TRUST_LEVELS",
+    "WRITE_STAMP",
     "AddResult",
     "Citation",
     "DeleteResult",
@@ -28,6 +29,10 @@ __all__ = [
 
 TRUST_LEVELS = ("trusted", "community", "untrusted")
 """§7.7 ``trust.level`` values; a document without one is ``untrusted`` (§15.2)."""
+
+WRITE_STAMP = ("written_by", "written_at")
+"""Metadata a server stamps on each write (who, when: §15.3 provenance). Not content: a
+re-add of an unchanged document stays unchanged, and keeps the stamp of its first write."""
 
 
 @dataclass(frozen=True, slots=True)

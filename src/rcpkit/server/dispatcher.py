@@ -2,6 +2,9 @@
 
 Per request, in this order (§12 precedence, §13):
 
+0. the transport's ``authorize(caller, method, params)``, if any: authorisation comes
+   before capability gating, so a caller without the right cannot probe for
+   ``-32003`` vs ``-32004`` (§15.6);
 1. admission by :meth:`Session.admit` — ``-32001``, repeated ``initialize``
    ``-32600``, ``-32004``, ``-32003``;
 2. built-ins (``initialize``, ``info``, ``ping``, ``shutdown``) are answered
@@ -60,12 +63,14 @@ from ..protocol.methods import CANCEL
 from .context import Context, Notify, ServerSession
 from .framework import Handler, Server
 
-__all__ = ["Dispatcher", "RequestObserver"]
+__all__ = ["Authorize", "Dispatcher", "RequestObserver"]
 
 logger = logging.getLogger("rcpkit.server")
 
 Reply = dict[str, Any]
 Emit = Callable[[bytes], None]
+Authorize = Callable[[str | None, str, Mapping[str, Any]], None]
+"""``authorize(caller, method, params)`` raises the :class:`RcpError` refusing the request."""
 RequestObserver = Callable[[str | None, int, float], None]
 """Told of every answered request: its method (None when the server has no such method),
 the outcome code (0 for a result, else the §12 error code) and the seconds it took."""
@@ -105,8 +110,10 @@ class Dispatcher:
     def __init__(self, server: Server, *, session: ServerSession | None = None,
                  stateless: bool = False, max_concurrency: int = 64,
                  request_timeout_ms: float | None = None, max_batch: int = 1024,
-                 observer: RequestObserver | None = None, log_bodies: bool = False) -> None:
+                 observer: RequestObserver | None = None, log_bodies: bool = False,
+                 authorize: Authorize | None = None) -> None:
         self.server = server
+        self.authorize = authorize
         self.observer = observer
         self.log_bodies = log_bodies
         """Whether a failure's log may quote the request's queries and documents (§15.6);
@@ -245,12 +252,17 @@ class Dispatcher:
         if method == CANCEL:
             return messages.error_response(req.id, InvalidRequest(
                 "notifications/cancel is a notification and must not carry an id (§7.14)"))
+        params = req.params if req.params is not None else {}
+        if self.authorize is not None:
+            try:
+                self.authorize(caller, method, params)
+            except RcpError as exc:
+                return messages.error_response(req.id, exc)
         if not (self.stateless and method == "initialize"):
             refusal = self.session.protocol.admit(
                 method, self.session.protocol.capabilities or {}, self.server.handlers)
             if refusal is not None:
                 return messages.error_response(req.id, refusal)
-        params = req.params if req.params is not None else {}
         try:
             if method in _BUILTINS:
                 return messages.success_response(req.id, _BUILTINS[method](self, params))

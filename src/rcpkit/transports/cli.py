@@ -22,6 +22,7 @@ import typer
 from ..cli_support import LogLevelOption, configure_logging, fail
 from ..protocol.errors import RcpError, UsageError
 from ..server.framework import Server
+from ..tenancy.collections import is_collection_root
 
 __all__ = ["AUTH_TOKENS_ENV", "ConfigError", "load_app", "register"]
 
@@ -130,6 +131,12 @@ def serve(
         help="Seconds a request head may take to arrive (408 beyond).")] = 10.0,
     body_timeout: Annotated[float, typer.Option(
         help="Seconds a request body may take to arrive (408 beyond).")] = 60.0,
+    collection: Annotated[list[str] | None, typer.Option(
+        "--collection", help="Serve this collection of the --data root (repeatable over "
+                             "HTTP; exactly one over stdio). Without it, HTTP serves all.")] = None,
+    public_url: Annotated[str | None, typer.Option(
+        help="Collections: the URL clients reach this server at, for catalog/list "
+             "endpoints (default http://HOST:PORT).")] = None,
     metrics: Annotated[bool, typer.Option(
         "--metrics", help="Serve Prometheus metrics at /metrics beside the base (--http; "
                           "needs the metrics extra).")] = False,
@@ -169,6 +176,19 @@ def serve(
             raise ConfigError("--data, --embedder, --backend, --dsn and --llm-* configure the "
                               "engine; not with --app")
 
+        if app is None and data is not None and is_collection_root(data):
+            configure_logging("serve", log_level)
+            raise typer.Exit(_serve_collections(data, collection or [], address, engine_options,
+                                                tokens, workers, sessions, public_url, {
+                "base": base, "api_key_header": api_key_header, "cors_origins": cors_origin or (),
+                "request_timeout_ms": timeout_ms, "log_bodies": log_bodies, "metrics": metrics,
+                "limits": {
+                    "max_connections": max_connections, "max_header_bytes": max_header_bytes,
+                    "header_timeout_s": header_timeout, "body_timeout_s": body_timeout}}))
+        if collection:
+            raise ConfigError("--collection needs --data ROOT holding collections "
+                              "(rcpkit collection create NAME --data ROOT)")
+
         def build() -> Server:
             return load_app(app) if app is not None else _engine_server(data, engine_options)
 
@@ -198,6 +218,53 @@ def serve(
     except UsageError as exc:
         _fail(str(exc))
     raise typer.Exit(status)
+
+
+def _serve_collections(root: Path, names: list[str], address: tuple[str, int] | None,
+                       engine_options: dict[str, Any], tokens: list[str], workers: int,
+                       sessions: str, public_url: str | None, options: dict[str, Any]) -> int:
+    """``serve --data ROOT`` on a root of collections: one over stdio, some or all over HTTP
+    at ``<base>/<name>`` behind the root's keys (:mod:`rcpkit.tenancy`)."""
+    from ..tenancy.collections import CollectionError, CollectionRegistry
+    from ..tenancy.provenance import stamp_writes
+    from ..tenancy.serving import build_access, serve_root
+
+    try:
+        if engine_options.keys() & {"backend", "dsn"}:
+            raise ConfigError("each collection's rcpkit.toml names its record: no --backend "
+                              "or --dsn with a root of collections")
+        if address is None:
+            if len(names) != 1:
+                raise ConfigError("over stdio, name exactly one --collection")
+            server = _engine_server(CollectionRegistry(root).path(names[0]), engine_options)
+            # The stdio peer is whoever started the process (§15.6).
+            stamp_writes(server, lambda _caller: "stdio")
+            from .stdio import serve_stdio
+
+            return serve_stdio(server, request_timeout_ms=options["request_timeout_ms"],
+                               log_bodies=options["log_bodies"])
+        if workers != 1 or sessions != "stateless":
+            raise ConfigError("collections are served by one process with --sessions stateless; "
+                              "scale out with more processes behind a load balancer")
+        access = build_access(root, auth_tokens=tokens,
+                              api_key_header=options.pop("api_key_header"))
+        host, port = address
+        limits = options.pop("limits")
+        if options.pop("metrics"):
+            from .http.metrics import Metrics
+
+            options["metrics"] = Metrics()
+        app = serve_root(root, names or None, access, engine_options=engine_options,
+                         public_url=public_url or (f"http://{host}:{port}" if port else None),
+                         **options)
+    except (CollectionError, ValueError, ConfigError, UsageError) as exc:
+        _fail(str(exc))
+    from .http import serve_app
+
+    try:
+        return serve_app(app, host, port, base=options["base"], limits=limits)
+    except UsageError as exc:
+        _fail(str(exc))
 
 
 def _in_worker(build: Callable[[], Server]) -> Callable[[], Server]:

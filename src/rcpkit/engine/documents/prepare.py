@@ -19,7 +19,7 @@ from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.documents.chunking import Chunk, chunk_text, contextualize
 from rcpkit.engine.errors import InvalidInput, TooLarge
 from rcpkit.engine.store import ChunkWrite, DocumentWrite, indexed_text
-from rcpkit.engine.types import TRUST_LEVELS, DocumentIn
+from rcpkit.engine.types import TRUST_LEVELS, WRITE_STAMP, DocumentIn
 from rcpkit.protocol.filters import parse_date
 from rcpkit.protocol.messages import non_scalar_path
 
@@ -113,7 +113,8 @@ class Preparer:
             pieces = [Chunk(index=0, start=0, end=len(document.text), text=document.text,
                             headings=())]
         parts = [_Piece(c, contextualize(c, title or "") if contextual else "") for c in pieces]
-        fingerprint = json.dumps([document.text, meta, chunk, contextual,
+        content_meta = {k: v for k, v in meta.items() if k not in WRITE_STAMP}
+        fingerprint = json.dumps([document.text, content_meta, chunk, contextual,
                                   self._embedder_identity, config.chunk_max_chars,
                                   config.chunk_overlap_chars], sort_keys=True, default=str)
         return Prepared(doc_id=document.id or uuid.uuid4().hex, text=document.text, meta=meta,

@@ -34,7 +34,8 @@ Scaling out: see :mod:`.workers`.
 """
 
 from .app import create_app
+from .auth import Gate
 from .sessions import SESSION_HEADER, SessionPolicy
-from .workers import serve_http
+from .workers import serve_app, serve_http
 
-__all__ = ["SESSION_HEADER", "SessionPolicy", "create_app", "serve_http"]
+__all__ = ["SESSION_HEADER", "Gate", "SessionPolicy", "create_app", "serve_app", "serve_http"]

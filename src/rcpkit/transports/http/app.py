@@ -16,8 +16,9 @@ from ...protocol import messages
 from ...protocol.errors import InternalError, ParseError, PayloadTooLarge
 from ...protocol.messages import Invalid
 from ...protocol.messages import Request as RpcRequest
+from ...server.dispatcher import Authorize
 from ...server.framework import Server
-from .auth import Authenticator, cors_middleware
+from .auth import Authenticator, Gate, cors_middleware
 from .direct import EndpointDirectRoute, Routing
 from .metrics import Metrics
 from .operations import operational_routes
@@ -47,7 +48,7 @@ class Endpoint:
     to it, answers 404/405 and applies CORS around it.
     """
 
-    def __init__(self, server: Server, sessions: Sessions, auth: Authenticator,
+    def __init__(self, server: Server, sessions: Sessions, auth: Gate,
                  max_body_bytes: int, max_pending: int, shed_counter: Callable[[], None]) -> None:
         self.server = server
         self.shed_counter = shed_counter
@@ -86,12 +87,14 @@ class Endpoint:
         """The reply to one POST, or None once it went out as SSE on ``stream``.
 
         ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
-        ``stream`` the reply is always buffered. Credentials are checked first, then load
-        (429), then the body; an unexpected failure here is a 500 (``-32603``)."""
-        principal = self.auth.authenticate(headers)
+        ``stream`` the reply is always buffered. The gate goes first (credentials and
+        what else it checks), then load (429), then the body; an unexpected failure here is
+        a 500 (``-32603``)."""
+        principal = self.auth.admit(headers)
         if isinstance(principal, tuple):
             return principal
         if self.pending >= self.max_pending:
+            self.auth.release(principal)
             self.shed_counter()
             return shed(_PENDING_RETRY_S, "server busy")
         self.pending += 1
@@ -109,6 +112,7 @@ class Endpoint:
             return 500, [], error_body(InternalError())
         finally:
             self.pending -= 1
+            self.auth.release(principal)
 
     def too_large(self) -> Reply:
         return 413, [], error_body(PayloadTooLarge(
@@ -173,15 +177,18 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
                session_ttl_s: float = 900.0, max_sessions: int = 10_000,
                max_pending: int = 1024, max_concurrency: int = 64,
                request_timeout_ms: float | None = None, metrics: Metrics | None = None,
-               collection: str | None = None, log_bodies: bool = False) -> RcpApp:
+               collection: str | None = None, log_bodies: bool = False,
+               gate: Gate | None = None, authorize: Authorize | None = None) -> RcpApp:
     """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`), with
     ``/healthz`` and ``/readyz`` beside the base, and ``/metrics`` when ``metrics`` is given
     (its requests labelled ``collection``, by default the server's name). ``log_bodies``
-    lets failure logs quote queries and documents (§15.6; off by default)."""
+    lets failure logs quote queries and documents (§15.6; off by default). ``gate``
+    replaces the ``auth_tokens`` check; ``authorize`` is the dispatcher's check of each
+    request's caller (:class:`~rcpkit.server.dispatcher.Dispatcher`)."""
     base = "/" + base.strip("/")
     options: dict[str, Any] = {"max_concurrency": max_concurrency,
                                "request_timeout_ms": request_timeout_ms,
-                               "log_bodies": log_bodies}
+                               "log_bodies": log_bodies, "authorize": authorize}
     label = collection or server.name
     shed_counter: Callable[[], None] = _uncounted
     if metrics is not None:
@@ -189,7 +196,8 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
         options["observer"] = functools.partial(_observe, metrics, label)
         shed_counter = functools.partial(metrics.rate_limited, label, "server")
     endpoint = Endpoint(server, Sessions(server, sessions, session_ttl_s, max_sessions, options),
-                        Authenticator(auth_tokens, api_key_header), max_body_bytes, max_pending,
+                        gate or Authenticator(auth_tokens, api_key_header), max_body_bytes,
+                        max_pending,
                         shed_counter)
     middleware = cors_middleware(cors_origins, api_key_header)
     routing = Routing(base, max_body_bytes=max_body_bytes, cors=bool(middleware))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable
+from typing import Protocol
 
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -15,39 +16,70 @@ from .replies import error_body
 from .server import Reply
 from .sessions import SESSION_HEADER
 
-__all__ = ["Authenticator", "cors_middleware"]
+__all__ = ["Authenticator", "Gate", "cors_middleware", "presented_credentials",
+           "unauthenticated"]
+
+
+class Gate(Protocol):
+    """Who may send a request, decided from its head before the body is read (§15.6).
+
+    ``admit`` returns the caller's principal (None: anonymous) or the refusal to send;
+    every admitted request is later given back to ``release``, so a gate may count
+    requests in flight per principal."""
+
+    def admit(self, headers: dict[bytes, bytes]) -> str | Reply | None: ...
+
+    def release(self, principal: str | None) -> None: ...
+
+
+def presented_credentials(headers: dict[bytes, bytes],
+                          api_key_header: bytes | None) -> list[bytes] | Reply:
+    """The credentials in ``Authorization: Bearer`` and the API-key header (whitespace
+    stripped), or 400 when a credential header came more than once (combined with commas,
+    which no token holds)."""
+    authorization = headers.get(b"authorization")
+    api_key = headers.get(api_key_header) if api_key_header is not None else None
+    if (authorization is not None and b"," in authorization) \
+            or (api_key is not None and b"," in api_key):
+        return 400, [], error_body(InvalidRequest("a credential header appears twice"))
+    presented: list[bytes] = []
+    if authorization is not None and authorization[:7].lower() == b"bearer ":
+        presented.append(authorization[7:].strip())
+    if api_key is not None:
+        presented.append(api_key.strip())
+    return presented
+
+
+def unauthenticated() -> Reply:
+    """401 with a ``-32012`` body: no credential presented is right."""
+    return 401, [(b"www-authenticate", b"Bearer")], error_body(
+        Unauthorized("missing or invalid credentials"))
 
 
 class Authenticator:
-    """Checks the credentials of a request against the accepted tokens (none: open)."""
+    """The :class:`Gate` of the accepted tokens (none: open); the principal is
+    ``credential-<n>``, which accepted token."""
 
     def __init__(self, tokens: Iterable[str], api_key_header: str | None) -> None:
         self.tokens = tuple(token.encode() for token in tokens if token)
         self.api_key_header = api_key_header.lower().encode() if api_key_header else None
 
-    def authenticate(self, headers: dict[bytes, bytes]) -> str | Reply | None:
-        """The principal of the credentials presented (``credential-<n>``: which accepted
-        token), None when no auth is configured, or the refusal: 400 when a credential
-        header came more than once (combined with commas, which no token holds), 401 when
-        none is right."""
+    def admit(self, headers: dict[bytes, bytes]) -> str | Reply | None:
+        """The principal of the credentials presented, None when no auth is configured, or
+        the refusal (:func:`presented_credentials`, :func:`unauthenticated`)."""
         if not self.tokens:
             return None
-        authorization = headers.get(b"authorization")
-        api_key = headers.get(self.api_key_header) if self.api_key_header is not None else None
-        if (authorization is not None and b"," in authorization) \
-                or (api_key is not None and b"," in api_key):
-            return 400, [], error_body(InvalidRequest("a credential header appears twice"))
-        presented: list[bytes] = []
-        if authorization is not None and authorization[:7].lower() == b"bearer ":
-            presented.append(authorization[7:].strip())
-        if api_key is not None:
-            presented.append(api_key.strip())
+        presented = presented_credentials(headers, self.api_key_header)
+        if isinstance(presented, tuple):
+            return presented
         for offered in presented:
             for index, known in enumerate(self.tokens):
                 if hmac.compare_digest(offered, known):
                     return f"credential-{index}"
-        return 401, [(b"www-authenticate", b"Bearer")], error_body(
-            Unauthorized("missing or invalid credentials"))
+        return unauthenticated()
+
+    def release(self, principal: str | None) -> None:
+        """Nothing is counted."""
 
 
 def cors_middleware(origins: Iterable[str], api_key_header: str | None) -> list[Middleware]:

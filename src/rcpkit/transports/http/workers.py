@@ -27,7 +27,7 @@ from .app import create_app
 from .metrics import MULTIPROCESS_ENV, Metrics
 from .server import HttpServer
 
-__all__ = ["ServerSource", "serve_http"]
+__all__ = ["ServerSource", "serve_app", "serve_http"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -58,10 +58,8 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
     if workers == 1:
         app = create_app(server if isinstance(server, Server) else server(),
                          metrics=Metrics() if metrics else None, **app_options)
-        listener = _listen(host, port)
-        _announce(listener, app_options.get("base", "/rcp"))
-        HttpServer(app, graceful_timeout_s=graceful_timeout_s, **(limits or {})).run(listener)
-        return 0
+        return serve_app(app, host, port, base=app_options.get("base", "/rcp"),
+                         graceful_timeout_s=graceful_timeout_s, limits=limits)
     if app_options.get("sessions", "stateless") != "stateless":
         raise UsageError("several workers need the stateless session policy: token and "
                          "single sessions live in one process")
@@ -72,6 +70,16 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
     with _shared_metrics_directory(metrics):
         return _Workers(server, listener, workers, graceful_timeout_s, app_options,
                         dict(limits or {}), metrics).run()
+
+
+def serve_app(app: Any, host: str = "127.0.0.1", port: int = 8080, *, base: str = "/rcp",
+              graceful_timeout_s: float = 10.0, limits: Mapping[str, Any] | None = None) -> int:
+    """Serve a ready ASGI ``app`` (RCP at ``base``) in this process, as :func:`serve_http`
+    does with one worker."""
+    listener = _listen(host, port)
+    _announce(listener, base)
+    HttpServer(app, graceful_timeout_s=graceful_timeout_s, **(limits or {})).run(listener)
+    return 0
 
 
 @contextlib.contextmanager

@@ -1,0 +1,208 @@
+"""Who is calling and what they may do: authentication by key, the per-collection gate of
+the HTTP transport, and the dispatcher's per-request authorisation (§15.3, §15.5, §15.6).
+
+Order for a request to ``<base>/<collection>/…``: credentials (401, ``-32012``), then
+visibility — a collection the principal holds no scope on answers exactly as one that does
+not exist (403, ``-32012``, the same body), so existence does not leak — then the rate and
+concurrency limits (429, ``-32011``, ``Retry-After``). The dispatcher then checks each
+request before capability gating: ``write`` for the write methods, ``read`` for the rest,
+the principal's fan-out caps, and its daily write quota.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..protocol import messages
+from ..protocol.errors import InvalidParams, PayloadTooLarge, RateLimited, Unauthorized
+from ..protocol.methods import ALWAYS_ALLOWED
+from ..transports.http.auth import presented_credentials, unauthenticated
+from ..transports.http.replies import shed
+from ..transports.http.server import Reply
+from .keys import KeyRecord, KeyStore, KeyStoreError
+from .limits import Limiter, Limits, QuotaExceeded
+from .scopes import ANY_COLLECTION, Scopes, action_of
+
+__all__ = ["Access", "CollectionGate", "Principal", "hidden"]
+
+logger = logging.getLogger("rcpkit.server")
+
+RefusalHook = Callable[[str, str], None]
+"""``(collection, principal kind)``, called for every rate-limit refusal (metrics: the
+kind is ``key`` or ``token``, never a principal's name)."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller: ``caller`` keys its per-caller engine state, ``name`` is who
+    it is (provenance, limits)."""
+
+    caller: str
+    name: str
+    scopes: Scopes
+    limits: Limits
+
+
+def hidden() -> Reply:
+    """The one answer for a collection that is missing or not the caller's to see."""
+    return 403, [], messages.encode(messages.error_response(
+        None, Unauthorized("not authorised for this collection")))
+
+
+class Access:
+    """Keys (``keys.json``) and the legacy fixed tokens (``--auth-token``, every scope) of a
+    server, its default limits and the limiter shared by all its collections. Without any
+    key or token, callers are anonymous and unrestricted, as a server without auth is."""
+
+    def __init__(self, keys: KeyStore | None, *, auth_tokens: Iterable[str] = (),
+                 api_key_header: str | None = None, defaults: Limits | None = None,
+                 limiter: Limiter | None = None,
+                 on_refusal: RefusalHook | None = None) -> None:
+        self.keys = keys
+        self.tokens = tuple(token.encode() for token in auth_tokens if token)
+        self.api_key_header = api_key_header.lower().encode() if api_key_header else None
+        self.defaults = defaults or Limits()
+        self.limiter = limiter or Limiter()
+        self.on_refusal = on_refusal
+
+    def required(self) -> bool:
+        return bool(self.tokens) or (self.keys is not None and self.keys.exists())
+
+    def authenticate(self, headers: Mapping[bytes, bytes]) -> Principal | Reply | None:
+        """The caller, None when no auth is configured, else the 400/401 refusal."""
+        if not self.required():
+            return None
+        presented = presented_credentials(dict(headers), self.api_key_header)
+        if isinstance(presented, tuple):
+            return presented
+        for offered in presented:
+            found = self._principal_of_token(offered)
+            if found is not None:
+                return found
+        return unauthenticated()
+
+    def _principal_of_token(self, offered: bytes) -> Principal | None:
+        for index, known in enumerate(self.tokens):
+            if hmac.compare_digest(offered, known):
+                return self.principal(f"credential-{index}")
+        if self.keys is not None:
+            record = self._keys(lambda keys: keys.authenticate(offered.decode("latin-1")))
+            if record is not None:
+                return self.principal(f"key-{record.key_id}")
+        return None
+
+    def _keys(self, read: Callable[[KeyStore], KeyRecord | None]) -> KeyRecord | None:
+        """``read(keys)``; an unreadable keys file fails closed (no key is valid), logged."""
+        assert self.keys is not None
+        try:
+            return read(self.keys)
+        except KeyStoreError as exc:
+            logger.error("refusing every API key: %s", exc)
+            return None
+
+    def principal(self, caller: str | None) -> Principal | None:
+        """The principal behind a caller id, None when it no longer exists (a revoked key)."""
+        if caller is None:
+            return None
+        kind, _, ident = caller.partition("-")
+        if kind == "credential":
+            return Principal(caller, caller, Scopes({ANY_COLLECTION: frozenset(("read", "write"))}),
+                             self.defaults)
+        record = self._keys(lambda keys: keys.records().get(ident)) \
+            if self.keys is not None else None
+        if kind != "key" or record is None or record.revoked:
+            return None
+        return Principal(caller, record.principal, record.scopes,
+                         record.limits.over(self.defaults))
+
+    def visible(self, caller: str | None, names: Iterable[str]) -> list[str]:
+        """The collections among ``names`` the caller may see."""
+        if not self.required():
+            return list(names)
+        principal = self.principal(caller)
+        return [] if principal is None else [n for n in names if principal.scopes.sees(n)]
+
+    def refused(self, collection: str | None, principal: Principal) -> None:
+        """Tell ``on_refusal`` a limit refused ``principal``."""
+        if self.on_refusal is not None:
+            kind = "key" if principal.caller.startswith("key-") else "token"
+            self.on_refusal(collection or "", kind)
+
+    def authorizer(self, collection: str) -> Callable[[str | None, str, Mapping[str, Any]], None]:
+        """The dispatcher's check of each request to ``collection`` (see the module doc)."""
+        def authorize(caller: str | None, method: str, params: Mapping[str, Any]) -> None:
+            if caller is None and not self.required():
+                return
+            principal = self.principal(caller)
+            if principal is None:
+                raise Unauthorized("missing or invalid credentials")
+            if method in ALWAYS_ALLOWED:
+                return
+            action = action_of(method)
+            if not principal.scopes.allows(collection, action):
+                raise Unauthorized(f"this key may not {action} this collection")
+            self._check_fan_out(principal.limits, method, params)
+            if action == "write":
+                self._charge_writes(collection, principal, params)
+        return authorize
+
+    @staticmethod
+    def _check_fan_out(limits: Limits, method: str, params: Mapping[str, Any]) -> None:
+        """§15.5: the principal's own cap on ``query/transform`` ``n`` and ``graph`` hops."""
+        for capped, field, cap in (("query/transform", "n", limits.transform_n),
+                                   ("graph", "hops", limits.graph_hops)):
+            value = params.get(field)
+            if method == capped and cap is not None and isinstance(value, int) and value > cap:
+                raise InvalidParams(f"{field} must be at most {cap} for this key", field=field)
+
+    def _charge_writes(self, collection: str, principal: Principal,
+                       params: Mapping[str, Any]) -> None:
+        size = len(msgspec.json.encode(params))
+        try:
+            wait = self.limiter.charge_writes(principal.name, principal.limits, size)
+        except QuotaExceeded as exc:
+            raise PayloadTooLarge(str(exc)) from None
+        if wait is not None:
+            self.refused(collection, principal)
+            raise RateLimited("the daily write quota is used up",
+                              retryAfterMs=math.ceil(wait * 1000))
+
+
+class CollectionGate:
+    """The HTTP :class:`~rcpkit.transports.http.Gate` of one collection (``None``: the
+    server's own base, which every authenticated caller may reach)."""
+
+    def __init__(self, access: Access, collection: str | None, *, exists: bool = True) -> None:
+        self.access = access
+        self.collection = collection
+        self.exists = exists
+        """False: the stand-in for every missing collection, which nobody sees."""
+        self._in_flight: dict[str, str] = {}
+        """caller → principal name, for :meth:`release`."""
+
+    def admit(self, headers: dict[bytes, bytes]) -> str | Reply | None:
+        principal = self.access.authenticate(headers)
+        if principal is None or isinstance(principal, tuple):
+            return principal
+        if not self.exists or (self.collection is not None
+                               and not principal.scopes.sees(self.collection)):
+            return hidden()
+        wait = self.access.limiter.admit(principal.name, principal.limits)
+        if wait is not None:
+            self.access.refused(self.collection, principal)
+            return shed(wait, "rate limit")
+        self._in_flight[principal.caller] = principal.name
+        return principal.caller
+
+    def release(self, principal: str | None) -> None:
+        # By the name admitted under: a key revoked meanwhile still gives its slot back.
+        name = self._in_flight.get(principal) if principal is not None else None
+        if name is not None:
+            self.access.limiter.release(name)

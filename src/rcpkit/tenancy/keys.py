@@ -1,0 +1,149 @@
+"""API keys: principals, their scopes and limits, stored hashed in ``<root>/keys.json``.
+
+A token is ``rcpk_<key id>_<secret>`` with a 256-bit random secret. The file holds only
+SHA-256 of the secret: a slow password hash (scrypt) protects low-entropy secrets people
+choose, which these are not — no guess list reaches 2^256 — while a request pays one hash
+of microseconds, not scrypt's tens of milliseconds. The key id, which is not secret,
+finds the record, so verification compares one digest in constant time.
+
+The file is re-read when it changes, so a revoked key is refused by a running server at its
+next request. It is written whole to a temporary file and renamed over, readable by its
+owner only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .limits import Limits
+from .scopes import Scopes
+
+__all__ = ["KEYS_FILE", "KeyRecord", "KeyStore", "KeyStoreError"]
+
+KEYS_FILE = "keys.json"
+_PREFIX = "rcpk_"
+
+
+class KeyStoreError(ValueError):
+    """The keys file is unreadable, or a key named does not exist."""
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """One key: who it is (``principal``), what it may do, whether it still may."""
+
+    key_id: str
+    principal: str
+    scopes: Scopes
+    limits: Limits
+    created: float
+    revoked: bool = False
+    digest: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.key_id, "principal": self.principal, "sha256": self.digest,
+                "scopes": self.scopes.to_json(), "limits": self.limits.to_json(),
+                "created": self.created, "revoked": self.revoked}
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> KeyRecord:
+        try:
+            return cls(key_id=str(value["id"]), principal=str(value["principal"]),
+                       digest=str(value["sha256"]), scopes=Scopes.from_json(value["scopes"]),
+                       limits=Limits.from_mapping(value.get("limits", {}), where),
+                       created=float(value["created"]), revoked=bool(value["revoked"]))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise KeyStoreError(f"{where}: malformed key record ({exc})") from None
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class KeyStore:
+    """The keys of one data root."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = Path(root) / KEYS_FILE
+        self._seen: tuple[int, int, int] | None = None
+        self._records: dict[str, KeyRecord] = {}
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def records(self) -> dict[str, KeyRecord]:
+        """key id → record, re-read when the file changed on disk."""
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            self._seen, self._records = None, {}
+            return self._records
+        seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if seen != self._seen:
+            try:
+                document = json.loads(self.path.read_text(encoding="utf-8"))
+                entries = document["keys"]
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise KeyStoreError(f"cannot read {self.path.name}: {exc}") from None
+            loaded = [KeyRecord.from_json(entry, f"{self.path.name} key {n}")
+                      for n, entry in enumerate(entries)]
+            self._records = {record.key_id: record for record in loaded}
+            self._seen = seen
+        return self._records
+
+    def authenticate(self, token: str) -> KeyRecord | None:
+        """The live key ``token`` belongs to, or None."""
+        if not token.startswith(_PREFIX):
+            return None
+        key_id, _, secret = token[len(_PREFIX):].partition("_")
+        record = self.records().get(key_id)
+        if record is None or record.revoked or not secret:
+            return None
+        return record if hmac.compare_digest(_digest(secret), record.digest) else None
+
+    def create(self, principal: str, scopes: Scopes, limits: Limits | None = None,
+               *, now: float | None = None) -> tuple[KeyRecord, str]:
+        """A new key and its token (shown once: only its digest is kept)."""
+        if not principal.strip():
+            raise KeyStoreError("a key needs a principal name")
+        existing = self.records()
+        key_id = secrets.token_hex(4)
+        while key_id in existing:
+            key_id = secrets.token_hex(4)
+        secret = secrets.token_urlsafe(32)
+        record = KeyRecord(key_id=key_id, principal=principal.strip(), scopes=scopes,
+                           limits=limits or Limits(), digest=_digest(secret),
+                           created=time.time() if now is None else now)
+        self._write([*existing.values(), record])
+        return record, f"{_PREFIX}{key_id}_{secret}"
+
+    def revoke(self, key_ids: Iterable[str]) -> list[KeyRecord]:
+        """Mark keys revoked (kept, so ``keys list`` shows who had access)."""
+        records = dict(self.records())
+        revoked = []
+        for key_id in key_ids:
+            if key_id not in records:
+                raise KeyStoreError(f"no key {key_id!r}")
+            records[key_id] = record = replace(records[key_id], revoked=True)
+            revoked.append(record)
+        self._write(list(records.values()))
+        return revoked
+
+    def _write(self, records: list[KeyRecord]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f".{KEYS_FILE}.{os.getpid()}.tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            json.dump({"keys": [record.to_json() for record in records]}, out, indent=1)
+        os.replace(temporary, self.path)
+        self._seen = None
+
