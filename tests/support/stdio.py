@@ -21,6 +21,10 @@ from .schema import assert_frame
 
 __all__ = ["StdioPeer", "python_argv"]
 
+# A cold start imports the model runtime; on a loaded two-core machine that alone can
+# take longer than 15 s, and a test that waits for a reply should not fail for it.
+REPLY_WAIT_SECONDS = 60.0
+
 
 def python_argv(*args: str) -> list[str]:
     """``[sys.executable, *args]``: run something with the test interpreter."""
@@ -64,11 +68,11 @@ class StdioPeer:
         for raw in self.proc.stderr:
             self.stderr_lines.append(raw.decode("utf-8", "replace"))
 
-    def recv(self, timeout: float = 15.0) -> Any:
+    def recv(self, timeout: float = REPLY_WAIT_SECONDS) -> Any:
         """The next frame (reply, batch or notification)."""
         return self.frames.get(timeout=timeout)
 
-    def reply(self, id_: Any, timeout: float = 15.0) -> dict[str, Any]:
+    def reply(self, id_: Any, timeout: float = REPLY_WAIT_SECONDS) -> dict[str, Any]:
         """The reply carrying ``id_`` (same JSON type); notifications are collected meanwhile."""
         key = (type(id_), id_)
         while key not in self._replies:
