@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from rcpkit import fusion
-from rcpkit.engine.chunking import sentence_spans
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.embedcache import CachedEmbedder
 from rcpkit.engine.embedding import minilm
@@ -34,6 +33,7 @@ from rcpkit.engine.lexical import LexicalIndex
 from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.text import Analyzer
 from rcpkit.engine.types import SearchRequest
+from rcpkit.engine.windows import sentence_windows
 from rcpkit.eval.datasets import Dataset, load_beir
 from rcpkit.eval.metrics import evaluate
 
@@ -180,33 +180,10 @@ def sweep_bm25(collections: list[Collection], fuse_name: str) -> None:
                   + f"   ({time.perf_counter() - started:.1f}s)")
 
 
-def tail_windows(text: str, *, head_chars: int, window_chars: int) -> list[str]:
-    """Whole-sentence windows of at most ``window_chars`` covering what the encoder did not
-    read of ``text`` (it stops at 256 tokens, about ``head_chars`` characters): from the first
-    sentence that does not end within the head; ``[]`` when the whole text fits in it."""
-    if len(text) <= head_chars:
-        return []
-    windows: list[str] = []
-    start = end = -1
-    for sentence_start, sentence_end in sentence_spans(text, max_chars=window_chars):
-        if sentence_end <= head_chars:
-            continue
-        if start < 0:
-            start, end = sentence_start, sentence_end
-        elif sentence_end - start <= window_chars:
-            end = sentence_end
-        else:
-            windows.append(text[start:end])
-            start, end = sentence_start, sentence_end
-    if start >= 0:
-        windows.append(text[start:end])
-    return windows
-
-
 def window_lists(collection: Collection, embedder: CachedEmbedder, head_chars: int,
                  window_chars: int, mix: float) -> dict[str, Ranked]:
     """Exact dense lists where a chunk scores ``whole + mix · max(0, best window - whole)``
-    (``mix`` 1: the max of its vectors), the windows being :func:`tail_windows`."""
+    (``mix`` 1: the max of its vectors), the windows being :func:`sentence_windows`."""
     rowids: list[int] = []
     wholes: list[np.ndarray] = []
     owners: list[int] = []
@@ -215,7 +192,7 @@ def window_lists(collection: Collection, embedder: CachedEmbedder, head_chars: i
         for position, (rowid, text) in enumerate(zip(batch.rowids, batch.texts, strict=True)):
             rowids.append(rowid)
             wholes.append(batch.vectors[position])
-            windows = tail_windows(text, head_chars=head_chars, window_chars=window_chars)
+            windows = sentence_windows(text, head_chars=head_chars, window_chars=window_chars)
             owners.extend([len(rowids) - 1] * len(windows))
             texts.extend(windows)
     whole = np.asarray(wholes, np.float32)

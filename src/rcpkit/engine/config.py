@@ -98,6 +98,13 @@ class EngineConfig:
     """Hybrid fusion when a request names none (§7.7 ``fusion.method``)."""
     default_fusion_alpha: float = 0.8
     """Dense weight of the normalised fusions when a request sets no ``alpha``/``weights``."""
+    dense_sentence_windows: bool = False
+    """Keep sentence-window vectors beside each chunk's whole-text vector, so dense recall
+    reads past the encoder's 256 tokens (:mod:`rcpkit.engine.windows`): more embedding at
+    ingest and more vectors in memory for long chunks; nothing changes for short ones. Not
+    used by PostgreSQL ``pg_recall = "database"``."""
+    dense_window_mix: float = 0.5
+    """How much of a chunk's best window cosine above its whole-text cosine counts."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:

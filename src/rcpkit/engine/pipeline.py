@@ -61,7 +61,6 @@ from rcpkit import fusion
 from rcpkit.engine.chunking import Chunk, chunk_text, contextualize
 from rcpkit.engine.columns import FilterColumns
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.dense import DenseIndex
 from rcpkit.engine.embedcache import CachedEmbedder
 from rcpkit.engine.embedding import Embedder, HashingEmbedder, OnnxEmbedder, check_kind, minilm
 from rcpkit.engine.lexical import LexicalIndex
@@ -74,6 +73,7 @@ from rcpkit.engine.store import (
     DocumentWrite,
     FeedbackRecord,
     IndexDelta,
+    RowBatch,
     SqliteStore,
     Store,
     indexed_text,
@@ -92,6 +92,7 @@ from rcpkit.engine.types import (
     SearchResult,
     Usage,
 )
+from rcpkit.engine.windows import SentenceWindowIndex, WindowVectors, embed_windows
 from rcpkit.protocol.errors import (
     BackendUnavailable,
     Cancelled,
@@ -550,10 +551,21 @@ class Engine:
 
     # ── derived indexes ────────────────────────────────────────────────────
 
-    def _new_dense_index(self) -> DenseIndex:
-        return DenseIndex(self._embedder.dimension,
-                          exact_threshold=self.config.dense_exact_threshold,
-                          build_threads=self.config.dense_build_threads)
+    def _new_dense_index(self) -> SentenceWindowIndex:
+        return SentenceWindowIndex.create(self._embedder.dimension,
+                                          enabled=self.config.dense_sentence_windows,
+                                          mix=self.config.dense_window_mix,
+                                          exact_threshold=self.config.dense_exact_threshold,
+                                          build_threads=self.config.dense_build_threads)
+
+    def _window_vectors(self, batch: RowBatch) -> WindowVectors | None:
+        """The sentence-window vectors of ``batch`` when the dense index keeps them (runs the
+        encoder: call without holding the index lock)."""
+        if not self.config.dense_sentence_windows:
+            return None
+        return embed_windows(batch.rowids, batch.texts,
+                             lambda texts: self._embedder.embed(texts, "document"),
+                             self._embedder.dimension)
 
     def _index_dir(self) -> Path:
         return Path(self.config.data_dir) / "indexes"
@@ -574,8 +586,10 @@ class Engine:
                         raise ValueError("the write log no longer reaches the saved indexes")
                     state_dir, position = saved
                     lexical = LexicalIndex.load(state_dir / "lexical")
-                    dense = DenseIndex.load(state_dir / "dense",
-                                            build_threads=self.config.dense_build_threads)
+                    dense = SentenceWindowIndex.load(
+                        state_dir / "dense", enabled=self.config.dense_sentence_windows,
+                        mix=self.config.dense_window_mix,
+                        build_threads=self.config.dense_build_threads)
                     columns = _saved_columns(state_dir / "columns")
         except Exception as exc:  # any unreadable state means: rebuild from the record
             logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
@@ -636,11 +650,11 @@ class Engine:
         for batch in self._store.iter_rows():
             rowids = np.asarray(batch.rowids, dtype=np.int64)
             lexical.add(rowids, batch.texts)
-            dense.add(rowids, batch.vectors)
+            dense.add(rowids, batch.vectors, self._window_vectors(batch))
             columns.add(*self._filter_rows(batch.rowids))
         self._install(lexical, dense, columns, position)
 
-    def _install(self, lexical: LexicalIndex, dense: DenseIndex, columns: FilterColumns,
+    def _install(self, lexical: LexicalIndex, dense: SentenceWindowIndex, columns: FilterColumns,
                  position: int) -> None:
         """Swap in a whole set of derived indexes at ``position``: a read sees the old set or
         the new one, never a mix; the replaced dense index stops its background build."""
@@ -667,22 +681,25 @@ class Engine:
         self._masks.clear()
 
     def _delta_applier(self, delta: IndexDelta
-                       ) -> Callable[[LexicalIndex, DenseIndex, FilterColumns], None]:
+                       ) -> Callable[[LexicalIndex, SentenceWindowIndex, FilterColumns], None]:
         """Read the rows ``delta`` adds now (no lock held) and return what applies the whole
         delta to a set of indexes (quickly, under the caller's lock if they are live)."""
         batches = list(self._store.iter_rows(delta.added)) if delta.added else []
         filter_rows = [self._filter_rows(batch.rowids) for batch in batches]
+        windows = [self._window_vectors(batch) for batch in batches]
         removed = np.asarray(delta.removed, dtype=np.int64)
 
-        def apply(lexical: LexicalIndex, dense: DenseIndex, columns: FilterColumns) -> None:
+        def apply(lexical: LexicalIndex, dense: SentenceWindowIndex,
+                  columns: FilterColumns) -> None:
             if len(removed):
                 lexical.remove(removed)
                 dense.remove(removed)
                 columns.remove(removed)
-            for batch, (filtered, metas) in zip(batches, filter_rows, strict=True):
+            for batch, (filtered, metas), extra in zip(batches, filter_rows, windows,
+                                                       strict=True):
                 rowids = np.asarray(batch.rowids, dtype=np.int64)
                 lexical.add(rowids, batch.texts)
-                dense.add(rowids, batch.vectors)
+                dense.add(rowids, batch.vectors, extra)
                 columns.add(filtered, metas)
 
         return apply
