@@ -11,7 +11,7 @@ The chosen configurations are then confirmed end to end over stdio with ``rcpkit
 (docs/benchmarks.md, "Quality (development data)").
 
     python benchmarks/tune_quality.py --collection scifact=DATASET_DIR:DATA_DIR \\
-        --collection faq-en=...:... --sweep fusion --sweep bm25 --sweep windows
+        --collection faq-en=...:... --sweep fusion --sweep bm25 --sweep windows --sweep rm3
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,6 +229,98 @@ def sweep_windows(collections: list[Collection], fuse_name: str,
                   + f"   ({time.perf_counter() - started:.1f}s, {embedder.misses} embedded)")
 
 
+@dataclass
+class FeedbackTerms:
+    """Per row, its analysed terms and a surface word for each (a query text that analyses
+    back to that term), for pseudo-relevance feedback over the engine's own BM25 index."""
+
+    terms: dict[int, Counter[str]]
+    lengths: dict[int, int]
+    surface: dict[str, str]
+
+    @classmethod
+    def of(cls, collection: Collection) -> FeedbackTerms:
+        analyzer, plain = collection.engine._lexical.analyzer, Analyzer(stem=False)
+        terms: dict[int, Counter[str]] = {}
+        lengths: dict[int, int] = {}
+        surface: dict[str, str] = {}
+        for batch in collection.engine._store.iter_rows():
+            for rowid, text in zip(batch.rowids, batch.texts, strict=True):
+                stems = analyzer.tokens(text)
+                terms[rowid], lengths[rowid] = Counter(stems), max(len(stems), 1)
+                words = plain.tokens(text)
+                if len(words) == len(stems):
+                    for stem, word in zip(stems, words, strict=True):
+                        surface.setdefault(stem, word)
+        surface = {stem: word for stem, word in surface.items()
+                   if analyzer.tokens(word) == [stem]}
+        return cls(terms, lengths, surface)
+
+
+def rm3_lists(collection: Collection, feedback: FeedbackTerms, docs: int, terms: int,
+              original: float) -> dict[str, Ranked]:
+    """BM25 lists for RM3-expanded queries (Lavrenko and Croft's relevance model, RM3 as in
+    Anserini): the top ``docs`` rows weight their terms' ``tf / |d|`` by their BM25 score, the
+    best ``terms`` of that model (L1-normalised) join the original query terms
+    (L1-normalised, weight ``original``), and rows are scored by the weighted sum of
+    per-term BM25 scores."""
+    index = collection.engine._lexical
+    analyzer = index.analyzer
+    lists: dict[str, Ranked] = {}
+    for query_id, text in collection.dataset.judged_queries().items():
+        first = collection.sparse[query_id][:docs]
+        model: Counter[str] = Counter()
+        total = sum(score for _, score in first) or 1.0
+        for key, score in first:
+            row_terms, length = feedback.terms[int(key)], feedback.lengths[int(key)]
+            for term, count in row_terms.items():
+                if len(term) > 1 and term in feedback.surface:
+                    model[term] += score / total * count / length
+        expansion = dict(model.most_common(terms))
+        query_terms = Counter(analyzer.tokens(text))
+        weights: Counter[str] = Counter()
+        for term, count in query_terms.items():
+            weights[term] += original * count / sum(query_terms.values())
+        expansion_mass = sum(expansion.values()) or 1.0
+        for term, weight in expansion.items():
+            weights[term] += (1.0 - original) * weight / expansion_mass
+        summed: np.ndarray | None = None
+        for term, weight in weights.items():
+            word = feedback.surface.get(term)
+            scores = index._score(word, None, None) if word is not None else None
+            if scores is not None:
+                summed = weight * scores if summed is None else summed + weight * scores
+        if summed is None:
+            lists[query_id] = collection.sparse[query_id]
+            continue
+        rows = np.flatnonzero(summed)
+        top = rows[np.lexsort((rows, -summed[rows]))][:DEPTH]
+        lists[query_id] = [(str(r), float(summed[r])) for r in top.tolist()]
+    return lists
+
+
+def sweep_rm3(collections: list[Collection], fuse_names: Sequence[str]) -> None:
+    """RM3 on the lexical side, judged by the hybrid it feeds (and BM25 alone beside it)."""
+    grid = list(itertools.product((5, 10), (10, 20), (0.5, 0.7)))
+    for collection in collections:
+        started = time.perf_counter()
+        feedback = FeedbackTerms.of(collection)
+        print(f"\n{collection.name}: feedback terms of {len(feedback.terms)} rows in "
+              f"{time.perf_counter() - started:.1f}s")
+        labels = " | ".join(["BM25", *fuse_names])
+        header(f"{collection.name}: {labels} (nDCG@10 R@100 MRR@10)")
+        configurations = [("no feedback", collection.sparse)]
+        configurations += [(f"rm3 docs={d} terms={t} orig={o}", rm3_lists(collection, feedback,
+                                                                         d, t, o))
+                           for d, t, o in grid]
+        for label, sparse in configurations:
+            line = row(label, score(collection, single(sparse)))
+            for fuse_name in fuse_names:
+                hybrid = score(collection, fused(collection, fusers()[fuse_name], sparse))
+                line += " |" + "".join(f"{hybrid[m]:>9.4f}" for m in SHOWN)
+            print(line, flush=True)
+
+
 def sweep_latency(collections: list[Collection]) -> None:
     """``Engine.search`` p50 of the default hybrid against RRF, interleaved query by query in
     one process, each going first on every other query (fusion cost depends on candidateK,
@@ -252,7 +345,7 @@ def main() -> None:
                         help="NAME=DATASET_DIR:DATA_DIR (the data dir already holds the corpus)")
     parser.add_argument("--split", default=None, help="qrels split (default test / the only one)")
     parser.add_argument("--sweep", action="append",
-                        choices=("fusion", "bm25", "windows", "latency"),
+                        choices=("fusion", "bm25", "windows", "rm3", "latency"),
                         default=[])
     parser.add_argument("--embedding-cache", type=Path, default=Path("embedding-cache.sqlite3"),
                         help="content-hash embedding cache (queries, sentence windows)")
@@ -277,6 +370,8 @@ def main() -> None:
         sweep_bm25(collections, args.hybrid_fusion)
     if "windows" in args.sweep:
         sweep_windows(collections, args.hybrid_fusion, embedder)
+    if "rm3" in args.sweep:
+        sweep_rm3(collections, (args.hybrid_fusion, "rrf k=60"))
     if "latency" in args.sweep:
         sweep_latency(collections)
     for collection in collections:
