@@ -15,7 +15,7 @@ mypy_api = pytest.importorskip("mypy.api")
 
 SNIPPET = textwrap.dedent('''\
     from rcpkit import AsyncClient, Client, filters
-    from rcpkit.protocol.params import RetrieveResult
+    from rcpkit.protocol.types import RetrieveResult
 
     async def use(aio: AsyncClient, blocking: Client) -> None:
         fine: RetrieveResult = await aio.retrieve("q", k=3, candidate_k=10, mode="hybrid")

@@ -10,7 +10,7 @@ from typing import Any
 from rcpkit.federation import EngineSpec, Federation, Registry
 from rcpkit.protocol.capabilities import Capabilities
 from rcpkit.protocol.errors import RcpError, Timeout
-from rcpkit.protocol.params import PeerInfo
+from rcpkit.protocol.types import PeerInfo
 
 RETRIEVE = {"retrieve": {"maxK": 100}}
 

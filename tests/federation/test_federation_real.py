@@ -9,7 +9,7 @@ import pytest
 
 from rcpkit.federation import Federation, Registry
 from rcpkit.protocol.errors import NotFound
-from rcpkit.protocol.params import RetrieveParams, decode_params
+from rcpkit.protocol.types import RetrieveParams, decode_params
 from support.net import free_port
 
 from .conftest import Processes, engine, http_entry, ref_engine, stdio_entry

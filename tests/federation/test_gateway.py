@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from rcpkit.cli import app
 from rcpkit.client.client import connect_http, connect_stdio
 from rcpkit.protocol.errors import Timeout
-from rcpkit.protocol.params import Hit, RetrieveResult
+from rcpkit.protocol.types import Hit, RetrieveResult
 from support.net import free_port
 
 from .conftest import (

@@ -16,7 +16,7 @@ from rcpkit.protocol.capabilities import (
 from rcpkit.protocol.errors import CapabilityMissing, InvalidParams, OptionUnsupported
 from rcpkit.protocol.filters import All, Condition
 from rcpkit.protocol.gating import check_options, validate_filter
-from rcpkit.protocol.params import decode_params
+from rcpkit.protocol.types import decode_params
 
 PNG = {"type": "image", "mimeType": "image/png", "data": "eA=="}
 

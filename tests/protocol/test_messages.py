@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from rcpkit.protocol import messages as m
 from rcpkit.protocol.errors import InvalidRequest, ParseError
+from rcpkit.protocol.types import Hit
 
 
 @pytest.mark.parametrize("raw_id", [0, -1, 7, 2**53 - 1, "abc", "", "ü-🙂"])
@@ -88,6 +89,15 @@ def test_encode_never_emits_non_finite_numbers() -> None:
     data = m.encode(frame)
     assert b"NaN" not in data and b"Infinity" not in data
     assert orjson.loads(data) == {"score": 0.0, "v": [0.0, 1.5], "a": [0.0], "keep": None}
+
+
+def test_encode_applies_one_float_rule_to_structs_and_free_form_members() -> None:
+    """§4.6 inside a frame: optional members omitted, free-form (``meta``, ``data``) null."""
+    frame = m.request(1, "index/add", {"documents": [{"text": "t", "meta": {"x": math.nan}}]})
+    assert orjson.loads(m.encode(frame))["params"]["documents"][0]["meta"] == {"x": None}
+    hit = Hit(id="a", score=math.inf, confidence=math.nan)
+    reply = orjson.loads(m.encode(m.success_response(None, {"hits": [hit]})))
+    assert reply == {"jsonrpc": "2.0", "id": None, "result": {"hits": [{"id": "a", "score": 0.0}]}}
 
 
 @given(st.recursive(st.none() | st.booleans() | st.floats() | st.integers(-2**53, 2**53)

@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 from rcpkit.protocol.errors import UsageError
+from rcpkit.protocol.types import Hit, RetrieveResult, Usage
 from rcpkit.server import Context, Dispatcher, Server
 from support.example_server import build_test_server
 from support.schema import assert_frame, assert_result
@@ -195,6 +196,25 @@ async def test_vendor_params_struct_and_gating() -> None:
     assert (await call(d2, frame("x-acme/echo", {"text": "hi"})))["result"] == {"text": "hi"}
     reply = await call(d2, frame("x-acme/echo", {"text": 3}))
     assert code(reply) == -32602 and reply["error"]["data"]["field"] == "text"
+
+
+async def test_struct_results_follow_the_non_finite_float_rule() -> None:
+    """§4.6: a returned Struct is encoded like any result: optional NaN/inf omitted,
+    a required score and array members become 0.0, free-form members become null."""
+    nan, inf = float("nan"), float("inf")
+    server = Server("s", "1")
+    server.capability("x-acme", {})
+
+    @server.method("x-acme/hits")
+    def hits(params: dict[str, Any], ctx: Context) -> RetrieveResult:
+        return RetrieveResult(hits=[Hit(id="a", score=nan, confidence=inf, vector=[1.0, -inf],
+                                        meta={"x": nan})], usage=Usage(latency_ms=inf))
+
+    d = Dispatcher(server)
+    await call(d, frame("initialize", {"protocolVersion": 1}))
+    result = (await call(d, frame("x-acme/hits")))["result"]
+    assert result == {"hits": [{"id": "a", "score": 0.0, "vector": [1.0, 0.0],
+                                "meta": {"x": None}}], "usage": {}}
 
 
 def test_registration_rules() -> None:

@@ -5,7 +5,7 @@ typed method checks locally, before any I/O, that the method and its options
 were advertised (the same :mod:`rcpkit.protocol.gating` rules the server
 applies) and raises :class:`UsageError` otherwise, unless the client was opened
 with ``strict=False``. Results are decoded into the shared
-:mod:`rcpkit.protocol.params` types; vectors become float32 numpy arrays
+:mod:`rcpkit.protocol.types` types; vectors become float32 numpy arrays
 whatever their wire encoding (§7.3.1), and the client asks for ``f32-base64``
 whenever the server advertises it.
 
@@ -40,6 +40,7 @@ import numpy as np
 from .. import __version__
 from ..protocol import filters
 from ..protocol.capabilities import Capabilities
+from ..protocol.codec import convert, to_builtins
 from ..protocol.errors import (
     CapabilityMissing,
     InvalidParams,
@@ -55,7 +56,7 @@ from ..protocol.errors import (
 from ..protocol.gating import check_options
 from ..protocol.lifecycle import PROTOCOL_VERSION
 from ..protocol.methods import ALWAYS_ALLOWED, capability_for
-from ..protocol.params import (
+from ..protocol.types import (
     PARAMS,
     CatalogListResult,
     EmbedResult,
@@ -83,9 +84,7 @@ from ..protocol.params import (
     SparseEmbedResult,
     TransformResult,
     check_funnel,
-    convert,
     decode_result,
-    to_builtins,
 )
 from ..protocol.vectors import decode_vectors
 from .retry import NO_RETRY, RetryPolicy, is_retry_safe
@@ -164,7 +163,7 @@ class GraphOptions(CallOptions, total=False):
 class RetrieveOptions(CallOptions, total=False):
     """The keyword options of :meth:`AsyncClient.retrieve` (§7.7), in ``snake_case``.
 
-    Nested objects take a Struct of :mod:`rcpkit.protocol.params` or a mapping with
+    Nested objects take a Struct of :mod:`rcpkit.protocol.types` or a mapping with
     wire names (``fusion={"method": "rrf", "rrfK": 60}``); ``filter`` takes a builder
     expression (§8) or its wire form.
     """

@@ -22,7 +22,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, Unpack
 
 from ..protocol.capabilities import Capabilities
 from ..protocol.errors import TransportClosed
-from ..protocol.params import InitializeResult, PeerInfo, Query, RetrieveResult
+from ..protocol.types import InitializeResult, PeerInfo, Query, RetrieveResult
 from .client import (
     AsyncClient,
     Batch,

@@ -25,7 +25,7 @@ from rcpkit import fusion
 from rcpkit.engine.pipeline import Engine, Progress, record_hit
 from rcpkit.engine.types import SearchRequest, SearchResult
 from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
-from rcpkit.protocol.params import GraphParams, TransformParams
+from rcpkit.protocol.types import GraphParams, TransformParams
 from rcpkit.server import Context, Server
 
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ from rcpkit.protocol.content import ContentBlock, plain_text
 from rcpkit.protocol.errors import BackendUnavailable, InvalidParams, UsageError
 from rcpkit.protocol.filters import FilterNode
 from rcpkit.protocol.lifecycle import LOG_LEVELS
-from rcpkit.protocol.params import (
+from rcpkit.protocol.types import (
     EmbedParams,
     FeedbackParams,
     IndexAddParams,

@@ -36,6 +36,7 @@ import msgspec
 from .. import fusion
 from ..client.client import AsyncClient
 from ..protocol.capabilities import Capabilities
+from ..protocol.codec import to_builtins
 from ..protocol.errors import (
     BackendUnavailable,
     CapabilityMissing,
@@ -46,14 +47,7 @@ from ..protocol.errors import (
 )
 from ..protocol.gating import check_options
 from ..protocol.methods import capability_for
-from ..protocol.params import (
-    FusionOptions,
-    Hit,
-    RetrieveParams,
-    RetrieveResult,
-    decode_result,
-    to_builtins,
-)
+from ..protocol.types import FusionOptions, Hit, RetrieveParams, RetrieveResult, decode_result
 from .registry import EngineGroup, Registry
 from .selector import Connector, Selector, connect_engine
 

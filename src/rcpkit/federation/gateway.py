@@ -35,7 +35,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from ..protocol.params import EmbedParams, RerankParams, RetrieveParams, to_builtins
+from ..protocol.codec import to_builtins
+from ..protocol.types import EmbedParams, RerankParams, RetrieveParams
 from ..server.context import Context
 from ..server.framework import Server
 from .federation import FUSION_METHODS, Federation, Hop

@@ -31,7 +31,7 @@ from ..eval.datasets import load_beir
 from ..eval.runner import ClientTarget, EvalConfig, run_eval
 from ..protocol.errors import ProtocolViolation, RcpError, UsageError
 from ..protocol.methods import CORE_METHODS, capability_for
-from ..protocol.params import PARAMS, decode_result
+from ..protocol.types import PARAMS, decode_result
 from .frames import Frame, FrameLog, TappedHttpTransport, TappedStdioTransport
 from .sample_eval import SAMPLE_NAME, sample_dataset
 

@@ -15,8 +15,9 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from ..protocol.codec import to_builtins
 from ..protocol.content import text_of
-from ..protocol.params import Hit, to_builtins
+from ..protocol.types import Hit
 
 __all__ = ["hit_metadata", "hit_text", "render_passage", "render_passages", "trust_note"]
 

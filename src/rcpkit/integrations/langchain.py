@@ -30,7 +30,7 @@ from langchain_core.exceptions import LangChainException
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, field_validator
 
-from ..protocol.params import Hit
+from ..protocol.types import Hit
 from . import retriever as core
 from .hits import hit_metadata, hit_text
 

@@ -33,7 +33,7 @@ from llama_index.core.schema import (
 )
 
 from ..client import AsyncClient, Client
-from ..protocol.params import Hit
+from ..protocol.types import Hit
 from . import retriever as core
 from .hits import hit_metadata, hit_text
 

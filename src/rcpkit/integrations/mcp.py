@@ -41,9 +41,10 @@ from mcp.shared.exceptions import MCPError
 from .. import __version__
 from ..client import AsyncClient, ProgressEvent
 from ..protocol.capabilities import Capabilities
+from ..protocol.codec import to_builtins
 from ..protocol.errors import CODE_NAMES, InvalidParams, RcpError, UsageError
 from ..protocol.filters import OPERATORS
-from ..protocol.params import (
+from ..protocol.types import (
     GraphParams,
     GraphResult,
     Hit,
@@ -59,7 +60,6 @@ from ..protocol.params import (
     RetrieveResult,
     TransformParams,
     TransformResult,
-    to_builtins,
 )
 from .hits import render_passage, render_passages
 from .retriever import rcp_error

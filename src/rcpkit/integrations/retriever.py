@@ -10,7 +10,6 @@ the blocking :class:`~rcpkit.client.Client` (sync and async calls) or an
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -19,7 +18,7 @@ import msgspec
 
 from ..client import AsyncClient, Client
 from ..protocol.errors import RcpError, UsageError
-from ..protocol.params import Hit, RetrieveParams
+from ..protocol.types import Hit, RetrieveParams
 
 __all__ = ["DocumentIndexer", "RetrievalError", "RetrieveSettings", "aretrieve_hits",
            "check_client", "json_safe", "rcp_error", "retrieve_hits"]
@@ -165,12 +164,11 @@ class DocumentIndexer(Generic[D]):
 
 
 def json_safe(value: Any) -> Any:
-    """Framework metadata as §4.6 JSON: containers kept, non-finite floats dropped to
-    ``None``, anything else (dates, paths, objects) as its string form."""
-    if value is None or isinstance(value, bool | int | str):
+    """Framework metadata as JSON: containers kept, anything else (dates, paths, objects)
+    as its string form. Non-finite floats stay: the frame encoder turns them into ``null``
+    inside ``meta`` (§4.6)."""
+    if value is None or isinstance(value, bool | int | float | str):
         return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
         return {str(key): json_safe(item) for key, item in value.items()}
     if isinstance(value, list | tuple | set | frozenset):

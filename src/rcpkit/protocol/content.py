@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from .codec import convert
 from .errors import InvalidParams, OptionUnsupported
 
 __all__ = [
@@ -90,9 +91,6 @@ def normalize_content(value: Any, path: str) -> list[ContentBlock]:
 
 
 def _block_from_wire(value: dict[str, Any], path: str) -> ContentBlock:
-    # Imported here: params.py imports this module for its struct fields.
-    from .params import convert
-
     return convert(value, ContentBlock, path=path)
 
 

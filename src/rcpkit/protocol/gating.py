@@ -38,7 +38,7 @@ from .capabilities import (
 from .content import accepted_modalities, check_modalities, normalize_content
 from .errors import CapabilityMissing, OptionUnsupported
 from .filters import FilterNode, validate
-from .params import (
+from .types import (
     EmbedParams,
     GraphParams,
     IndexAddParams,

@@ -15,11 +15,11 @@ import msgspec
 import numpy as np
 import orjson
 
+from .codec import MAX_SAFE_INT, finite_frame
 from .errors import InvalidParams, InvalidRequest, ParseError, RcpError
 
 __all__ = [
     "MAX_DEPTH",
-    "MAX_SAFE_INT",
     "Invalid",
     "Message",
     "Notification",
@@ -38,7 +38,6 @@ __all__ = [
     "success_response",
 ]
 
-MAX_SAFE_INT = 2**53 - 1
 Id = str | int
 
 
@@ -240,21 +239,6 @@ def _classify(obj: Any, allow_compact: bool, lenient: bool) -> Message:
 
 # ── encoding ────────────────────────────────────────────────────────────────
 
-def _finite(value: Any) -> Any:
-    """Replace non-finite floats by 0.0 (§4.6: NaN/Infinity MUST NOT be emitted)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else 0.0
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
-        return np.nan_to_num(value, nan=0.0, posinf=0.0, neginf=0.0)
-    if isinstance(value, msgspec.Struct):
-        return _finite(msgspec.to_builtins(value))
-    return value
-
-
 _OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -262,13 +246,13 @@ def encode(message: Any) -> bytes:
     """Serialise to compact single-line JSON bytes (no trailing newline).
 
     orjson never emits a raw newline, but it writes a non-finite float as
-    ``null``. So a frame whose bytes contain ``null`` is re-encoded from a tree
-    whose non-finite floats were replaced by the finite sentinel 0.0 (§4.6);
-    frames without ``null`` (nearly all) pay nothing for this check.
+    ``null``. So a frame whose bytes contain ``null`` is re-encoded after the
+    §4.6 rule of :func:`~rcpkit.protocol.codec.finite_frame`; frames without
+    ``null`` (nearly all) pay nothing for this check.
     """
     data = orjson.dumps(message, option=_OPTIONS, default=_default)
     if b"null" in data:
-        data = orjson.dumps(_finite(message), option=_OPTIONS, default=_default)
+        data = orjson.dumps(finite_frame(message), option=_OPTIONS, default=_default)
     return data
 
 

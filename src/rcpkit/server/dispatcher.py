@@ -39,8 +39,8 @@ from typing import Any
 import msgspec
 
 from ..interrupts import checked_by
-from ..protocol import gating, messages
-from ..protocol import params as wire_params
+from ..protocol import codec, gating, messages
+from ..protocol import types as wire_types
 from ..protocol.capabilities import Capabilities
 from ..protocol.errors import (
     Cancelled,
@@ -248,10 +248,10 @@ class Dispatcher:
         the validated §8 filter tree.
         """
         if handler.params_type is not None:
-            return wire_params.convert(params, handler.params_type), [], None
-        if handler.method not in wire_params.PARAMS:
+            return codec.convert(params, handler.params_type), [], None
+        if handler.method not in wire_types.PARAMS:
             return params, [], None
-        typed = wire_params.decode_params(handler.method, params)  # includes the §3.3 funnel
+        typed = wire_types.decode_params(handler.method, params)  # includes the §3.3 funnel
         caps = self._capabilities()
         notes, tree = gating.gate_options(handler.method, typed, caps)
         return typed, notes, tree

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from ..protocol.content import plain_text
-from ..protocol.params import IndexAddParams, IndexDeleteParams, RetrieveParams
+from ..protocol.types import IndexAddParams, IndexDeleteParams, RetrieveParams
 from .context import Context
 from .framework import Server
 

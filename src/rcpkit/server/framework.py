@@ -8,7 +8,7 @@
     @server.method("retrieve")
     async def retrieve(params: RetrieveParams, ctx: Context) -> dict: ...
 
-Core methods (§7) receive params decoded by ``protocol.params.decode_params``;
+Core methods (§7) receive params decoded by ``protocol.types.decode_params``;
 vendor methods ``x-<vendor>/<name>`` (§6.2) receive the raw params object, or
 a msgspec Struct when one is given as ``params=``. Synchronous handlers run in
 a worker thread, coroutine functions on the event loop. ``initialize``,

@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from rcpkit.protocol.errors import InvalidParams
-from rcpkit.protocol.params import GraphParams, TransformParams
+from rcpkit.protocol.types import GraphParams, TransformParams
 from rcpkit.server import Context, Server
 from rcpkit.transports.stdio import serve_stdio
 

@@ -22,8 +22,8 @@ import httpx
 from rcpkit.client import AsyncClient, Client, MemoryTransport
 from rcpkit.client.session import RequestId, Sink
 from rcpkit.engine.service import bind, open_engine
+from rcpkit.protocol.codec import to_builtins
 from rcpkit.protocol.errors import RcpError, TransportClosed
-from rcpkit.protocol.params import to_builtins
 from support.net import free_port
 from support.schema import assert_frame
 from support.stdio import StdioPeer

@@ -15,7 +15,7 @@ from typing import Any
 
 from rcpkit.protocol.content import ContentBlock, text_of
 from rcpkit.protocol.errors import error_from_wire
-from rcpkit.protocol.params import EmbedParams, RetrieveParams
+from rcpkit.protocol.types import EmbedParams, RetrieveParams
 from rcpkit.server import Context, Server
 from rcpkit.server.example import KeywordIndex
 from rcpkit.transports.http import serve_http

@@ -161,7 +161,7 @@ function renderOverview(view) {
   $("stderr").textContent = view.stderr.join("\n");
 }
 
-// ── forms generated from the typed params (JSON Schema of rcpkit.protocol.params) ──
+// ── forms generated from the typed params (JSON Schema of rcpkit.protocol.types) ──
 
 function resolve(schema) {
   let current = schema || {};

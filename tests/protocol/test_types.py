@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rcpkit.protocol import params as P
+from rcpkit.protocol import codec
+from rcpkit.protocol import types as P
 from rcpkit.protocol.content import ContentBlock
 from rcpkit.protocol.errors import InvalidParams, ProtocolViolation
 from rcpkit.protocol.methods import CANCEL, CORE_METHODS, LOG, PROGRESS
@@ -90,7 +91,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
 def test_valid_params_decode_and_round_trip(method: str, params: dict[str, Any]) -> None:
     typed = decode(method, params)
     assert isinstance(typed, P.PARAMS[method])
-    assert decode(method, P.to_builtins(typed)) == typed
+    assert decode(method, codec.to_builtins(typed)) == typed
 
 
 def test_retrieve_fields_are_typed() -> None:
@@ -268,12 +269,12 @@ def test_funnel_invariant(extra: dict[str, Any], field: str | None) -> None:
 # ── encoding ────────────────────────────────────────────────────────────────
 
 def test_to_builtins_names_and_omissions() -> None:
-    wire = P.to_builtins(P.RetrieveParams(query="q", k=3, candidate_k=30,
+    wire = codec.to_builtins(P.RetrieveParams(query="q", k=3, candidate_k=30,
                                           mmr=P.MmrOptions(lambda_=0.3),
                                           meta={"progressToken": "t"}))
     assert wire == {"query": "q", "k": 3, "candidateK": 30, "mmr": {"lambda": 0.3},
                     "_meta": {"progressToken": "t"}}
-    assert P.to_builtins(P.RetrieveParams(query="q", k=3, strict=False))["strict"] is False
+    assert codec.to_builtins(P.RetrieveParams(query="q", k=3, strict=False))["strict"] is False
 
 
 def test_to_builtins_on_dataclasses_omits_none() -> None:
@@ -284,7 +285,7 @@ def test_to_builtins_on_dataclasses_omits_none() -> None:
         a: int
         b: str | None = None
 
-    assert P.to_builtins(Thing(a=1)) == {"a": 1}
+    assert codec.to_builtins(Thing(a=1)) == {"a": 1}
 
 
 def test_non_finite_floats_are_never_emitted() -> None:
@@ -293,7 +294,7 @@ def test_non_finite_floats_are_never_emitted() -> None:
         id="a", score=nan, confidence=inf, vector=[1.0, nan, -inf],
         scores={"dense": inf, "sparse": 0.5}, meta={"x": nan, "keep": None},
     )], usage=P.Usage(latency_ms=nan))
-    wire = P.to_builtins(result)
+    wire = codec.to_builtins(result)
     json.dumps(wire, allow_nan=False)
     hit = wire["hits"][0]
     assert hit["score"] == 0.0 and "confidence" not in hit
@@ -305,7 +306,7 @@ def test_non_finite_floats_are_never_emitted() -> None:
 
 def test_to_builtins_does_not_mutate_shared_objects() -> None:
     meta = {"x": float("nan")}
-    P.to_builtins(P.Hit(id=1, score=1.0, meta=meta))
+    codec.to_builtins(P.Hit(id=1, score=1.0, meta=meta))
     assert math.isnan(meta["x"])
 
 
@@ -318,9 +319,9 @@ any_float = st.floats(allow_nan=True, allow_infinity=True)
 def test_hypothesis_encoded_results_are_valid_json(scores: list[float],
                                                    vector: list[float]) -> None:
     hits = [P.Hit(id=i, score=s, vector=vector) for i, s in enumerate(scores)]
-    wire = P.to_builtins(P.RetrieveResult(hits=hits))
+    wire = codec.to_builtins(P.RetrieveResult(hits=hits))
     json.dumps(wire, allow_nan=False)
-    rerank = P.to_builtins(P.RerankResult.from_scores(scores))
+    rerank = codec.to_builtins(P.RerankResult.from_scores(scores))
     json.dumps(rerank, allow_nan=False)
     assert sorted(rerank["order"]) == list(range(len(scores)))
 
@@ -348,7 +349,7 @@ retrieve_params = st.builds(
 @settings(max_examples=100, deadline=None)
 @given(params=retrieve_params)
 def test_hypothesis_retrieve_params_round_trip(params: P.RetrieveParams) -> None:
-    wire = json.loads(json.dumps(P.to_builtins(params)))
+    wire = json.loads(json.dumps(codec.to_builtins(params)))
     assert decode("retrieve", wire) == params
 
 
@@ -432,7 +433,7 @@ def test_results_match_the_normative_schema(schema: dict[str, Any], method: str,
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator({"$ref": "#/$defs/ResultFor",
                                                  "$defs": schema["$defs"]})
-    wire = json.loads(json.dumps(P.to_builtins(result), allow_nan=False))
+    wire = json.loads(json.dumps(codec.to_builtins(result), allow_nan=False))
     validator.validate({"method": method, "result": wire})
     assert P.decode_result(method, wire) == msgspec.convert(wire, P.RESULTS[method])
 
@@ -452,7 +453,7 @@ def test_encoded_params_match_the_normative_schema(schema: dict[str, Any], metho
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator({"$ref": f"#/$defs/{SCHEMA_PARAMS[method]}",
                                                  "$defs": schema["$defs"]})
-    validator.validate(P.to_builtins(decode(method, params)))
+    validator.validate(codec.to_builtins(decode(method, params)))
 
 
 def test_numpy_values_encode_as_plain_numbers() -> None:
@@ -462,4 +463,4 @@ def test_numpy_values_encode_as_plain_numbers() -> None:
         "id": 1, "score": np.float32(0.5), "vector": np.array([1.0, np.nan], dtype=np.float32),
         "scores": {"dense": np.float32(np.inf)}}
     hit = P.Hit(**engine_values)
-    assert P.to_builtins(hit) == {"id": 1, "score": 0.5, "vector": [1.0, 0.0], "scores": {}}
+    assert codec.to_builtins(hit) == {"id": 1, "score": 0.5, "vector": [1.0, 0.0], "scores": {}}
