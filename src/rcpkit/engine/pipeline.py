@@ -1175,7 +1175,8 @@ class Engine:
         """Corpus sizes at the latest snapshot."""
         counts = self._store.counts()
         return {**asdict(counts), "index_version": self.index_version,
-                "lexical_rows": self._lexical.count, "dense_rows": self._dense.count}
+                "lexical_rows": self._lexical.count, "dense_rows": self._dense.count,
+                "dense_windows": self._dense.window_count}
 
     def describe(self) -> EngineDescription:
         """The engine's real abilities, for building honest capabilities (§6.1)."""

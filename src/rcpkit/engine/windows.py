@@ -188,9 +188,9 @@ class SentenceWindowIndex:
         self.whole.remove(ids)
         gone, _ = self._owners.windows_of(np.unique(ids))
         if len(gone):
-            self.windows.remove(gone)
             keep = ~np.isin(self._owners.window_ids, gone)
             self._owners = _Owners.of(self._owners.window_ids[keep], self._owners.owners[keep])
+            self.windows.remove(gone)
 
     # -- reads ----------------------------------------------------------------------------
 
