@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from rcpkit import fusion
-from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.embedcache import CachedEmbedder
 from rcpkit.engine.embedding import minilm
 from rcpkit.engine.lexical import LexicalIndex
 from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.service import load_config
 from rcpkit.engine.text import Analyzer
 from rcpkit.engine.types import SearchRequest
 from rcpkit.engine.windows import sentence_windows
@@ -62,7 +62,7 @@ class Collection:
 def open_collection(name: str, dataset_dir: Path, data_dir: Path, split: str | None,
                     embedder: CachedEmbedder) -> Collection:
     dataset = load_beir(dataset_dir, split)
-    engine = Engine.open(EngineConfig(data_dir=data_dir), embedder=embedder)
+    engine = Engine.open(load_config(data_dir), embedder=embedder)  # with its rcpkit.toml
     doc_of: dict[int, str] = {}
     for batch in engine._store.iter_rows():
         records = engine._store.chunks(batch.rowids)
