@@ -6,9 +6,10 @@ head, with 1.52 windows each on average: 1.08 windows per chunk). Vectors are cl
 vectors (bench_dense.py's ``clustered`` corpus); a window is its chunk's vector plus noise.
 Queries are noisy corpus vectors. Each query is searched, at the candidate depth the engine
 uses (100), by the whole-text index alone (what a dense index without windows does) and by the
-window index, one right after the other (alternating which goes first), unfiltered and with a
-random 50% and 1% of the chunks allowed, on the HNSW path (after both graphs are built) and
-the exact path (a seeded request, §7.7.1). Read the ratio: on a shared machine the
+window index (the same search, its candidates re-scored with their windows), one right after
+the other (alternating which goes first), unfiltered and with a random 50% and 1% of the
+chunks allowed, on the HNSW path (after the graph is built) and the exact path (a seeded
+request, §7.7.1). Read the ratio: on a shared machine the
 milliseconds move, the pairing keeps the ratio.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_windows.py --size 100000
@@ -60,7 +61,7 @@ def main() -> None:
     index.wait_for_graph()
     settled = time.perf_counter() - started
     vector_bytes = (index.count + index.window_count) * DIMENSION * 4
-    print(f"add {added:.1f} s, graphs built after {settled:.1f} s; vectors "
+    print(f"add {added:.1f} s, graph built after {settled:.1f} s; vectors "
           f"{index.count * DIMENSION * 4 / 2**20:.0f} MiB whole + "
           f"{index.window_count * DIMENSION * 4 / 2**20:.0f} MiB windows = "
           f"{vector_bytes / 2**20:.0f} MiB; RSS +{(rss_bytes() - before) / 2**20:.0f} MiB")
