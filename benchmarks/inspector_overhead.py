@@ -26,7 +26,7 @@ import httpx
 
 from rcpkit.inspector import Inspector, TargetSpec, create_app
 from rcpkit.inspector.app import STATIC, TOKEN_HEADER
-from rcpkit.transports.httpserver import HttpServer
+from rcpkit.transports.http.server import HttpServer
 
 RCPKIT = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
 PARAMS = {"query": "why do bees swarm", "k": 5, "mode": "sparse"}

@@ -1,5 +1,5 @@
 """Serve an ASGI app on an ephemeral loopback port in a background thread, under uvicorn or
-under rcpkit's lean HTTP/1.1 server (:mod:`rcpkit.transports.httpserver`)."""
+under rcpkit's lean HTTP/1.1 server (:mod:`rcpkit.transports.http.server`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Literal, get_args
 
 import uvicorn
 
-from rcpkit.transports.httpserver import HttpServer
+from rcpkit.transports.http.server import HttpServer
 
 __all__ = ["LOOPBACK_KINDS", "LoopbackServer", "ServerKind"]
 

@@ -1,5 +1,5 @@
 """The HTTP tests run the same ASGI app under uvicorn and under rcpkit's lean server
-(:mod:`rcpkit.transports.httpserver`), so the wire behaviour is the same on both."""
+(:mod:`rcpkit.transports.http.server`), so the wire behaviour is the same on both."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The lean HTTP/1.1 server (rcpkit.transports.httpserver) at the byte level, and
+"""The lean HTTP/1.1 server (rcpkit.transports.http.server) at the byte level, and
 ``rcpkit serve --workers`` (§5.2): framing, pipelining, back-pressure, multi-process."""
 
 from __future__ import annotations

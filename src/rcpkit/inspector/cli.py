@@ -23,7 +23,7 @@ import typer
 
 from ..cli_support import fail
 from ..protocol.errors import RcpError, UsageError
-from ..transports.httpserver import HttpServer
+from ..transports.http.server import HttpServer
 from .app import create_app
 from .session import Inspector, TargetSpec
 

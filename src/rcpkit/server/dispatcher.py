@@ -32,6 +32,7 @@ import copy
 import logging
 import math
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,12 +60,15 @@ from ..protocol.methods import CANCEL
 from .context import Context, Notify, ServerSession
 from .framework import Handler, Server
 
-__all__ = ["Dispatcher"]
+__all__ = ["Dispatcher", "RequestObserver"]
 
 logger = logging.getLogger("rcpkit.server")
 
 Reply = dict[str, Any]
 Emit = Callable[[bytes], None]
+RequestObserver = Callable[[str | None, int, float], None]
+"""Told of every answered request: its method (None when the server has no such method),
+the outcome code (0 for a result, else the §12 error code) and the seconds it took."""
 
 
 def _id_key(id_: Any) -> tuple[type, Any]:
@@ -100,8 +104,13 @@ class Dispatcher:
 
     def __init__(self, server: Server, *, session: ServerSession | None = None,
                  stateless: bool = False, max_concurrency: int = 64,
-                 request_timeout_ms: float | None = None, max_batch: int = 1024) -> None:
+                 request_timeout_ms: float | None = None, max_batch: int = 1024,
+                 observer: RequestObserver | None = None, log_bodies: bool = False) -> None:
         self.server = server
+        self.observer = observer
+        self.log_bodies = log_bodies
+        """Whether a failure's log may quote the request's queries and documents (§15.6);
+        off by default, when they are replaced by their length."""
         self.session = session or ServerSession()
         self.stateless = stateless
         self.request_timeout_ms = request_timeout_ms
@@ -210,6 +219,28 @@ class Dispatcher:
 
     def _begin_request(self, req: Request, notify: Notify | None,
                        caller: str | None = None) -> Reply | asyncio.Task[Reply]:
+        """:meth:`_admit_request`, its outcome reported to the :attr:`observer` if any."""
+        observer = self.observer
+        if observer is None:
+            return self._admit_request(req, notify, caller)
+        started = time.perf_counter()
+        outcome = self._admit_request(req, notify, caller)
+        known = req.method if req.method in self.server.handlers or req.method in _BUILTINS \
+            else None  # a client must not mint label values with made-up method names
+
+        def report(reply: Reply) -> None:
+            error = reply.get("error")
+            observer(known, int(error["code"]) if error else 0, time.perf_counter() - started)
+
+        if isinstance(outcome, asyncio.Task):
+            outcome.add_done_callback(
+                lambda task: None if task.cancelled() else report(task.result()))
+        else:
+            report(outcome)
+        return outcome
+
+    def _admit_request(self, req: Request, notify: Notify | None,
+                       caller: str | None) -> Reply | asyncio.Task[Reply]:
         method = req.method
         if method == CANCEL:
             return messages.error_response(req.id, InvalidRequest(
@@ -283,8 +314,9 @@ class Dispatcher:
             return messages.error_response(req.id, Timeout())
         except RcpError as exc:
             return messages.error_response(req.id, exc)
-        except Exception:
-            logger.exception("handler for %r failed (request id %r)", req.method, req.id)
+        except Exception as exc:
+            logger.error("handler for %r failed (request id %r): %s", req.method, req.id,
+                         _failure(exc, req.params, self.log_bodies))
             return messages.error_response(req.id, InternalError())
         finally:
             if req.id is not None:
@@ -448,6 +480,37 @@ def _encodable(reply: Reply) -> Reply:
         logger.exception("the result for request id %r cannot be serialised", reply.get("id"))
         return messages.error_response(reply.get("id"), InternalError())
     return reply
+
+
+def _failure(exc: BaseException, params: Any, with_bodies: bool) -> str:
+    """The traceback of a handler failure, where any query or document text of the request
+    (``params``) it quotes is replaced by its length, unless ``with_bodies`` (§15.6)."""
+    text = "".join(traceback.format_exception(exc))
+    if with_bodies:
+        return text
+    for body in sorted(_bodies(params), key=len, reverse=True):
+        withheld = f"<{len(body)} characters withheld>"
+        text = text.replace(body, withheld).replace(repr(body)[1:-1], withheld)
+    return text
+
+
+#: Params members holding the caller's queries and documents (§7): never logged as such.
+_BODY_KEYS = frozenset({"query", "text", "texts", "inputs", "passages", "documents", "queries",
+                        "content", "data"})
+
+
+def _bodies(value: Any, inside: bool = False) -> set[str]:
+    """The strings under a body key of ``value``, at any depth."""
+    if isinstance(value, str):
+        return {value} if inside and value else set()
+    if isinstance(value, Mapping):
+        found: set[str] = set()
+        for key, item in value.items():
+            found |= _bodies(item, inside or key in _BODY_KEYS)
+        return found
+    if isinstance(value, list):
+        return set().union(*(_bodies(item, inside) for item in value)) if value else set()
+    return set()
 
 
 def _run_checked(handler: Handler, typed: Any, ctx: Context) -> Any:

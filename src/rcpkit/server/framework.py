@@ -18,6 +18,7 @@ a worker thread, coroutine functions on the event loop. ``initialize``,
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -32,6 +33,8 @@ __all__ = ["Conformance", "Handler", "Server"]
 
 Conformance = Literal["L0", "L1", "L2"]
 F = TypeVar("F", bound=Callable[..., Any])
+
+logger = logging.getLogger("rcpkit.server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,24 @@ class Server:
         """Hook run before a stateless request is gated: a server whose capabilities or
         state can change outside this process (another worker's writes) updates them here,
         through :meth:`capability`. The default does nothing."""
+
+    def readiness(self) -> str | None:
+        """Why this server cannot answer requests now, or None when it can: the readiness
+        probe of an orchestrator (``/readyz`` over HTTP). The default asks :meth:`refresh`,
+        which a server keeping its state in a store answers by querying it, so a store that
+        does not answer makes the server not ready. A server that opens its indexes before it
+        is served (the engine) has them loaded whenever this is asked."""
+        try:
+            self.refresh()
+        except Exception:
+            logger.warning("readiness check failed", exc_info=True)
+            return "the server's store does not answer"
+        return None
+
+    def gauges(self) -> Mapping[str, float]:
+        """Operational sizes to expose as metrics (index rows, background work left…),
+        named in snake_case; read when metrics are scraped. The default has none."""
+        return {}
 
     # ── handlers ────────────────────────────────────────────────────────────
     def add_method(self, method: str, fn: Callable[..., Any], *,

@@ -125,6 +125,12 @@ def serve(
         help="Seconds a request head may take to arrive (408 beyond).")] = 10.0,
     body_timeout: Annotated[float, typer.Option(
         help="Seconds a request body may take to arrive (408 beyond).")] = 60.0,
+    metrics: Annotated[bool, typer.Option(
+        "--metrics", help="Serve Prometheus metrics at /metrics beside the base (--http; "
+                          "needs the metrics extra).")] = False,
+    log_bodies: Annotated[bool, typer.Option(
+        "--log-bodies", help="Let failure logs quote queries and documents (off: replaced by "
+                             "their length).")] = False,
     log_level: LogLevelOption = "warning",
 ) -> None:
     """Serve an RCP server over stdio or HTTP."""
@@ -137,8 +143,9 @@ def serve(
             raise ConfigError("--timeout-ms must be positive")
         tokens = list(auth_token or [])
         tokens += [t.strip() for t in os.environ.get(AUTH_TOKENS_ENV, "").split(",") if t.strip()]
-        if stdio and (tokens or cors_origin or api_key_header):
-            raise ConfigError("--auth-token, --api-key-header and --cors-origin apply to --http")
+        if stdio and (tokens or cors_origin or api_key_header or metrics):
+            raise ConfigError("--auth-token, --api-key-header, --cors-origin and --metrics "
+                              "apply to --http")
         address = _parse_host_port(http) if http is not None else None
         if min(max_sessions, max_connections, max_header_bytes) < 1 \
                 or min(session_ttl, header_timeout, body_timeout) <= 0:
@@ -168,7 +175,8 @@ def serve(
         from .stdio import serve_stdio
 
         assert isinstance(source, Server)
-        raise typer.Exit(serve_stdio(source, request_timeout_ms=timeout_ms))
+        raise typer.Exit(serve_stdio(source, request_timeout_ms=timeout_ms,
+                                     log_bodies=log_bodies))
     from .http import serve_http
 
     try:
@@ -176,6 +184,7 @@ def serve(
                             auth_tokens=tokens, api_key_header=api_key_header,
                             cors_origins=cors_origin or (), request_timeout_ms=timeout_ms,
                             max_sessions=max_sessions, session_ttl_s=session_ttl,
+                            metrics=metrics, log_bodies=log_bodies,
                             limits={"max_connections": max_connections,
                                     "max_header_bytes": max_header_bytes,
                                     "header_timeout_s": header_timeout,

@@ -36,11 +36,13 @@ _READ_SIZE = 256 * 1024
 
 
 def serve_stdio(server: Server, *, max_line: int = DEFAULT_MAX_LINE, max_concurrency: int = 64,
-                request_timeout_ms: float | None = None) -> int:
-    """Serve ``server`` on this process's stdin/stdout until EOF or ``shutdown``; return 0."""
+                request_timeout_ms: float | None = None, log_bodies: bool = False) -> int:
+    """Serve ``server`` on this process's stdin/stdout until EOF or ``shutdown``; return 0.
+    ``log_bodies`` lets failure logs quote queries and documents (§15.6; off by default)."""
     frames_fd = _claim_stdout()
     dispatcher_options: dict[str, Any] = {"max_concurrency": max_concurrency,
-                                          "request_timeout_ms": request_timeout_ms}
+                                          "request_timeout_ms": request_timeout_ms,
+                                          "log_bodies": log_bodies}
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         runner.run(_serve(server, sys.stdin.fileno(), frames_fd, max_line, dispatcher_options))
     return 0

@@ -1,0 +1,208 @@
+"""The RCP endpoint and the Starlette app around it (§5.2); routes in :mod:`.direct`."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
+from starlette.routing import Route as StarletteRoute
+from starlette.types import Receive, Scope, Send
+
+from ...protocol import messages
+from ...protocol.errors import InternalError, ParseError, PayloadTooLarge
+from ...protocol.messages import Invalid
+from ...protocol.messages import Request as RpcRequest
+from ...server.framework import Server
+from .auth import Authenticator, cors_middleware
+from .direct import EndpointDirectRoute, Routing
+from .metrics import Metrics
+from .operations import operational_routes
+from .replies import error_body, respond, shed
+from .server import Reply, header_map
+from .sessions import SESSION_HEADER, SessionPolicy, Sessions, refuse_unknown_session
+from .sse import stream_call, wants_sse
+
+__all__ = ["Endpoint", "RcpApp", "create_app"]
+
+logger = logging.getLogger("rcpkit.server")
+
+Headers = dict[bytes, bytes]
+Stream = tuple[Receive, Send]
+"""The ASGI pair a reply can be streamed on (SSE) and a disconnect learned from."""
+
+_SESSION_KEY = SESSION_HEADER.lower().encode()
+_PENDING_RETRY_S = 1.0
+"""Retry advice when ``max_pending`` requests are in flight: requests take milliseconds, so
+a second is enough for some to finish."""
+
+
+class Endpoint:
+    """The POST handler shared by ``<base>`` and ``<base>/<method>``.
+
+    A plain ASGI app (no Request/Response objects on the hot path): Starlette routes
+    to it, answers 404/405 and applies CORS around it.
+    """
+
+    def __init__(self, server: Server, sessions: Sessions, auth: Authenticator,
+                 max_body_bytes: int, max_pending: int, shed_counter: Callable[[], None]) -> None:
+        self.server = server
+        self.shed_counter = shed_counter
+        """Told of each request refused because ``max_pending`` are in flight."""
+        self.sessions = sessions
+        self.auth = auth
+        self.max_body_bytes = max_body_bytes
+        self.max_pending = max_pending
+        self.pending = 0
+
+    async def read_body(self, headers: Headers, receive: Receive) -> bytes | None:
+        """The body, or None when it exceeds the limit (declared or actual)."""
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            return None
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+            body += message.get("body", b"")
+            if len(body) > self.max_body_bytes:
+                return None
+            if not message.get("more_body", False):
+                return body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry; ``scope["path_params"]["method"]`` is the method named by the path."""
+        reply = await self.answer(scope.get("path_params", {}).get("method"),
+                                  header_map(scope["headers"]), receive, (receive, send))
+        if reply is not None:
+            await respond(send, *reply)
+
+    async def answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
+                     stream: Stream | None) -> Reply | None:
+        """The reply to one POST, or None once it went out as SSE on ``stream``.
+
+        ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
+        ``stream`` the reply is always buffered. Credentials are checked first, then load
+        (429), then the body; an unexpected failure here is a 500 (``-32603``)."""
+        principal = self.auth.authenticate(headers)
+        if isinstance(principal, tuple):
+            return principal
+        if self.pending >= self.max_pending:
+            self.shed_counter()
+            return shed(_PENDING_RETRY_S, "server busy")
+        self.pending += 1
+        try:
+            if not isinstance(body, bytes):
+                received = await self.read_body(headers, body)
+                if received is None:
+                    return self.too_large()
+                body = received
+            return await self.dispatch(path_method, headers, body, stream, principal)
+        except ClientDisconnect:
+            return None
+        except Exception:
+            logger.exception("HTTP transport failure")
+            return 500, [], error_body(InternalError())
+        finally:
+            self.pending -= 1
+
+    def too_large(self) -> Reply:
+        return 413, [], error_body(PayloadTooLarge(
+            f"the body exceeds {self.max_body_bytes} bytes", data={"limit": self.max_body_bytes}))
+
+    async def dispatch(self, path_method: str | None, headers: Headers, body: bytes,
+                       stream: Stream | None, principal: str | None) -> Reply | None:
+        """``principal`` is the caller of a stateless request, whose session all share; a
+        token or single session is the caller itself."""
+        parsed = messages.parse(body)
+        if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
+            return 400, [], error_body(parsed.error)
+        token = headers.get(_SESSION_KEY)
+        presented = token.decode("latin-1") if token is not None else None
+        dispatcher = self.sessions.dispatcher_for(presented)
+        wait = self.sessions.retry_after(dispatcher)
+        if wait is not None:
+            return shed(wait, "every session is in use")
+        if self.sessions.policy == "token" and presented is not None \
+                and dispatcher.session.token != presented:
+            parsed = refuse_unknown_session(parsed)
+        caller = principal if self.sessions.policy == "stateless" else None
+        if stream is not None and isinstance(parsed, RpcRequest) \
+                and wants_sse(headers.get(b"accept", b""), dispatcher, self.server.capabilities):
+            await stream_call(*stream, dispatcher, parsed, path_method, caller,
+                              self.sessions.after)
+            return None
+        reply = await dispatcher.handle_message(parsed, path_method=path_method, caller=caller)
+        self.sessions.after(dispatcher)
+        return (204, [], b"") if reply is None else (200, [], reply)
+
+
+class RcpApp(Starlette):
+    """Starlette, entered through :meth:`.direct.Routing.decide`: a request routed
+    ``endpoint`` goes straight to the endpoint, skipping the generic middleware and router;
+    one routed ``framework`` takes the full Starlette stack. Requests routed ``direct`` never
+    arrive here: :class:`.server.HttpServer` answers them through :attr:`direct`."""
+
+    def __init__(self, routing: Routing, endpoint: Endpoint, **options: Any) -> None:
+        super().__init__(**options)
+        self.routing = routing
+        self.endpoint = endpoint
+        self.direct = EndpointDirectRoute(routing, endpoint)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            root = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root):]
+            route = self.routing.decide(scope["method"].encode("latin-1"), path)
+            if route.kind == "endpoint":
+                scope["path_params"] = {"method": route.method} if route.method else {}
+                await self.endpoint(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = "stateless",
+               auth_tokens: Iterable[str] = (), api_key_header: str | None = None,
+               cors_origins: Iterable[str] = (), max_body_bytes: int = 8 * 1024 * 1024,
+               session_ttl_s: float = 900.0, max_sessions: int = 10_000,
+               max_pending: int = 1024, max_concurrency: int = 64,
+               request_timeout_ms: float | None = None, metrics: Metrics | None = None,
+               collection: str | None = None, log_bodies: bool = False) -> RcpApp:
+    """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`), with
+    ``/healthz`` and ``/readyz`` beside the base, and ``/metrics`` when ``metrics`` is given
+    (its requests labelled ``collection``, by default the server's name). ``log_bodies``
+    lets failure logs quote queries and documents (§15.6; off by default)."""
+    base = "/" + base.strip("/")
+    options: dict[str, Any] = {"max_concurrency": max_concurrency,
+                               "request_timeout_ms": request_timeout_ms,
+                               "log_bodies": log_bodies}
+    label = collection or server.name
+    shed_counter: Callable[[], None] = _uncounted
+    if metrics is not None:
+        metrics.watch(label, server)
+        options["observer"] = functools.partial(_observe, metrics, label)
+        shed_counter = functools.partial(metrics.rate_limited, label, "server")
+    endpoint = Endpoint(server, Sessions(server, sessions, session_ttl_s, max_sessions, options),
+                        Authenticator(auth_tokens, api_key_header), max_body_bytes, max_pending,
+                        shed_counter)
+    middleware = cors_middleware(cors_origins, api_key_header)
+    routing = Routing(base, max_body_bytes=max_body_bytes, cors=bool(middleware))
+    return RcpApp(routing, endpoint, middleware=middleware, routes=[
+        *operational_routes(base, server, metrics),
+        StarletteRoute(base, endpoint, methods=["POST"]),
+        StarletteRoute(base + "/{method:path}", endpoint, methods=["POST"])])
+
+
+def _observe(metrics: Metrics, collection: str, method: str | None, code: int,
+             seconds: float) -> None:
+    metrics.request_done(method, collection, code, seconds)
+
+
+def _uncounted() -> None:
+    """Without metrics a refusal is not counted."""

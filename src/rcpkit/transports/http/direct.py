@@ -1,0 +1,92 @@
+"""The route of each request to the RCP app, decided in one place, and the direct route.
+
+:meth:`Routing.decide` is the only code that looks at a request's verb, path and headers
+to choose how it is served. Exactly one of three routes:
+
+- ``direct`` — a POST under the base with a ``content-length`` within the limit and no
+  SSE in ``Accept``: under :class:`.server.HttpServer` the endpoint answers it from the
+  buffered body, with no ASGI scope or message at all (:class:`DirectRoute`);
+- ``endpoint`` — any other POST under the base (SSE, a chunked body, or any ASGI server):
+  the endpoint over ASGI, past Starlette's router and middleware;
+- ``framework`` — everything else, and every request while CORS is on: Starlette's full
+  stack (404, 405, OPTIONS preflight, CORS headers, the operational ``GET`` routes).
+
+:class:`.server.HttpServer` asks first, from the request head; a request it does not take
+directly reaches the ASGI entry, which asks the same function and gets the same route
+(``endpoint`` or ``framework``), so both entries always agree.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+from .replies import reply_headers
+from .server import Reply
+
+if TYPE_CHECKING:
+    from .app import Endpoint
+
+__all__ = ["EndpointDirectRoute", "Route", "Routing"]
+
+RouteKind = Literal["direct", "endpoint", "framework"]
+
+
+class Route(NamedTuple):
+    kind: RouteKind
+    method: str = ""
+    """The RCP method named by the path (``<base>/<method>``); ``""`` for the base itself."""
+
+
+_FRAMEWORK = Route("framework")
+
+
+class Routing:
+    """Where requests go, for an app at ``base``."""
+
+    def __init__(self, base: str, *, max_body_bytes: int, cors: bool) -> None:
+        self.base = base
+        self._prefix = base + "/"
+        self.max_body_bytes = max_body_bytes
+        self.cors = cors
+
+    def decide(self, verb: bytes, path: str, headers: dict[bytes, bytes] | None = None
+               ) -> Route:
+        """The route of one request. ``path`` has its query and root path removed and its
+        escapes decoded. ``headers`` come from a caller that can hand the endpoint the
+        whole body at once (only :class:`.server.HttpServer` can): without them the route
+        is never ``direct``."""
+        if self.cors or verb != b"POST":
+            return _FRAMEWORK
+        if path == self.base:
+            method = ""
+        elif path.startswith(self._prefix) and len(path) > len(self._prefix):
+            method = path[len(self._prefix):]
+        else:
+            return _FRAMEWORK
+        if headers is None or b"text/event-stream" in headers.get(b"accept", b""):
+            return Route("endpoint", method)
+        length = headers.get(b"content-length", b"")
+        direct = length.isdigit() and int(length) <= self.max_body_bytes
+        return Route("direct" if direct else "endpoint", method)
+
+
+class EndpointDirectRoute:
+    """:class:`.server.DirectRoute` for the endpoint: the requests routed ``direct``."""
+
+    def __init__(self, routing: Routing, endpoint: Endpoint) -> None:
+        self.routing = routing
+        self.endpoint = endpoint
+
+    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
+        """A plain target only: one with a query or escapes takes the ASGI entry, whose scope
+        carries its path decoded the way every ASGI server decodes it."""
+        if b"?" in target or b"%" in target:
+            return None
+        route = self.routing.decide(method, target.decode("latin-1"), headers)
+        return route.method if route.kind == "direct" else None
+
+    async def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Reply:
+        reply = await self.endpoint.answer(route or None, headers, body, None)
+        assert reply is not None, "without a stream every reply is buffered"
+        status, extra, payload = reply
+        return status, reply_headers(status, extra), payload

@@ -1,0 +1,100 @@
+"""Prometheus metrics of a serving process (``rcpkit serve --metrics``, off by default).
+
+Labels are bounded on purpose: the method (only methods the server has; any other is
+``unknown``), the collection, the outcome code (``ok`` or the §12 error code), a principal
+kind. Never a query, a document or an id: those are the caller's data (§15.6).
+
+Several workers (``--workers N``): prometheus_client's multi-process mode. The supervisor
+gives the workers one directory (``PROMETHEUS_MULTIPROC_DIR``) before they start; each
+writes its counters and histograms there and whichever worker answers ``/metrics`` sums
+them. Index sizes are read from the served server at scrape time: every worker reads the
+same shared record, so the one answering speaks for all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from ...protocol.errors import UsageError
+from ...server.framework import Server
+
+__all__ = ["CONTENT_TYPE", "MULTIPROCESS_ENV", "Metrics"]
+
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                    10.0, 30.0)
+
+
+class Metrics:
+    """The counters of one process, fed by the HTTP app and by whoever refuses requests
+    (rate limits). Create one per process and pass it to every app it serves."""
+
+    def __init__(self) -> None:
+        # Imported here, in the serving process: prometheus_client picks its multi-process
+        # value store at import, from the environment the supervisor prepared.
+        try:
+            self._client: Any = importlib.import_module("prometheus_client")
+        except ImportError:
+            raise UsageError("metrics need the metrics extra: "
+                             "pip install 'rcpkit[metrics]'") from None
+        Counter, Histogram = self._client.Counter, self._client.Histogram
+        self._servers: dict[str, Server] = {}
+        self._registry = self._client.CollectorRegistry()
+        self._registry.register(_Gauges(self._servers, self._client))
+        self._requests = Counter(
+            "rcpkit_requests", "RCP requests answered, by method, collection and outcome code.",
+            ["method", "collection", "code"], registry=self._registry)
+        self._latency = Histogram(
+            "rcpkit_request_seconds", "Seconds to answer an RCP request, by method.",
+            ["method", "collection"], buckets=_LATENCY_BUCKETS, registry=self._registry)
+        self._rate_limited = Counter(
+            "rcpkit_rate_limited", "Requests refused for load or a rate limit (-32011).",
+            ["collection", "principal_kind"], registry=self._registry)
+
+    def watch(self, collection: str, server: Server) -> None:
+        """Expose ``server``'s :meth:`~rcpkit.server.Server.gauges` under ``collection``."""
+        self._servers[collection] = server
+
+    def request_done(self, method: str | None, collection: str, code: int,
+                     seconds: float) -> None:
+        """One answered request; ``method`` None when the server has no such method."""
+        name = method or "unknown"
+        self._requests.labels(name, collection, "ok" if code == 0 else str(code)).inc()
+        self._latency.labels(name, collection).observe(seconds)
+
+    def rate_limited(self, collection: str, principal_kind: str) -> None:
+        """One request refused with ``-32011`` (``principal_kind``: ``server`` for load
+        shedding, else the kind of caller whose limit it hit)."""
+        self._rate_limited.labels(collection, principal_kind).inc()
+
+    def exposition(self) -> bytes:
+        """The current values in the Prometheus text format, all workers summed."""
+        directory = os.environ.get(MULTIPROCESS_ENV)
+        if not directory:
+            return bytes(self._client.generate_latest(self._registry))
+        registry = self._client.CollectorRegistry()
+        importlib.import_module("prometheus_client.multiprocess").MultiProcessCollector(
+            registry, path=directory)
+        registry.register(_Gauges(self._servers, self._client))
+        return bytes(self._client.generate_latest(registry))
+
+
+class _Gauges:
+    """Reads the watched servers' gauges when scraped."""
+
+    def __init__(self, servers: dict[str, Server], client: Any) -> None:
+        self.servers = servers
+        self.family = client.core.GaugeMetricFamily
+
+    def collect(self) -> Iterator[Any]:
+        family = self.family("rcpkit_index", "Corpus and index sizes, background work.",
+                             labels=["collection", "name"])
+        for collection, server in self.servers.items():
+            for name, value in server.gauges().items():
+                family.add_metric([collection, name], value)
+        yield family
