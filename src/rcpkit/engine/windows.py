@@ -106,18 +106,20 @@ class _Owners:
     """``owners[i]``: the row id whose window ``window_ids[i]`` is."""
     by_owner: np.ndarray
     """Positions into the two arrays above, ordered by owner."""
+    sorted_owners: np.ndarray
+    """``owners[by_owner]``, kept so a search does not gather it again."""
 
     @classmethod
     def of(cls, window_ids: np.ndarray, owners: np.ndarray) -> _Owners:
         order = np.argsort(window_ids, kind="stable")
         window_ids, owners = window_ids[order], owners[order]
-        return cls(window_ids, owners, np.argsort(owners, kind="stable"))
+        by_owner = np.argsort(owners, kind="stable")
+        return cls(window_ids, owners, by_owner, owners[by_owner])
 
     def windows_of(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The window ids of ``rowids`` and, for each, the index in ``rowids`` it belongs to."""
-        sorted_owners = self.owners[self.by_owner]
-        starts = np.searchsorted(sorted_owners, rowids, side="left")
-        ends = np.searchsorted(sorted_owners, rowids, side="right")
+        starts = np.searchsorted(self.sorted_owners, rowids, side="left")
+        ends = np.searchsorted(self.sorted_owners, rowids, side="right")
         counts = ends - starts
         if not counts.any():
             return _EMPTY_IDS, _EMPTY_IDS
