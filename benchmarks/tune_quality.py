@@ -33,7 +33,7 @@ from rcpkit.engine.lexical import LexicalIndex
 from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.service import load_config
 from rcpkit.engine.text import Analyzer
-from rcpkit.engine.types import SearchRequest
+from rcpkit.engine.types import RerankOptions, SearchRequest
 from rcpkit.engine.windows import sentence_windows
 from rcpkit.eval.datasets import Dataset, load_beir
 from rcpkit.eval.metrics import evaluate
@@ -321,6 +321,31 @@ def sweep_rm3(collections: list[Collection], fuse_names: Sequence[str]) -> None:
             print(line, flush=True)
 
 
+def sweep_rerank(collections: list[Collection], queries: int) -> None:
+    """The late-interaction rerank (§7.6 ``colbert``, top 20) on the default hybrid against
+    none, through ``Engine.search`` as a served ``retrieve`` runs it (k 20: topN ≥ k, §3.3),
+    on the first ``queries`` judged queries; p50 per configuration, interleaved."""
+    for collection in collections:
+        judged = list(collection.dataset.judged_queries().items())[:queries]
+        runs: dict[str, dict[str, list[str]]] = {"hybrid default": {}, "+ colbert top 20": {}}
+        timings: dict[str, list[float]] = {name: [] for name in runs}
+        for number, (query_id, text) in enumerate(judged):
+            names = list(runs) if number % 2 else list(reversed(runs))
+            for name in names:
+                rerank = RerankOptions("colbert", top_n=20) if name != "hybrid default" else None
+                request = SearchRequest(query=text, k=20, rerank=rerank, seed=42,
+                                        include_text=False)
+                started = time.perf_counter()
+                hits = collection.engine.search(request).hits
+                timings[name].append((time.perf_counter() - started) * 1000)
+                runs[name][query_id] = [hit.doc_id for hit in hits]
+        header(f"{collection.name}: rerank on the first {len(judged)} queries (k 20)")
+        for name, run in runs.items():
+            means = evaluate(run, collection.dataset.qrels).means
+            print(row(name, means) + f"   p50 {np.median(timings[name]):.1f} ms, "
+                  f"p95 {np.percentile(timings[name], 95):.1f} ms", flush=True)
+
+
 def sweep_latency(collections: list[Collection]) -> None:
     """``Engine.search`` p50 of the default hybrid against RRF, interleaved query by query in
     one process, each going first on every other query (fusion cost depends on candidateK,
@@ -345,12 +370,14 @@ def main() -> None:
                         help="NAME=DATASET_DIR:DATA_DIR (the data dir already holds the corpus)")
     parser.add_argument("--split", default=None, help="qrels split (default test / the only one)")
     parser.add_argument("--sweep", action="append",
-                        choices=("fusion", "bm25", "windows", "rm3", "latency"),
+                        choices=("fusion", "bm25", "windows", "rm3", "rerank", "latency"),
                         default=[])
     parser.add_argument("--embedding-cache", type=Path, default=Path("embedding-cache.sqlite3"),
                         help="content-hash embedding cache (queries, sentence windows)")
     parser.add_argument("--alphas", type=float, nargs="+", default=ALPHAS,
                         help="dense weights of the normalised fusions in the fusion sweep")
+    parser.add_argument("--rerank-queries", type=int, default=100,
+                        help="judged queries the rerank sweep runs (about a second of CPU each)")
     parser.add_argument("--hybrid-fusion", default="tm2c2 a=0.5",
                         help="the fusion the BM25 and window sweeps measure the hybrid with")
     args = parser.parse_args()
@@ -372,6 +399,8 @@ def main() -> None:
         sweep_windows(collections, args.hybrid_fusion, embedder)
     if "rm3" in args.sweep:
         sweep_rm3(collections, (args.hybrid_fusion, "rrf k=60"))
+    if "rerank" in args.sweep:
+        sweep_rerank(collections, args.rerank_queries)
     if "latency" in args.sweep:
         sweep_latency(collections)
     for collection in collections:
