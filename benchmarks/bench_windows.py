@@ -24,7 +24,7 @@ import numpy as np
 from _common import percentiles, rss_bytes, stamp
 from bench_dense import DIMENSION, make_corpus, unit_rows
 
-from rcpkit.engine.windows import SentenceWindowIndex, WindowVectors
+from rcpkit.engine.indexes.windows import SentenceWindowIndex, WindowVectors
 
 DEPTH = 100
 LONG_SHARE = 3681 / 5183

@@ -27,14 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from rcpkit import fusion
-from rcpkit.engine.embedcache import CachedEmbedder
-from rcpkit.engine.embedding import minilm
-from rcpkit.engine.lexical import LexicalIndex
-from rcpkit.engine.pipeline import Engine
-from rcpkit.engine.service import load_config
+from rcpkit.engine.config import load_config
+from rcpkit.engine.core import Engine
+from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.indexes.windows import sentence_windows
+from rcpkit.engine.models.embedcache import CachedEmbedder
+from rcpkit.engine.models.embedding import minilm
 from rcpkit.engine.text import Analyzer
 from rcpkit.engine.types import RerankOptions, SearchRequest
-from rcpkit.engine.windows import sentence_windows
 from rcpkit.eval.datasets import Dataset, load_beir
 from rcpkit.eval.metrics import evaluate
 
@@ -63,6 +63,8 @@ def open_collection(name: str, dataset_dir: Path, data_dir: Path, split: str | N
                     embedder: CachedEmbedder) -> Collection:
     dataset = load_beir(dataset_dir, split)
     engine = Engine.open(load_config(data_dir), embedder=embedder)  # with its rcpkit.toml
+    indexes = engine.indexes
+    assert indexes is not None  # SQLite: the engine searches its derived indexes
     doc_of: dict[int, str] = {}
     for batch in engine._store.iter_rows():
         records = engine._store.chunks(batch.rowids)
@@ -73,11 +75,11 @@ def open_collection(name: str, dataset_dir: Path, data_dir: Path, split: str | N
                               for start in range(0, len(texts), 256)])
     dense: dict[str, Ranked] = {}
     for (query_id, _), vector in zip(queries.items(), vectors, strict=True):
-        rowids, scores = engine._dense.search(vector, DEPTH, exact=True)
+        rowids, scores = indexes.dense.search(vector, DEPTH, exact=True)
         dense[query_id] = [(str(r), float(s)) for r, s in zip(rowids.tolist(), scores.tolist(),
                                                                strict=True)]
     collection = Collection(name, dataset, engine, doc_of, vectors, dense, {})
-    collection.sparse = sparse_lists(collection, engine._lexical)
+    collection.sparse = sparse_lists(collection, indexes.lexical)
     return collection
 
 
@@ -240,7 +242,9 @@ class FeedbackTerms:
 
     @classmethod
     def of(cls, collection: Collection) -> FeedbackTerms:
-        analyzer, plain = collection.engine._lexical.analyzer, Analyzer(stem=False)
+        indexes = collection.engine.indexes
+        assert indexes is not None
+        analyzer, plain = indexes.lexical.analyzer, Analyzer(stem=False)
         terms: dict[int, Counter[str]] = {}
         lengths: dict[int, int] = {}
         surface: dict[str, str] = {}
@@ -264,7 +268,9 @@ def rm3_lists(collection: Collection, feedback: FeedbackTerms, docs: int, terms:
     best ``terms`` of that model (L1-normalised) join the original query terms
     (L1-normalised, weight ``original``), and rows are scored by the weighted sum of
     per-term BM25 scores."""
-    index = collection.engine._lexical
+    indexes = collection.engine.indexes
+    assert indexes is not None
+    index = indexes.lexical
     analyzer = index.analyzer
     lists: dict[str, Ranked] = {}
     for query_id, text in collection.dataset.judged_queries().items():

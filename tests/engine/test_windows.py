@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.embedding import HashingEmbedder
-from rcpkit.engine.pipeline import Engine
-from rcpkit.engine.types import DocumentIn, SearchRequest
-from rcpkit.engine.windows import (
+from rcpkit.engine.core import Engine
+from rcpkit.engine.indexes.windows import (
     HEAD_CHARS,
     WINDOW_CHARS,
     SentenceWindowIndex,
     WindowVectors,
     sentence_windows,
 )
+from rcpkit.engine.models.embedding import HashingEmbedder
+from rcpkit.engine.types import DocumentIn, SearchRequest
 
 DIMENSION = 8
 
@@ -183,8 +183,8 @@ def test_engine_windows_lift_a_long_chunk_and_persist(tmp_path: Path) -> None:
     with open_engine(tmp_path / "on", embedder, enabled=True) as engine:
         before = engine.index_version
         engine.add([LONG, SHORT])
-        assert engine._dense.window_count == len(sentence_windows(LONG.text)) > 0
-        assert embedder.documents == 2 + engine._dense.window_count
+        assert engine.stats()["dense_windows"] == len(sentence_windows(LONG.text)) > 0
+        assert embedder.documents == 2 + engine.stats()["dense_windows"]
         with_windows = long_score(engine)
         assert with_windows > whole_only + 0.1
         filtered = engine.search(SearchRequest(query=QUESTION.query, mode="dense", k=2, seed=1,
@@ -207,5 +207,5 @@ def test_engine_turning_windows_on_rebuilds_them(tmp_path: Path) -> None:
         plain.add([LONG, SHORT])
         whole_only = long_score(plain)
     with open_engine(tmp_path, HashingEmbedder(64), enabled=True) as engine:
-        assert engine._dense.window_count > 0
+        assert engine.stats()["dense_windows"] > 0
         assert long_score(engine) > whole_only + 0.1

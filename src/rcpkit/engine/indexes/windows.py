@@ -10,13 +10,14 @@ read (:func:`sentence_windows`), and scores a chunk
 (``mix`` 1: the best of its vectors; 0: the whole-text vector alone). The mix 0.5 default was
 chosen on development data (docs/benchmarks.md, "Quality (development data)").
 
-It answers the :class:`~rcpkit.engine.dense.DenseIndex` interface the engine searches: row ids
-are the store's, and ``allow`` (§8 filters, §7.7.1 snapshots) and ``exact`` apply to the
-whole-text search that proposes the candidates (the engine asks for candidateK of them); each
-candidate is then re-scored exactly with its windows. A chunk without windows (text within the
-head) keeps its whole-text cosine. Searching the windows for candidates of their own as well
-(a second HNSW graph) bought 0.001 nDCG@10 on SciFact for a second graph search per query, so
-window vectors are only read, never searched: they are kept without a graph.
+It answers the :class:`~rcpkit.engine.indexes.dense.DenseIndex` interface the engine
+searches: row ids are the store's, and ``allow`` (§8 filters, §7.7.1 snapshots) and ``exact``
+apply to the whole-text search that proposes the candidates (the engine asks for candidateK of
+them); each candidate is then re-scored exactly with its windows. A chunk without windows
+(text within the head) keeps its whole-text cosine. Searching the windows for candidates of
+their own as well (a second HNSW graph) bought 0.001 nDCG@10 on SciFact for a second graph
+search per query, so window vectors are only read, never searched: they are kept without a
+graph.
 
 Window vectors are derived data, like the whole-text index they sit beside: they are embedded
 when rows reach the index (:func:`embed_windows`, before the caller takes its lock), saved with
@@ -34,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from rcpkit.engine.chunking import sentence_spans
-from rcpkit.engine.dense import DenseIndex
-from rcpkit.engine.persist import commit_manifest, save_arrays, verify_file
+from rcpkit.engine.documents.chunking import sentence_spans
+from rcpkit.engine.indexes.dense import DenseIndex
+from rcpkit.engine.indexes.persist import commit_manifest, save_arrays, verify_file
 
 __all__ = ["HEAD_CHARS", "WINDOW_CHARS", "SentenceWindowIndex", "WindowVectors",
            "embed_windows", "sentence_windows"]
@@ -133,7 +134,7 @@ class SentenceWindowIndex:
     """Whole-text vectors plus sentence-window vectors per row id (see module docstring).
 
     ``enabled`` False keeps no windows: the index is then its whole-text
-    :class:`~rcpkit.engine.dense.DenseIndex`, searched directly.
+    :class:`~rcpkit.engine.indexes.dense.DenseIndex`, searched directly.
     """
 
     def __init__(self, whole: DenseIndex, windows: DenseIndex, *, enabled: bool,
