@@ -347,7 +347,8 @@ def sweep_rerank(collections: list[Collection], queries: int) -> None:
                 runs[name][query_id] = [hit.doc_id for hit in hits]
         header(f"{collection.name}: rerank on the first {len(judged)} queries (k 20)")
         for name, run in runs.items():
-            means = evaluate(run, collection.dataset.qrels).means
+            sampled = {query_id: collection.dataset.qrels[query_id] for query_id in run}
+            means = evaluate(run, sampled).means
             print(row(name, means) + f"   p50 {np.median(timings[name]):.1f} ms, "
                   f"p95 {np.percentile(timings[name], 95):.1f} ms", flush=True)
 
