@@ -1,6 +1,6 @@
 """Sentence-window dense index: what the window vectors cost at search time, build and memory.
 
-One :class:`~rcpkit.engine.windows.SentenceWindowIndex` holds ``--size`` chunk vectors and
+One :class:`~rcpkit.engine.indexes.windows.SentenceWindowIndex` holds ``--size`` chunk vectors and
 window vectors in SciFact-train's proportions (71% of the abstracts run past the encoder's
 head, with 1.52 windows each on average: 1.08 windows per chunk). Vectors are clustered unit
 vectors (bench_dense.py's ``clustered`` corpus); a window is its chunk's vector plus noise.

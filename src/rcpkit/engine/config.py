@@ -109,7 +109,7 @@ class EngineConfig:
     """Dense weight of the normalised fusions when a request sets no ``alpha``/``weights``."""
     dense_sentence_windows: bool = False
     """Keep sentence-window vectors beside each chunk's whole-text vector, so dense recall
-    reads past the encoder's 256 tokens (:mod:`rcpkit.engine.windows`). Off by default: it
+    reads past the encoder's 256 tokens (:mod:`rcpkit.engine.indexes.windows`). Off by default: it
     pays on long chunks only (docs/benchmarks.md), costs embedding at ingest and vectors in
     memory there, and every process catching up on another's writes embeds the windows
     again unless they share an ``embedding_cache``. Turning it on re-embeds the windows of
