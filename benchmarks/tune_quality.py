@@ -11,7 +11,7 @@ The chosen configurations are then confirmed end to end over stdio with ``rcpkit
 (docs/benchmarks.md, "Quality (development data)").
 
     python benchmarks/tune_quality.py --collection scifact=DATASET_DIR:DATA_DIR \\
-        --collection faq-en=...:... --sweep fusion --sweep bm25 --sweep windows
+        --collection faq-en=...:... --sweep fusion --sweep bm25 --sweep windows --sweep rm3
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,14 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from rcpkit import fusion
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import load_config
 from rcpkit.engine.core import Engine
-from rcpkit.engine.documents.chunking import sentence_spans
 from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.indexes.windows import sentence_windows
 from rcpkit.engine.models.embedcache import CachedEmbedder
 from rcpkit.engine.models.embedding import minilm
 from rcpkit.engine.text import Analyzer
-from rcpkit.engine.types import SearchRequest
+from rcpkit.engine.types import RerankOptions, SearchRequest
 from rcpkit.eval.datasets import Dataset, load_beir
 from rcpkit.eval.metrics import evaluate
 
@@ -61,7 +62,7 @@ class Collection:
 def open_collection(name: str, dataset_dir: Path, data_dir: Path, split: str | None,
                     embedder: CachedEmbedder) -> Collection:
     dataset = load_beir(dataset_dir, split)
-    engine = Engine.open(EngineConfig(data_dir=data_dir), embedder=embedder)
+    engine = Engine.open(load_config(data_dir), embedder=embedder)  # with its rcpkit.toml
     indexes = engine.indexes
     assert indexes is not None  # SQLite: the engine searches its derived indexes
     doc_of: dict[int, str] = {}
@@ -182,33 +183,10 @@ def sweep_bm25(collections: list[Collection], fuse_name: str) -> None:
                   + f"   ({time.perf_counter() - started:.1f}s)")
 
 
-def tail_windows(text: str, *, head_chars: int, window_chars: int) -> list[str]:
-    """Whole-sentence windows of at most ``window_chars`` covering what the encoder did not
-    read of ``text`` (it stops at 256 tokens, about ``head_chars`` characters): from the first
-    sentence that does not end within the head; ``[]`` when the whole text fits in it."""
-    if len(text) <= head_chars:
-        return []
-    windows: list[str] = []
-    start = end = -1
-    for sentence_start, sentence_end in sentence_spans(text, max_chars=window_chars):
-        if sentence_end <= head_chars:
-            continue
-        if start < 0:
-            start, end = sentence_start, sentence_end
-        elif sentence_end - start <= window_chars:
-            end = sentence_end
-        else:
-            windows.append(text[start:end])
-            start, end = sentence_start, sentence_end
-    if start >= 0:
-        windows.append(text[start:end])
-    return windows
-
-
 def window_lists(collection: Collection, embedder: CachedEmbedder, head_chars: int,
                  window_chars: int, mix: float) -> dict[str, Ranked]:
     """Exact dense lists where a chunk scores ``whole + mix · max(0, best window - whole)``
-    (``mix`` 1: the max of its vectors), the windows being :func:`tail_windows`."""
+    (``mix`` 1: the max of its vectors), the windows being :func:`sentence_windows`."""
     rowids: list[int] = []
     wholes: list[np.ndarray] = []
     owners: list[int] = []
@@ -217,7 +195,7 @@ def window_lists(collection: Collection, embedder: CachedEmbedder, head_chars: i
         for position, (rowid, text) in enumerate(zip(batch.rowids, batch.texts, strict=True)):
             rowids.append(rowid)
             wholes.append(batch.vectors[position])
-            windows = tail_windows(text, head_chars=head_chars, window_chars=window_chars)
+            windows = sentence_windows(text, head_chars=head_chars, window_chars=window_chars)
             owners.extend([len(rowids) - 1] * len(windows))
             texts.extend(windows)
     whole = np.asarray(wholes, np.float32)
@@ -253,6 +231,128 @@ def sweep_windows(collections: list[Collection], fuse_name: str,
                   + f"   ({time.perf_counter() - started:.1f}s, {embedder.misses} embedded)")
 
 
+@dataclass
+class FeedbackTerms:
+    """Per row, its analysed terms and a surface word for each (a query text that analyses
+    back to that term), for pseudo-relevance feedback over the engine's own BM25 index."""
+
+    terms: dict[int, Counter[str]]
+    lengths: dict[int, int]
+    surface: dict[str, str]
+
+    @classmethod
+    def of(cls, collection: Collection) -> FeedbackTerms:
+        indexes = collection.engine.indexes
+        assert indexes is not None
+        analyzer, plain = indexes.lexical.analyzer, Analyzer(stem=False)
+        terms: dict[int, Counter[str]] = {}
+        lengths: dict[int, int] = {}
+        surface: dict[str, str] = {}
+        for batch in collection.engine._store.iter_rows():
+            for rowid, text in zip(batch.rowids, batch.texts, strict=True):
+                stems = analyzer.tokens(text)
+                terms[rowid], lengths[rowid] = Counter(stems), max(len(stems), 1)
+                words = plain.tokens(text)
+                if len(words) == len(stems):
+                    for stem, word in zip(stems, words, strict=True):
+                        surface.setdefault(stem, word)
+        surface = {stem: word for stem, word in surface.items()
+                   if analyzer.tokens(word) == [stem]}
+        return cls(terms, lengths, surface)
+
+
+def rm3_lists(collection: Collection, feedback: FeedbackTerms, docs: int, terms: int,
+              original: float) -> dict[str, Ranked]:
+    """BM25 lists for RM3-expanded queries (Lavrenko and Croft's relevance model, RM3 as in
+    Anserini): the top ``docs`` rows weight their terms' ``tf / |d|`` by their BM25 score, the
+    best ``terms`` of that model (L1-normalised) join the original query terms
+    (L1-normalised, weight ``original``), and rows are scored by the weighted sum of
+    per-term BM25 scores."""
+    indexes = collection.engine.indexes
+    assert indexes is not None
+    index = indexes.lexical
+    analyzer = index.analyzer
+    lists: dict[str, Ranked] = {}
+    for query_id, text in collection.dataset.judged_queries().items():
+        first = collection.sparse[query_id][:docs]
+        model: Counter[str] = Counter()
+        total = sum(score for _, score in first) or 1.0
+        for key, score in first:
+            row_terms, length = feedback.terms[int(key)], feedback.lengths[int(key)]
+            for term, count in row_terms.items():
+                if len(term) > 1 and term in feedback.surface:
+                    model[term] += score / total * count / length
+        expansion = dict(model.most_common(terms))
+        query_terms = Counter(analyzer.tokens(text))
+        weights: Counter[str] = Counter()
+        for term, count in query_terms.items():
+            weights[term] += original * count / sum(query_terms.values())
+        expansion_mass = sum(expansion.values()) or 1.0
+        for term, weight in expansion.items():
+            weights[term] += (1.0 - original) * weight / expansion_mass
+        summed: np.ndarray | None = None
+        for term, weight in weights.items():
+            word = feedback.surface.get(term)
+            scores = index._score(word, None, None) if word is not None else None
+            if scores is not None:
+                summed = weight * scores if summed is None else summed + weight * scores
+        if summed is None:
+            lists[query_id] = collection.sparse[query_id]
+            continue
+        rows = np.flatnonzero(summed)
+        top = rows[np.lexsort((rows, -summed[rows]))][:DEPTH]
+        lists[query_id] = [(str(r), float(summed[r])) for r in top.tolist()]
+    return lists
+
+
+def sweep_rm3(collections: list[Collection], fuse_names: Sequence[str]) -> None:
+    """RM3 on the lexical side, judged by the hybrid it feeds (and BM25 alone beside it)."""
+    grid = list(itertools.product((5, 10), (10, 20), (0.5, 0.7)))
+    for collection in collections:
+        started = time.perf_counter()
+        feedback = FeedbackTerms.of(collection)
+        print(f"\n{collection.name}: feedback terms of {len(feedback.terms)} rows in "
+              f"{time.perf_counter() - started:.1f}s")
+        labels = " | ".join(["BM25", *fuse_names])
+        header(f"{collection.name}: {labels} (nDCG@10 R@100 MRR@10)")
+        configurations = [("no feedback", collection.sparse)]
+        configurations += [(f"rm3 docs={d} terms={t} orig={o}", rm3_lists(collection, feedback,
+                                                                         d, t, o))
+                           for d, t, o in grid]
+        for label, sparse in configurations:
+            line = row(label, score(collection, single(sparse)))
+            for fuse_name in fuse_names:
+                hybrid = score(collection, fused(collection, fusers()[fuse_name], sparse))
+                line += " |" + "".join(f"{hybrid[m]:>9.4f}" for m in SHOWN)
+            print(line, flush=True)
+
+
+def sweep_rerank(collections: list[Collection], queries: int) -> None:
+    """The late-interaction rerank (§7.6 ``colbert``, top 20) on the default hybrid against
+    none, through ``Engine.search`` as a served ``retrieve`` runs it (k 20: topN ≥ k, §3.3),
+    on the first ``queries`` judged queries; p50 per configuration, interleaved."""
+    for collection in collections:
+        judged = list(collection.dataset.judged_queries().items())[:queries]
+        runs: dict[str, dict[str, list[str]]] = {"hybrid default": {}, "+ colbert top 20": {}}
+        timings: dict[str, list[float]] = {name: [] for name in runs}
+        for number, (query_id, text) in enumerate(judged):
+            names = list(runs) if number % 2 else list(reversed(runs))
+            for name in names:
+                rerank = RerankOptions("colbert", top_n=20) if name != "hybrid default" else None
+                request = SearchRequest(query=text, k=20, rerank=rerank, seed=42,
+                                        include_text=False)
+                started = time.perf_counter()
+                hits = collection.engine.search(request).hits
+                timings[name].append((time.perf_counter() - started) * 1000)
+                runs[name][query_id] = [hit.doc_id for hit in hits]
+        header(f"{collection.name}: rerank on the first {len(judged)} queries (k 20)")
+        for name, run in runs.items():
+            sampled = {query_id: collection.dataset.qrels[query_id] for query_id in run}
+            means = evaluate(run, sampled).means
+            print(row(name, means) + f"   p50 {np.median(timings[name]):.1f} ms, "
+                  f"p95 {np.percentile(timings[name], 95):.1f} ms", flush=True)
+
+
 def sweep_latency(collections: list[Collection]) -> None:
     """``Engine.search`` p50 of the default hybrid against RRF, interleaved query by query in
     one process, each going first on every other query (fusion cost depends on candidateK,
@@ -277,12 +377,14 @@ def main() -> None:
                         help="NAME=DATASET_DIR:DATA_DIR (the data dir already holds the corpus)")
     parser.add_argument("--split", default=None, help="qrels split (default test / the only one)")
     parser.add_argument("--sweep", action="append",
-                        choices=("fusion", "bm25", "windows", "latency"),
+                        choices=("fusion", "bm25", "windows", "rm3", "rerank", "latency"),
                         default=[])
     parser.add_argument("--embedding-cache", type=Path, default=Path("embedding-cache.sqlite3"),
                         help="content-hash embedding cache (queries, sentence windows)")
     parser.add_argument("--alphas", type=float, nargs="+", default=ALPHAS,
                         help="dense weights of the normalised fusions in the fusion sweep")
+    parser.add_argument("--rerank-queries", type=int, default=100,
+                        help="judged queries the rerank sweep runs (about a second of CPU each)")
     parser.add_argument("--hybrid-fusion", default="tm2c2 a=0.5",
                         help="the fusion the BM25 and window sweeps measure the hybrid with")
     args = parser.parse_args()
@@ -302,6 +404,10 @@ def main() -> None:
         sweep_bm25(collections, args.hybrid_fusion)
     if "windows" in args.sweep:
         sweep_windows(collections, args.hybrid_fusion, embedder)
+    if "rm3" in args.sweep:
+        sweep_rm3(collections, (args.hybrid_fusion, "rrf k=60"))
+    if "rerank" in args.sweep:
+        sweep_rerank(collections, args.rerank_queries)
     if "latency" in args.sweep:
         sweep_latency(collections)
     for collection in collections:

@@ -114,6 +114,15 @@ class EngineConfig:
     llm_key: str | None = None
     llm_timeout_seconds: float = 30.0
     llm_retries: int = 2
+    dense_sentence_windows: bool = False
+    """Keep sentence-window vectors beside each chunk's whole-text vector, so dense recall
+    reads past the encoder's 256 tokens (:mod:`rcpkit.engine.indexes.windows`). Off by default: it
+    pays on long chunks only (docs/benchmarks.md), costs embedding at ingest and vectors in
+    memory there, and every process catching up on another's writes embeds the windows
+    again unless they share an ``embedding_cache``. Turning it on re-embeds the windows of
+    the stored chunks on the next open. Not used by PostgreSQL ``pg_recall = "database"``."""
+    dense_window_mix: float = 0.5
+    """How much of a chunk's best window cosine above its whole-text cosine counts."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:

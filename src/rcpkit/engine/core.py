@@ -91,8 +91,7 @@ class Engine:
         if database is not None:
             recall = DatabaseRecall(database)
         else:
-            indexes = DerivedIndexes(config, store, dimension=embedder.dimension,
-                                     embedder_identity=embedder.identity)
+            indexes = DerivedIndexes(config, store, embedder)
             recall = MemoryRecall(indexes)
         self.indexes = indexes
         """None when the store searches by itself: no index is built, caught up or saved."""
@@ -270,7 +269,8 @@ class Engine:
         indexes = self.indexes
         return {**asdict(counts), "index_version": self.index_version,
                 "lexical_rows": indexes.lexical.count if indexes is not None else 0,
-                "dense_rows": indexes.dense.count if indexes is not None else 0}
+                "dense_rows": indexes.dense.count if indexes is not None else 0,
+                "dense_windows": indexes.dense.window_count if indexes is not None else 0}
 
     def describe(self) -> EngineDescription:
         """The engine's real abilities, for building honest capabilities (§6.1)."""

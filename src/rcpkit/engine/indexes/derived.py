@@ -27,10 +27,11 @@ import numpy.typing as npt
 
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.indexes.columns import FilterColumns
-from rcpkit.engine.indexes.dense import DenseIndex
 from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.indexes.windows import SentenceWindowIndex, WindowVectors, embed_windows
 from rcpkit.engine.lru import Recent
-from rcpkit.engine.store import IndexDelta, Store
+from rcpkit.engine.models.embedding import Embedder
+from rcpkit.engine.store import IndexDelta, RowBatch, Store
 from rcpkit.engine.text import Analyzer
 
 __all__ = ["BoolMask", "DerivedIndexes", "ReadWriteLock"]
@@ -80,12 +81,12 @@ class ReadWriteLock:
 class DerivedIndexes:
     """Lexical, dense and filter-column indexes at one write-log position of ``store``."""
 
-    def __init__(self, config: EngineConfig, store: Store, *, dimension: int,
-                 embedder_identity: str) -> None:
+    def __init__(self, config: EngineConfig, store: Store, embedder: Embedder) -> None:
         self._config = config
         self._store = store
-        self._dimension = dimension
-        self._embedder_identity = embedder_identity
+        self._embedder = embedder
+        self._dimension = embedder.dimension
+        self._embedder_identity = embedder.identity
         self.lock = ReadWriteLock()
         self.lexical = LexicalIndex(Analyzer())
         self.dense = self._new_dense_index()
@@ -99,9 +100,21 @@ class DerivedIndexes:
         self.writes_since_save = 0
         self._masks: Recent[int, BoolMask] = Recent(8)
 
-    def _new_dense_index(self) -> DenseIndex:
-        return DenseIndex(self._dimension, exact_threshold=self._config.dense_exact_threshold,
-                          build_threads=self._config.dense_build_threads)
+    def _new_dense_index(self) -> SentenceWindowIndex:
+        return SentenceWindowIndex.create(self._dimension,
+                                          enabled=self._config.dense_sentence_windows,
+                                          mix=self._config.dense_window_mix,
+                                          exact_threshold=self._config.dense_exact_threshold,
+                                          build_threads=self._config.dense_build_threads)
+
+    def _window_vectors(self, batch: RowBatch) -> WindowVectors | None:
+        """The sentence-window vectors of ``batch`` when the dense index keeps them (runs the
+        encoder: call without holding the index lock)."""
+        if not self._config.dense_sentence_windows:
+            return None
+        return embed_windows(batch.rowids, batch.texts,
+                             lambda texts: self._embedder.embed(texts, "document"),
+                             self._dimension)
 
     def _index_dir(self) -> Path:
         return Path(self._config.data_dir) / "indexes"
@@ -120,8 +133,10 @@ class DerivedIndexes:
                         raise ValueError("the write log no longer reaches the saved indexes")
                     state_dir, position = saved
                     lexical = LexicalIndex.load(state_dir / "lexical")
-                    dense = DenseIndex.load(state_dir / "dense",
-                                            build_threads=self._config.dense_build_threads)
+                    dense = SentenceWindowIndex.load(
+                        state_dir / "dense", enabled=self._config.dense_sentence_windows,
+                        mix=self._config.dense_window_mix,
+                        build_threads=self._config.dense_build_threads)
                     columns = _saved_columns(state_dir / "columns")
         except Exception as exc:  # any unreadable state means: rebuild from the record
             logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
@@ -182,11 +197,11 @@ class DerivedIndexes:
         for batch in self._store.iter_rows():
             rowids = np.asarray(batch.rowids, dtype=np.int64)
             lexical.add(rowids, batch.texts)
-            dense.add(rowids, batch.vectors)
+            dense.add(rowids, batch.vectors, self._window_vectors(batch))
             columns.add(*self._filter_rows(batch.rowids))
         self._install(lexical, dense, columns, position)
 
-    def _install(self, lexical: LexicalIndex, dense: DenseIndex, columns: FilterColumns,
+    def _install(self, lexical: LexicalIndex, dense: SentenceWindowIndex, columns: FilterColumns,
                  position: int) -> None:
         """Swap in a whole set of derived indexes at ``position``: a read sees the old set or
         the new one, never a mix; the replaced dense index stops its background build."""
@@ -211,22 +226,25 @@ class DerivedIndexes:
         self._masks.clear()
 
     def _delta_applier(self, delta: IndexDelta
-                       ) -> Callable[[LexicalIndex, DenseIndex, FilterColumns], None]:
+                       ) -> Callable[[LexicalIndex, SentenceWindowIndex, FilterColumns], None]:
         """Read the rows ``delta`` adds now (no lock held) and return what applies the whole
         delta to a set of indexes (quickly, under the caller's lock if they are live)."""
         batches = list(self._store.iter_rows(delta.added)) if delta.added else []
         filter_rows = [self._filter_rows(batch.rowids) for batch in batches]
+        windows = [self._window_vectors(batch) for batch in batches]
         removed = np.asarray(delta.removed, dtype=np.int64)
 
-        def apply(lexical: LexicalIndex, dense: DenseIndex, columns: FilterColumns) -> None:
+        def apply(lexical: LexicalIndex, dense: SentenceWindowIndex,
+                  columns: FilterColumns) -> None:
             if len(removed):
                 lexical.remove(removed)
                 dense.remove(removed)
                 columns.remove(removed)
-            for batch, (filtered, metas) in zip(batches, filter_rows, strict=True):
+            for batch, (filtered, metas), extra in zip(batches, filter_rows, windows,
+                                                       strict=True):
                 rowids = np.asarray(batch.rowids, dtype=np.int64)
                 lexical.add(rowids, batch.texts)
-                dense.add(rowids, batch.vectors)
+                dense.add(rowids, batch.vectors, extra)
                 columns.add(filtered, metas)
 
         return apply
