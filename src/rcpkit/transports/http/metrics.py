@@ -89,7 +89,7 @@ class _Gauges:
 
     def __init__(self, servers: dict[str, Server], client: Any) -> None:
         self.servers = servers
-        self.family = client.core.GaugeMetricFamily
+        self.family = importlib.import_module("prometheus_client.core").GaugeMetricFamily
 
     def collect(self) -> Iterator[Any]:
         family = self.family("rcpkit_index", "Corpus and index sizes, background work.",
