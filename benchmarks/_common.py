@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.embedding import Embedder
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.models.embedding import Embedder
 from rcpkit.engine.types import DocumentIn
 
 DIMENSION = 384
@@ -27,7 +27,7 @@ PLOTS = Path(__file__).resolve().parent.parent / "docs" / "plots"
 
 
 class LookupEmbedder:
-    """An :class:`~rcpkit.engine.embedding.Embedder` that serves registered vectors by text.
+    """An :class:`~rcpkit.engine.models.embedding.Embedder` that serves registered vectors by text.
 
     Unknown texts go to ``fallback`` (e.g. MiniLM for real queries and ColBERT token vectors);
     without one they are an error, so a benchmark cannot silently measure the wrong thing.

@@ -38,9 +38,9 @@ from bench_lexical import synthetic_corpus
 
 from rcpkit.engine import pgserver
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.embedding import HashingEmbedder
-from rcpkit.engine.lexical import LexicalIndex
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.models.embedding import HashingEmbedder
 from rcpkit.engine.store import ChunkWrite, DocumentWrite
 from rcpkit.engine.store.postgres import LexicalRanking, PostgresStore
 from rcpkit.engine.types import SearchRequest

@@ -25,8 +25,8 @@ from functools import partial
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from rcpkit.engine.dense import DenseIndex
-from rcpkit.engine.embedding import minilm
+from rcpkit.engine.indexes.dense import DenseIndex
+from rcpkit.engine.models.embedding import minilm
 
 DIMENSION = 384
 

@@ -43,8 +43,8 @@ from _common import LookupEmbedder, ingest, open_engine, percentiles, stamp, tim
 from bench_dense import numpy_top_k
 from bench_lexical import Bm25s, synthetic_corpus
 
+from rcpkit.binding import bind
 from rcpkit.client import AsyncClient, connect_http, connect_stdio
-from rcpkit.engine.service import bind
 from rcpkit.engine.text import Analyzer
 from rcpkit.engine.types import SearchRequest
 from rcpkit.server import Server

@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rcpkit.engine.core import open_engine
 from rcpkit.engine.folders import read_folder
-from rcpkit.engine.service import open_engine
 
 WORDS = ("bee", "hive", "honey", "tide", "harbour", "kite", "wind", "glacier", "valley",
          "moraine", "compost", "worm", "bread", "starter", "oven", "moon", "star", "comet",

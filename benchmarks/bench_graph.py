@@ -32,9 +32,9 @@ from pathlib import Path
 from _common import percentiles, stamp
 
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.embedding import minilm
+from rcpkit.engine.core import Engine
 from rcpkit.engine.graph import GRAPH_FILE, ConceptGraph
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.models.embedding import minilm
 from rcpkit.engine.transform import TRANSFORM_METHODS, QueryTransformer
 from rcpkit.engine.types import DocumentIn, SearchRequest
 

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.embedding import minilm
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.models.embedding import minilm
 from rcpkit.engine.types import DocumentIn
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact-train"

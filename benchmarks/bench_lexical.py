@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rcpkit.engine.lexical import LexicalIndex
+from rcpkit.engine.indexes.lexical import LexicalIndex
 from rcpkit.engine.text import Analyzer
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "si", "po", "de", "ga", "bu", "ve", "ho", "ji"]

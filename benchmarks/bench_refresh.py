@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.embedding import HashingEmbedder
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.models.embedding import HashingEmbedder
 from rcpkit.engine.store import SqliteStore, Store
 from rcpkit.engine.types import DocumentIn, SearchRequest
 

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rcpkit.engine.embedding import OnnxEmbedder, minilm
-from rcpkit.engine.rerank import LateInteractionReranker
+from rcpkit.engine.models.embedding import OnnxEmbedder, minilm
+from rcpkit.engine.models.rerank import LateInteractionReranker
 from rcpkit.eval.datasets import FaqLanguage, faq_to_beir
 from rcpkit.eval.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
 

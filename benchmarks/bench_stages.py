@@ -33,9 +33,10 @@ from _common import LookupEmbedder, figure_path, ingest, open_engine, stamp, uni
 from bench_lexical import synthetic_corpus
 
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.embedding import OnnxEmbedder, minilm
-from rcpkit.engine.pipeline import STAGES, Engine
-from rcpkit.engine.rerank import LateInteractionReranker, maxsim_many
+from rcpkit.engine.core import Engine
+from rcpkit.engine.models.embedding import OnnxEmbedder, minilm
+from rcpkit.engine.models.rerank import LateInteractionReranker, maxsim_many
+from rcpkit.engine.search.searcher import STAGES
 from rcpkit.engine.types import Hit, RerankOptions, SearchRequest
 
 

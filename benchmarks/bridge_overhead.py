@@ -27,8 +27,8 @@ from typing import Any
 from llama_index.core.schema import QueryBundle
 from mcp import Client, StdioServerParameters
 
+from rcpkit.engine.core import open_engine
 from rcpkit.engine.sample import sample_documents
-from rcpkit.engine.service import open_engine
 from rcpkit.integrations import langchain, llama_index
 from rcpkit.integrations.engines import open_engine as open_rcp
 from rcpkit.integrations.mcp import McpBridge

@@ -75,7 +75,7 @@ def _sources() -> tuple[list[list[str]], list[str], list[str]]:
 
 def _embed_cached(texts: list[str], kind: str, name: str) -> np.ndarray:
     """MiniLM vectors of ``texts``, from the cache when it matches them."""
-    from rcpkit.engine.embedding import MINILM_IDENTITY, minilm
+    from rcpkit.engine.models.embedding import MINILM_IDENTITY, minilm
 
     digest = hashlib.sha256("\n".join([MINILM_IDENTITY, kind, *texts]).encode()).hexdigest()
     path = CACHE / f"peers-{name}-{digest[:16]}.npy"

@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from rcpkit import fusion
-from rcpkit.engine.chunking import sentence_spans
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.embedcache import CachedEmbedder
-from rcpkit.engine.embedding import minilm
-from rcpkit.engine.lexical import LexicalIndex
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.documents.chunking import sentence_spans
+from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.models.embedcache import CachedEmbedder
+from rcpkit.engine.models.embedding import minilm
 from rcpkit.engine.text import Analyzer
 from rcpkit.engine.types import SearchRequest
 from rcpkit.eval.datasets import Dataset, load_beir
@@ -62,6 +62,8 @@ def open_collection(name: str, dataset_dir: Path, data_dir: Path, split: str | N
                     embedder: CachedEmbedder) -> Collection:
     dataset = load_beir(dataset_dir, split)
     engine = Engine.open(EngineConfig(data_dir=data_dir), embedder=embedder)
+    indexes = engine.indexes
+    assert indexes is not None  # SQLite: the engine searches its derived indexes
     doc_of: dict[int, str] = {}
     for batch in engine._store.iter_rows():
         records = engine._store.chunks(batch.rowids)
@@ -72,11 +74,11 @@ def open_collection(name: str, dataset_dir: Path, data_dir: Path, split: str | N
                               for start in range(0, len(texts), 256)])
     dense: dict[str, Ranked] = {}
     for (query_id, _), vector in zip(queries.items(), vectors, strict=True):
-        rowids, scores = engine._dense.search(vector, DEPTH, exact=True)
+        rowids, scores = indexes.dense.search(vector, DEPTH, exact=True)
         dense[query_id] = [(str(r), float(s)) for r, s in zip(rowids.tolist(), scores.tolist(),
                                                                strict=True)]
     collection = Collection(name, dataset, engine, doc_of, vectors, dense, {})
-    collection.sparse = sparse_lists(collection, engine._lexical)
+    collection.sparse = sparse_lists(collection, indexes.lexical)
     return collection
 
 

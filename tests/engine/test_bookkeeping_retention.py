@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from engine.test_pipeline import make_config
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.indexes.derived import DerivedIndexes
 from rcpkit.engine.types import DocumentIn, SearchRequest
 from support.clock import FakeClock
 
@@ -132,7 +133,7 @@ def test_the_log_is_kept_for_the_snapshot_retention_too(tmp_path: Path,
 
 
 def test_an_emptied_log_keeps_its_position_and_its_state(
-        tmp_path: Path, clock: FakeClock, rebuilds: list[Engine]) -> None:
+        tmp_path: Path, clock: FakeClock, rebuilds: list[DerivedIndexes]) -> None:
     with open_engine(tmp_path, clock, index_save_every=1) as engine:
         engine.add(girders(0, 2))
         engine.add(girders(2, 4))
@@ -153,41 +154,41 @@ def test_an_emptied_log_keeps_its_position_and_its_state(
 # ── engines behind the pruned log ───────────────────────────────────────────
 
 @pytest.fixture
-def rebuilds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Engine]]:
-    """The engines that rebuilt their indexes from the rows (rather than load a state)."""
-    seen: list[Engine] = []
-    original = Engine._rebuild
+def rebuilds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[DerivedIndexes]]:
+    """The index sets that were rebuilt from the rows (rather than load a state)."""
+    seen: list[DerivedIndexes] = []
+    original = DerivedIndexes._rebuild
 
-    def counting(self: Engine) -> None:
+    def counting(self: DerivedIndexes) -> None:
         seen.append(self)
         original(self)
 
-    monkeypatch.setattr(Engine, "_rebuild", counting)
+    monkeypatch.setattr(DerivedIndexes, "_rebuild", counting)
     yield seen
 
 
 def test_an_idle_engine_reloads_the_saved_state_across_a_pruned_range(
-        tmp_path: Path, clock: FakeClock, rebuilds: list[Engine],
+        tmp_path: Path, clock: FakeClock, rebuilds: list[DerivedIndexes],
         monkeypatch: pytest.MonkeyPatch) -> None:
     with open_engine(tmp_path, clock, index_save_every=4) as writer, \
             open_engine(tmp_path, clock, index_save_every=4) as reader:
         writer.add(girders(100, 102))
         assert reader.refresh() and results(reader) == results(writer)
-        behind = reader._log_position
+        behind = indexes_of(reader).position
         churn(writer, clock, rounds=5)  # adds, updates, deletes; saves; prunes
         writer.delete(["g100"])
         writer.add(girders(200, 201))  # two writes past the last saved state
         assert writer._store.log_floor() > behind  # what the reader needs is gone
-        assert writer._saved_position == writer._store.log_position() - 2
+        assert indexes_of(writer).saved_position == writer._store.log_position() - 2
         rebuilds.clear()
         installed: list[tuple[int, int]] = []
-        install = Engine._install
+        install = DerivedIndexes._install
 
-        def recording(self: Engine, *args: Any) -> None:
-            installed.append((args[-1], self._store.log_position()))
+        def recording(self: DerivedIndexes, *args: Any) -> None:
+            installed.append((args[-1], writer._store.log_position()))
             install(self, *args)
 
-        monkeypatch.setattr(Engine, "_install", recording)
+        monkeypatch.setattr(DerivedIndexes, "_install", recording)
         assert reader.refresh()
         assert rebuilds == []  # it loaded the saved state and caught up from there
         # ...before swapping it in: searches never ran on the older saved state (§7.7.1).
@@ -199,7 +200,7 @@ def test_an_idle_engine_reloads_the_saved_state_across_a_pruned_range(
 
 
 def test_a_restart_on_a_state_older_than_the_pruned_log_rebuilds(
-        tmp_path: Path, clock: FakeClock, rebuilds: list[Engine]) -> None:
+        tmp_path: Path, clock: FakeClock, rebuilds: list[DerivedIndexes]) -> None:
     data = tmp_path / "data"
     with open_engine(data, clock, index_save_every=1000) as engine:
         engine.add(girders(0, 6))
@@ -214,3 +215,9 @@ def test_a_restart_on_a_state_older_than_the_pruned_log_rebuilds(
     with open_engine(data, clock) as restarted:
         assert len(rebuilds) == 1  # the old state cannot be caught up: rebuilt from the rows
         assert results(restarted) == expected
+
+
+def indexes_of(engine: Engine) -> DerivedIndexes:
+    """The engine's derived indexes (always built on SQLite)."""
+    assert engine.indexes is not None
+    return engine.indexes

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rcpkit.engine.chunking import Chunk, chunk_text, contextualize
+from rcpkit.engine.documents.chunking import Chunk, chunk_text, contextualize
 
 GUIDE = """# Guide
 

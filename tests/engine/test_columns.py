@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_store import DOCS, FIELDS, FILTER_CASES, doc
 
-from rcpkit.engine.columns import FilterColumns
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.indexes.columns import FilterColumns
 from rcpkit.engine.store import SqliteStore
 from rcpkit.engine.types import DocumentIn
 from rcpkit.protocol.filters import FilterNode, validate

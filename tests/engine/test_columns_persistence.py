@@ -23,9 +23,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_columns import METAS, SCHEMA, TREES
 
-from rcpkit.engine.columns import FilterColumns
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.indexes.columns import FilterColumns
 from rcpkit.engine.store import SqliteStore
 from rcpkit.engine.types import DocumentIn, SearchRequest
 from rcpkit.protocol.filters import validate
@@ -251,7 +251,7 @@ def test_unreadable_columns_are_rebuilt_from_the_store(
     else:
         for arrays in columns_dir.glob("columns-*.npz"):
             arrays.write_bytes(b"garbage")
-    with caplog.at_level(logging.WARNING, logger="rcpkit.engine.pipeline"):
+    with caplog.at_level(logging.WARNING, logger="rcpkit.engine"):
         engine, reads = open_spied(tmp_path, monkeypatch)
     with engine:
         assert "filter columns" in caplog.text

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rcpkit.engine import dense
-from rcpkit.engine.dense import DenseIndex
-from rcpkit.protocol.errors import InvalidParams, NotFound
+from rcpkit.engine.errors import IndexUnavailable
+from rcpkit.engine.indexes import dense
+from rcpkit.engine.indexes.dense import DenseIndex
 
 DIM = 16
 
@@ -110,7 +110,7 @@ def test_remove_get_and_count(small_index: tuple[DenseIndex, np.ndarray]) -> Non
     rowids, _ = index.search(vectors[0], 500)
     assert 10 not in rowids.tolist() and len(rowids) == 497
     np.testing.assert_allclose(index.get(np.array([20, 13])), vectors[[10, 3]], rtol=1e-6)
-    with pytest.raises(NotFound):
+    with pytest.raises(IndexUnavailable):
         index.get(np.array([10]))
 
 
@@ -122,11 +122,11 @@ def test_add_rejects_duplicates_and_bad_shapes(
         index.add(np.array([10]), unit_vectors(1))
     with pytest.raises(ValueError):
         index.add(np.array([1000, 1000]), unit_vectors(2))
-    with pytest.raises(InvalidParams):
+    with pytest.raises(ValueError):
         index.add(np.array([1000]), np.zeros((1, DIM + 1)))
-    with pytest.raises(InvalidParams):
+    with pytest.raises(ValueError):
         index.search(np.zeros(DIM - 1), 3)
-    with pytest.raises(InvalidParams):
+    with pytest.raises(ValueError):
         index.search(np.full(DIM, np.nan), 3)
 
 
@@ -296,7 +296,7 @@ def test_save_exact_index_has_no_graph(
     loaded = DenseIndex.load(tmp_path)
     assert not loaded.uses_graph
     np.testing.assert_array_equal(loaded.get(np.arange(10, 510)), index.get(np.arange(10, 510)))
-    with pytest.raises(NotFound):
+    with pytest.raises(IndexUnavailable):
         DenseIndex.load(tmp_path / "missing")
 
 
@@ -476,7 +476,7 @@ def test_close_stops_a_running_build(held_builds: threading.Event) -> None:
 
 def test_usearch_is_imported_only_through_the_guarded_loader() -> None:
     """Importing usearch before onnxruntime crashes the process; only dense.py may import it."""
-    source_root = Path(dense.__file__).parents[1]
+    source_root = Path(dense.__file__).parents[2]
     importers = []
     for path in source_root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -484,7 +484,7 @@ def test_usearch_is_imported_only_through_the_guarded_loader() -> None:
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(name.split(".")[0] == "usearch" for name in names):
                 importers.append(path.relative_to(source_root).as_posix())
-    assert sorted(set(importers)) == ["engine/dense.py"]
+    assert sorted(set(importers)) == ["engine/indexes/dense.py"]
 
 
 def clustered_vectors(n: int, seed: int, dim: int = 64) -> np.ndarray:

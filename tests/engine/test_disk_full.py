@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.store.sqlite import SqliteStore
 from rcpkit.engine.types import DocumentIn, SearchRequest
-from rcpkit.protocol.errors import BackendUnavailable
 
 
 @pytest.fixture
@@ -42,9 +42,9 @@ def test_a_write_that_hits_a_full_disk_is_backend_unavailable(
 
     with monkeypatch.context() as patched:
         patched.setattr(SqliteStore, "_insert", staticmethod(full))
-        with pytest.raises(BackendUnavailable) as refused:
+        with pytest.raises(Unavailable) as refused:
             engine.add([DocumentIn(text="honey bees", id="lost")])
-    assert refused.value.data == {"detail": "disk full"}
+    assert refused.value.detail == "disk full"
     assert _found(engine, "honey bees") == []
     engine.add([DocumentIn(text="honey bees", id="kept")])  # space again: writes go on
     assert _found(engine, "honey bees") == ["kept"]
@@ -56,7 +56,7 @@ def test_housekeeping_on_a_full_disk_never_fails_a_committed_write(
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(engine, "_save_indexes", full)
+    monkeypatch.setattr(engine.indexes, "save", full)
     monkeypatch.setattr(engine._store, "collect_garbage", full)
     monkeypatch.setattr(engine._store, "prune_bookkeeping", full)
     with caplog.at_level(logging.WARNING):

@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
 from rcpkit.engine.types import DocumentIn, SearchRequest
 
 WRITER = textwrap.dedent("""
     import sys
     from rcpkit.engine.config import EngineConfig
-    from rcpkit.engine.pipeline import Engine
+    from rcpkit.engine.core import Engine
     from rcpkit.engine.types import DocumentIn
 
     data_dir, round_no = sys.argv[1], int(sys.argv[2])

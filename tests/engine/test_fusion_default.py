@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from rcpkit.binding.capabilities import capabilities
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.pipeline import Engine
-from rcpkit.engine.service import capabilities
+from rcpkit.engine.core import Engine
+from rcpkit.engine.errors import InvalidInput
 from rcpkit.engine.types import DocumentIn, SearchRequest
-from rcpkit.protocol.errors import InvalidParams
 
 CORPUS = [
     DocumentIn("Honeybees dance to tell nest mates where the flowers are.", id="bees"),
@@ -66,18 +66,18 @@ def test_the_default_fusion_and_weight_come_from_the_config(tmp_path: Path) -> N
 
 
 def test_alpha_outside_unit_range_is_invalid_params(engine: Engine) -> None:
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InvalidInput) as caught:
         engine.search(SearchRequest("bees", alpha=1.5))
-    assert caught.value.data["field"] == "fusion.alpha"
+    assert caught.value.field == "alpha"
 
 
 def test_capabilities_say_what_each_mode_scores(engine: Engine, tmp_path: Path) -> None:
-    retrieve = capabilities(engine, None)["retrieve"]
+    retrieve = capabilities(engine.describe(), None)["retrieve"]
     scales = retrieve["x-rcpkit-scores"]
     assert scales["hybrid"] == {"fusion": engine.config.default_fusion, "scale": "normalised",
                                 "min": 0.0, "max": 1.0}
     assert scales["dense"]["scale"] == "cosine" and scales["sparse"]["scale"] == "bm25"
     assert retrieve["scoreFloor"] == -1.0
     with open_engine(tmp_path / "rrf", default_fusion="rrf") as rrf_engine:
-        hybrid = capabilities(rrf_engine, None)["retrieve"]["x-rcpkit-scores"]["hybrid"]
+        hybrid = capabilities(rrf_engine.describe(), None)["retrieve"]["x-rcpkit-scores"]["hybrid"]
         assert hybrid == {"fusion": "rrf", "scale": "rrf"}

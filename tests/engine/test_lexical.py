@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rcpkit.engine.lexical import LexicalIndex
+from rcpkit.engine.indexes.lexical import LexicalIndex
 from rcpkit.engine.text import Analyzer
 
 PLAIN = Analyzer(stopwords=False, stem=False)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rcpkit.engine.mmr import mmr
+from rcpkit.engine.search.mmr import mmr
 
 QUERY = np.array([1.0, 0.0, 0.0])
 # 0 and 1 are near-duplicates; 2 is less relevant but points elsewhere; 3 is weakest.

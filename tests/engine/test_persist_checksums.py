@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rcpkit.engine.persist import DamagedFile, file_checksum, verify_file
+from rcpkit.engine.indexes.persist import DamagedFile, file_checksum, verify_file
 
 
 @pytest.mark.parametrize("algorithm", ["crc32", "xxh3_64"])

@@ -13,25 +13,26 @@ from typing import Any
 import jsonschema
 import pytest
 
+from rcpkit.binding import bind
 from rcpkit.client import Client
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.errors import (
+    Cancelled,
+    InvalidInput,
+    SnapshotUnavailable,
+    TooLarge,
+    Unavailable,
+    UnknownCursor,
+    Unsupported,
+)
 from rcpkit.engine.sample import sample_documents
-from rcpkit.engine.service import bind
 from rcpkit.engine.types import (
     DocumentIn,
     FeedbackSignal,
     Recency,
     RerankOptions,
     SearchRequest,
-)
-from rcpkit.protocol.errors import (
-    BackendUnavailable,
-    Cancelled,
-    InvalidParams,
-    NotFound,
-    OptionUnsupported,
-    PayloadTooLarge,
 )
 from support.schema import load_schema
 
@@ -92,17 +93,17 @@ def test_fusion_weights_and_alpha_select_one_retriever(engine: Engine) -> None:
 
 
 def test_unsupported_options_are_rejected(engine: Engine) -> None:
-    with pytest.raises(OptionUnsupported):
+    with pytest.raises(Unsupported):
         engine.search(SearchRequest("x", mode="graph"))
-    with pytest.raises(OptionUnsupported):
+    with pytest.raises(Unsupported):
         engine.search(SearchRequest("x", fusion="borda"))
-    with pytest.raises(OptionUnsupported):
+    with pytest.raises(Unsupported):
         engine.search(SearchRequest("x", unit="community"))
-    with pytest.raises(OptionUnsupported):
+    with pytest.raises(Unsupported):
         engine.search(SearchRequest("x", rerank=RerankOptions("cross-encoder")))
-    with pytest.raises(InvalidParams) as bad_k:
+    with pytest.raises(InvalidInput) as bad_k:
         engine.search(SearchRequest("x", k=0))
-    assert bad_k.value.data == {"field": "k"}
+    assert bad_k.value.field == "k"
 
 
 def test_funnel_is_clamped_to_max_k(tmp_path: Path) -> None:
@@ -129,9 +130,9 @@ def test_filters_apply_through_the_engine(engine: Engine) -> None:
     flt = {"and": [{"field": "tag", "op": "eq", "value": "bees"},
                    {"field": "year", "op": "gte", "value": 2022}]}
     assert ids(engine.search(SearchRequest("flowers", k=5, filter=flt))) == ["abejas#0"]
-    with pytest.raises(InvalidParams) as unknown:
+    with pytest.raises(InvalidInput) as unknown:
         engine.search(SearchRequest("x", filter={"field": "nope", "op": "eq", "value": 1}))
-    assert unknown.value.data == {"field": "filter.nope"}
+    assert unknown.value.field == "filter.nope"
 
 
 def test_min_score_uses_the_final_scale(engine: Engine) -> None:
@@ -154,7 +155,7 @@ def test_recency_prefers_newer_documents(tmp_path: Path) -> None:
         result = fresh.search(SearchRequest("weather rain", k=2, mode="sparse",
                                             recency=Recency("published", 30)))
         assert ids(result) == ["new#0", "old#0"]
-        with pytest.raises(InvalidParams):
+        with pytest.raises(InvalidInput):
             fresh.search(SearchRequest("rain", recency=Recency("nope", 30)))
 
 
@@ -217,20 +218,20 @@ def test_add_upserts_replays_and_mints_ids(tmp_path: Path) -> None:
 
 def test_add_validates_and_enforces_limits(tmp_path: Path) -> None:
     with Engine.open(make_config(tmp_path, max_documents_per_add=2, max_text_bytes=10)) as eng:
-        with pytest.raises(PayloadTooLarge):
+        with pytest.raises(TooLarge):
             eng.add([DocumentIn("a")] * 3)
-        with pytest.raises(PayloadTooLarge):
+        with pytest.raises(TooLarge):
             eng.add([DocumentIn("x" * 11)])
-        with pytest.raises(InvalidParams) as bad_text:
+        with pytest.raises(InvalidInput) as bad_text:
             eng.add([DocumentIn("ok"), DocumentIn(None)])  # type: ignore[arg-type]
-        assert bad_text.value.data == {"field": "documents[1].text"}
-        with pytest.raises(InvalidParams) as bad_trust:
+        assert bad_text.value.field == "documents[1].text"
+        with pytest.raises(InvalidInput) as bad_trust:
             eng.add([DocumentIn("ok", meta={"trust": "root"})])
-        assert bad_trust.value.data == {"field": "documents[0].meta.trust"}
+        assert bad_trust.value.field == "documents[0].meta.trust"
         eng.add([DocumentIn("ok", meta={"year": 2020})])
-        with pytest.raises(InvalidParams) as bad_type:
+        with pytest.raises(InvalidInput) as bad_type:
             eng.add([DocumentIn("ok", meta={"year": "soon"})])
-        assert bad_type.value.data == {"field": "documents[0].meta.year"}
+        assert bad_type.value.field == "documents[0].meta.year"
 
 
 def test_delete_is_idempotent_and_versions_are_pinnable(tmp_path: Path) -> None:
@@ -242,9 +243,9 @@ def test_delete_is_idempotent_and_versions_are_pinnable(tmp_path: Path) -> None:
         assert "bees#0" in ids(pinned) and pinned.index_version == before
         assert "bees#0" not in ids(eng.search(SearchRequest("honeybees dance", k=5)))
         eng.add([DocumentIn("more", id="more")])  # retention of 1 collects `before`
-        with pytest.raises(BackendUnavailable):
+        with pytest.raises(SnapshotUnavailable):
             eng.search(SearchRequest("bees", index_version=before))
-        with pytest.raises(BackendUnavailable):
+        with pytest.raises(SnapshotUnavailable):
             eng.search(SearchRequest("bees", index_version="otherdb.1"))
         assert eng.stats()["stored_rows"] == eng.stats()["dense_rows"]
 
@@ -284,10 +285,10 @@ def test_pagination_visits_each_hit_once_under_concurrent_writes(tmp_path: Path)
 def test_cursor_must_match_query_and_be_authentic(engine: Engine) -> None:
     page = engine.search(SearchRequest("the", k=1, mode="dense"))
     assert page.next_cursor
-    with pytest.raises(NotFound):
+    with pytest.raises(UnknownCursor):
         engine.search(SearchRequest("other", k=1, mode="dense", cursor=page.next_cursor))
     body, _, tag = page.next_cursor.partition(".")
-    with pytest.raises(NotFound):
+    with pytest.raises(UnknownCursor):
         engine.search(SearchRequest("the", k=1, mode="dense", cursor=f"{body}.{tag[::-1]}"))
 
 
@@ -403,7 +404,7 @@ def test_config_loads_from_files_and_rejects_a_foreign_embedder(tmp_path: Path) 
         EngineConfig.from_mapping({"max_kk": 1})
     with Engine.open(loaded) as eng:
         eng.add([DocumentIn("text", id="x", meta={"year": 2020})])
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(Unavailable):
         Engine.open(loaded.with_overrides(hashing_dimension=32))
 
 
@@ -434,7 +435,7 @@ def test_cursor_of_a_collected_snapshot_is_not_found(tmp_path: Path) -> None:
         page = eng.search(request)
         eng.add([DocumentIn("one", id="one")])
         eng.delete(["one"])
-        with pytest.raises(NotFound):
+        with pytest.raises(UnknownCursor):
             eng.search(replace(request, cursor=page.next_cursor))
 
 
@@ -445,7 +446,8 @@ def test_seeded_and_pinned_dense_recall_is_exact_while_the_graph_builds(
     with a ``seed`` or a pinned snapshot takes the exact path and repeats exactly."""
     with Engine.open(make_config(tmp_path, dense_exact_threshold=2)) as opened:
         opened.add(CORPUS)
-        dense = opened._dense
+        assert opened.indexes is not None
+        dense = opened.indexes.dense
         calls: list[bool] = []
         search = dense.search
 
@@ -472,9 +474,10 @@ def test_a_graph_waited_for_before_close_is_saved_and_reopened_built(tmp_path: P
              for i in range(120)]
     with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as eng:
         eng.add(notes)
-        assert eng.wait_for_indexes(120) and eng._dense.uses_graph
+        assert eng.wait_for_indexes(120) and eng.indexes is not None
+        assert eng.indexes.dense.uses_graph
     with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as reopened:
-        assert reopened._dense.uses_graph
+        assert reopened.indexes is not None and reopened.indexes.dense.uses_graph
         assert reopened.wait_for_indexes(0)
 
 
@@ -486,17 +489,18 @@ def test_paging_a_graph_served_query_visits_its_first_ranking_exactly(
     with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as eng:
         eng.add([DocumentIn(f"note {i} about {'bees' if i % 3 else 'soil'} and weather {i % 7}",
                             id=f"n{i}") for i in range(400)])
-        assert eng.wait_for_indexes(120) and eng._dense.uses_graph
+        assert eng.wait_for_indexes(120) and eng.indexes is not None
+        assert eng.indexes.dense.uses_graph
         whole = ids(eng.search(SearchRequest("bees and weather", k=60, candidate_k=60,
                                              mode="dense")))
         recalls: list[str] = []
-        recall = eng._recall
+        recall = eng.searcher._recall
 
         def counted(request: SearchRequest, *args: Any) -> Any:
             recalls.append(request.cursor or "first page")
             return recall(request, *args)
 
-        monkeypatch.setattr(eng, "_recall", counted)
+        monkeypatch.setattr(eng.searcher, "_recall", counted)
         page = eng.search(SearchRequest("bees and weather", k=7, candidate_k=60, mode="dense"))
         seen = ids(page)
         while page.next_cursor:

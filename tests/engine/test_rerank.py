@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rcpkit.engine.embedding import HashingEmbedder, minilm, minilm_files
-from rcpkit.engine.rerank import (
+from rcpkit.engine.errors import Unavailable
+from rcpkit.engine.models.embedding import HashingEmbedder, minilm, minilm_files
+from rcpkit.engine.models.rerank import (
     CrossEncoderReranker,
     LateInteractionReranker,
     Reranker,
     maxsim,
     maxsim_many,
 )
-from rcpkit.protocol.errors import BackendUnavailable
 
 
 def test_maxsim_sums_best_matches() -> None:
@@ -110,7 +110,7 @@ def test_cross_encoder_scores_pairs_in_input_order(tmp_path: Path) -> None:
 
 def test_cross_encoder_missing_files(tmp_path: Path) -> None:
     reranker = CrossEncoderReranker(tmp_path / "m.onnx", tmp_path / "t.json", identity="x")
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(Unavailable):
         reranker.score("q", ["p"])
 
 

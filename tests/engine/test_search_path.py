@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from rcpkit.engine import pipeline
+from rcpkit.binding import bind
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.pipeline import Engine
-from rcpkit.engine.service import bind
+from rcpkit.engine.core import Engine
+from rcpkit.engine.errors import InvalidInput
+from rcpkit.engine.search import planner
 from rcpkit.engine.types import DocumentIn, SearchRequest
 from rcpkit.protocol import gating
-from rcpkit.protocol.errors import InvalidParams
 from rcpkit.server import Dispatcher
 
 TOPICS = ["bees", "bread", "stars", "compost"]
@@ -111,7 +111,7 @@ async def test_a_retrieve_filter_is_validated_once(engine: Engine,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Any] = []
     monkeypatch.setattr(gating, "validate", _counting(calls, gating.validate))
-    monkeypatch.setattr(pipeline, "validate", _counting(calls, pipeline.validate))
+    monkeypatch.setattr(planner, "validate", _counting(calls, planner.validate))
     dispatcher = Dispatcher(bind(engine))
     await dispatcher.handle(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                                         "params": {"protocolVersion": 1}}).encode())
@@ -127,9 +127,9 @@ async def test_a_retrieve_filter_is_validated_once(engine: Engine,
 
 
 def test_a_filter_given_to_the_engine_directly_is_still_validated(engine: Engine) -> None:
-    with pytest.raises(InvalidParams) as info:
+    with pytest.raises(InvalidInput) as info:
         engine.search(SearchRequest("honey", filter={"field": "n", "op": "lt", "value": "x"}))
-    assert info.value.data == {"field": "filter.n"}
+    assert info.value.field == "filter.n"
 
 
 def test_a_repeated_query_is_embedded_once(engine: Engine,

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rcpkit.engine.embedding import minilm_files
-from rcpkit.engine.sparse import SparseEncoder
-from rcpkit.protocol.errors import BackendUnavailable, InvalidParams
+from rcpkit.engine.errors import InvalidInput, Unavailable
+from rcpkit.engine.models.embedding import minilm_files
+from rcpkit.engine.models.sparse import SparseEncoder
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_no_truncation_for_long_texts(encoder: SparseEncoder) -> None:
 
 
 def test_errors(tmp_path: Path, encoder: SparseEncoder) -> None:
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InvalidInput):
         encoder.encode(["x"], kind="passage")
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(Unavailable):
         SparseEncoder(tmp_path / "missing.json").encode(["x"])

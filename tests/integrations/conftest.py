@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from bridge_support import HASHING_CONFIG, REF_SERVER, rcpkit
 
+from rcpkit.binding import bind
 from rcpkit.client import AsyncClient
 from rcpkit.client.memory import connect_memory
+from rcpkit.engine.core import open_engine
 from rcpkit.engine.sample import sample_documents
-from rcpkit.engine.service import bind, open_engine
 
 
 @pytest.fixture(scope="session")

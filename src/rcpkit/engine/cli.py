@@ -33,15 +33,17 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from rcpkit.binding.errors import wire_error
 from rcpkit.cli_support import fail
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import CONFIG_FILE, EngineConfig, load_config
+from rcpkit.engine.core import Engine, open_engine
+from rcpkit.engine.errors import EngineError, InvalidInput
 from rcpkit.engine.folders import SUFFIXES, Folder, Skip, read_folder
-from rcpkit.engine.pipeline import MODES, Engine
 from rcpkit.engine.sample import sample_documents
-from rcpkit.engine.service import CONFIG_FILE, load_config, open_engine
+from rcpkit.engine.search.planner import MODES
 from rcpkit.engine.store import SqliteStore
 from rcpkit.engine.types import DocumentIn, SearchRequest, SearchResult
-from rcpkit.protocol.errors import InvalidParams, RcpError, UsageError
+from rcpkit.protocol.errors import RcpError, UsageError
 
 __all__ = ["DEMO_QUERY", "register"]
 
@@ -59,6 +61,11 @@ DsnOption = Annotated[str | None, typer.Option(
 console = Console()
 
 
+def _described(exc: Exception) -> str:
+    """One line naming the error; an engine error as the §12 error a server would send."""
+    return str(wire_error(exc) if isinstance(exc, EngineError) else exc)
+
+
 @contextmanager
 def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | None = None,
             create: bool = False) -> Iterator[Engine]:
@@ -71,13 +78,13 @@ def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | 
                  f"--data {data}`)")
         with _phase("opening the index and loading the embedding model"):
             engine = open_engine(config)
-    except (RcpError, UsageError) as exc:
-        fail(command, str(exc))
+    except (EngineError, RcpError, UsageError) as exc:
+        fail(command, _described(exc))
     failure: str | None = None
     try:
         yield engine
-    except (RcpError, UsageError) as exc:
-        failure = str(exc)
+    except (EngineError, RcpError, UsageError) as exc:
+        failure = _described(exc)
     finally:
         with _phase("saving the index"):
             engine.close()
@@ -127,10 +134,9 @@ class _Tally:
         return self.added + self.updated + self.unchanged
 
 
-def _misplaced_field(exc: InvalidParams, count: int) -> tuple[int, str | None] | None:
+def _misplaced_field(exc: InvalidInput, count: int) -> tuple[int, str | None] | None:
     """``(position, meta key or None)`` when ``exc`` blames one document of the batch."""
-    match = re.fullmatch(r"documents\[(\d+)\](?:\.meta\.(.+))?(?:\..*)?",
-                         str((exc.data or {}).get("field", "")))
+    match = re.fullmatch(r"documents\[(\d+)\](?:\.meta\.(.+))?(?:\..*)?", exc.field)
     if match is None or int(match[1]) >= count:
         return None
     return int(match[1]), match[2]
@@ -145,7 +151,7 @@ def _add_batch(engine: Engine, batch: list[tuple[str, DocumentIn]], tally: _Tall
         try:
             result = engine.add([doc for _, doc in batch], chunk=chunk, contextual=contextual,
                                 embedded=embedded)
-        except InvalidParams as exc:
+        except InvalidInput as exc:
             blamed = _misplaced_field(exc, len(batch))
             if blamed is None:
                 raise
@@ -255,7 +261,7 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
            strict: bool, chunk: bool, contextual: bool, batch_size: int) -> None:
     try:
         limit = load_config(data, backend=backend, dsn=dsn).max_text_bytes
-    except UsageError as exc:
+    except EngineError as exc:
         fail(command, str(exc))
     with console.status("reading files") as status:
         folder = read_folder(paths, prefix=prefix, follow_links=follow_links,

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["BackendChoice", "EmbedderChoice", "EngineConfig", "RecallChoice"]
+from rcpkit.engine.errors import ConfigError
+
+__all__ = ["CONFIG_FILE", "DSN_ENV", "BackendChoice", "EmbedderChoice", "EngineConfig",
+           "RecallChoice", "load_config"]
+
+CONFIG_FILE = "rcpkit.toml"
+"""Per-data-directory engine configuration, read by :func:`load_config`."""
+DSN_ENV = "RCPKIT_DSN"
+"""Environment variable supplying ``dsn`` when neither the options nor the file set it."""
 
 EmbedderChoice = Literal["minilm", "hashing", "onnx"]
 BackendChoice = Literal["sqlite", "postgres"]
@@ -92,7 +101,7 @@ class EngineConfig:
     """Query vectors kept by query text: a repeated query (a user paging, retrying, or the
     same question from many users) skips the embedding model, the costliest per-query step."""
     embedding_cache: Path | None = None
-    """A content-hash-keyed vector cache file (:mod:`rcpkit.engine.embedcache`): a text is
+    """A content-hash-keyed vector cache file (:mod:`rcpkit.engine.models.embedcache`): a text is
     embedded once, and re-adds, rebuilds and other data directories sharing the file reuse it."""
     default_fusion: str = "convex"
     """Hybrid fusion when a request names none (§7.7 ``fusion.method``)."""
@@ -126,3 +135,29 @@ class EngineConfig:
         if "field_types" in changes:
             changes["field_types"] = dict(changes["field_types"])
         return dataclasses.replace(self, **changes)
+
+
+def load_config(config_or_data_dir: EngineConfig | str | Path | None = None,
+                **options: Any) -> EngineConfig:
+    """The engine configuration: ``EngineConfig`` as given, or ``DIR/rcpkit.toml`` (when present)
+    for a data directory; ``options`` (``None`` = keep) override either.
+
+    A directory's settings (above all its embedder, which the stored vectors depend on) stay
+    with the data, so every command on one directory agrees. The PostgreSQL DSN may also come
+    from the ``RCPKIT_DSN`` environment variable."""
+    if isinstance(config_or_data_dir, EngineConfig):
+        base = config_or_data_dir
+    else:
+        data_dir = Path(config_or_data_dir if config_or_data_dir is not None
+                        else EngineConfig().data_dir)
+        config_file = data_dir / CONFIG_FILE
+        try:
+            base = EngineConfig.load(config_file) if config_file.is_file() else EngineConfig()
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{config_file}: {exc}") from exc
+        base = base.with_overrides(data_dir=data_dir)
+    try:
+        config = base.with_overrides(**options)
+    except TypeError as exc:
+        raise ConfigError(f"unknown engine option: {exc}") from exc
+    return config if config.dsn else config.with_overrides(dsn=os.environ.get(DSN_ENV) or None)

@@ -76,7 +76,8 @@ class Analyzer:
         if not self.stem:
             return words
         if folded.isascii():
-            return self._stemmer().stemWords(words)
+            stems: list[str] = self._stemmer().stemWords(words)
+            return stems
         latin = [i for i, w in enumerate(words) if _LATIN_WORD.fullmatch(w)]
         stems = self._stemmer().stemWords([words[i] for i in latin])
         for i, stem in zip(latin, stems, strict=True):

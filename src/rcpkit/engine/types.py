@@ -1,12 +1,11 @@
 """Engine-level values (snake_case, protocol-independent) exchanged with the Engine.
 
-The protocol layer maps §7.7/§7.10/§7.16 params onto these and back; only
-:meth:`Hit.to_wire` speaks the wire shape directly, since every binding needs it.
+A binding maps its params onto these and these onto its replies (the RCP binding:
+:mod:`rcpkit.binding.convert`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,8 +101,8 @@ class SearchRequest:
     mmr_lambda: float | None = None
     filter: Any = None
     filter_validated: bool = False
-    """``filter`` is a tree :func:`~rcpkit.protocol.filters.validate` returned for this
-    engine's advertised fields (the server's gating did it), so the engine does not again."""
+    """``filter`` is a tree already validated against this engine's schema (by the caller's
+    gating), so the engine does not again."""
     min_score: float | None = None
     recency: Recency | None = None
     unit: str = "chunk"
@@ -130,10 +129,6 @@ class Citation:
     page: int | None = None
 
 
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 @dataclass(frozen=True, slots=True)
 class Hit:
     """One ranked result. ``id`` is ``"doc#index"`` for chunks and ``"doc"`` for documents.
@@ -156,32 +151,6 @@ class Hit:
     trust_level: str = "untrusted"
     context: str = ""
 
-    def to_wire(self) -> dict[str, Any]:
-        """The §7.7 Hit object: camelCase, absent fields omitted, finite floats only (§4.6)."""
-        wire: dict[str, Any] = {"id": self.id, "score": _finite(self.score) or 0.0,
-                                "unit": self.unit}
-        if self.confidence is not None:
-            wire["confidence"] = min(1.0, max(0.0, _finite(self.confidence) or 0.0))
-        if self.text is not None:
-            wire["text"] = self.text
-        if self.meta:
-            wire["meta"] = dict(self.meta)
-        if self.vector is not None:
-            wire["vector"] = [float(x) for x in self.vector]
-        stage_scores = {name: float(v) for name, v in self.scores.items() if math.isfinite(v)}
-        if stage_scores:
-            wire["scores"] = stage_scores
-        if self.citation is not None:
-            citation = {name: getattr(self.citation, name)
-                        for name in ("source", "uri", "title", "start", "end", "page")}
-            wire["citation"] = {k: v for k, v in citation.items() if v is not None}
-        wire["trust"] = {"level": self.trust_level}
-        chunk: dict[str, Any] = {"docId": self.doc_id, "index": self.chunk_index}
-        if self.context:
-            chunk["context"] = self.context
-        wire["chunk"] = chunk
-        return wire
-
 
 @dataclass(frozen=True, slots=True)
 class Usage:
@@ -193,15 +162,6 @@ class Usage:
     latency_ms: float
     tokens: int | None = None
     notes: tuple[str, ...] = ()
-
-    def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"candidates": self.candidates, "reranked": self.reranked,
-                                "latencyMs": round(self.latency_ms, 3)}
-        if self.tokens is not None:
-            wire["tokens"] = self.tokens
-        if self.notes:
-            wire["notes"] = list(self.notes)
-        return wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +207,8 @@ class EngineDescription:
     embed_dimension: int
     session_ttl_seconds: int
     default_fusion: str = "rrf"
+    read_only: bool = False
+    """Writes (§7.10, §7.11) are not offered."""
     mmr: bool = True
     token_budget: bool = True
     confidence: bool = True

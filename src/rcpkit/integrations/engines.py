@@ -53,14 +53,22 @@ async def open_engine(*, stdio: str | Sequence[str] | None = None, http: str | N
 @contextlib.asynccontextmanager
 async def _in_process_engine(data: Path, client_info: Mapping[str, str] | None,
                              ) -> AsyncIterator[AsyncClient]:
-    from ..engine import service  # the engine's dependencies load only when it is used
+    # The engine's dependencies load only when it is used.
+    from ..binding import bind
+    from ..binding.errors import wire_error
+    from ..engine.core import open_engine
+    from ..engine.errors import ConfigError, EngineError
 
     try:
-        engine = service.open_engine(data)
+        engine = open_engine(data)
     except OSError as exc:
         raise BackendUnavailable(f"cannot open the engine on {data}: {exc}") from None
+    except ConfigError as exc:
+        raise UsageError(exc.message) from None
+    except EngineError as exc:
+        raise wire_error(exc) from None
     try:
-        client = await connect_memory(service.bind(engine), log_level=None,
+        client = await connect_memory(bind(engine), log_level=None,
                                       client_info=dict(client_info or {}) or None)
         try:
             yield client

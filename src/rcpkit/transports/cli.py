@@ -2,7 +2,7 @@
 
 ``--app module:attr`` names a :class:`Server` (or a zero-argument callable
 returning one). Without it the built-in engine is served through
-``rcpkit.engine.service.build_server(data_dir, **options)``. ``--workers N``
+``rcpkit.binding.build_server(data_dir, **options)``. ``--workers N``
 serves HTTP from N processes, each building its own server after the fork; it
 needs ``--sessions stateless`` and a server declaring itself multi-process safe
 (see :func:`rcpkit.transports.http.serve_http`). Any flag or configuration error
@@ -62,9 +62,9 @@ def load_app(spec: str) -> Server:
 def _engine_server(data_dir: Path | None, options: dict[str, Any]) -> Server:
     """The built-in engine's server; ``options`` are engine config overrides."""
     try:
-        service = importlib.import_module("rcpkit.engine.service")
+        service = importlib.import_module("rcpkit.binding")
     except ModuleNotFoundError as exc:
-        if exc.name not in ("rcpkit.engine.service", "rcpkit.engine"):
+        if exc.name not in ("rcpkit.binding", "rcpkit.engine"):
             raise
         raise ConfigError("the built-in engine is not available; pass --app module:attr") from None
     try:

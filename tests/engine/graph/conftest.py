@@ -13,8 +13,8 @@ pytest.importorskip("igraph")
 from graph_corpus import DOCUMENTS
 
 from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.core import Engine
 from rcpkit.engine.graph import ConceptGraph
-from rcpkit.engine.pipeline import Engine
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from rcpkit.binding import bind
 from rcpkit.engine.config import EngineConfig
-from rcpkit.engine.pipeline import Engine
-from rcpkit.engine.service import bind
+from rcpkit.engine.core import Engine
 
 
 @pytest.mark.parametrize("missing", ["igraph", "scipy"])

@@ -9,9 +9,9 @@ import pytest
 from graph_corpus import DOCUMENTS, topic_of
 
 from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.core import Engine
 from rcpkit.engine.graph import ConceptExtractor, ConceptGraph
 from rcpkit.engine.graph.communities import Hierarchy
-from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.types import DocumentIn
 
 

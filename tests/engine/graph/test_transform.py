@@ -9,8 +9,8 @@ import pytest
 from graph_corpus import DOCUMENTS
 
 from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.core import Engine
 from rcpkit.engine.graph import ConceptGraph
-from rcpkit.engine.pipeline import Engine
 from rcpkit.engine.transform import TRANSFORM_METHODS, QueryTransformer
 from rcpkit.engine.types import SearchRequest
 

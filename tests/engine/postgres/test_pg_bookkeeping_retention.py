@@ -19,8 +19,8 @@ from engine.test_bookkeeping_retention import (
     results,
 )
 from engine.test_pipeline import make_config
-from rcpkit.engine.embedding import HashingEmbedder
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.models.embedding import HashingEmbedder
 from rcpkit.engine.store.postgres import PostgresStore
 from rcpkit.engine.types import DocumentIn
 from support.clock import FakeClock
@@ -68,7 +68,8 @@ def test_an_engine_behind_the_pruned_log_reloads_with_memory_recall(
             pg_engine(pg_dsn, tmp_path / "b", clock, "memory") as reader:
         writer.add(girders(100, 102))
         assert reader.refresh() and results(reader) == results(writer)
-        behind = reader._log_position
+        assert reader.indexes is not None
+        behind = reader.indexes.position
         churn(writer, clock, rounds=4)
         assert writer._store.log_floor() > behind
         assert reader.refresh()

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from engine.test_pipeline import CORPUS, make_config
-from rcpkit.engine.embedding import HashingEmbedder
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.errors import Unavailable
+from rcpkit.engine.models.embedding import HashingEmbedder
 from rcpkit.engine.store.postgres import PostgresStore
 from rcpkit.engine.types import DocumentIn, SearchRequest
-from rcpkit.protocol.errors import BackendUnavailable
 
 REQUESTS = [
     SearchRequest("where do bees find flowers", mode="sparse"),
@@ -133,6 +133,6 @@ def test_reopening_rebuilds_from_the_database(pg_dsn: str, tmp_path: Path) -> No
 
 def test_a_different_embedder_is_refused(pg_dsn: str, tmp_path: Path) -> None:
     postgres_engine(pg_dsn, tmp_path / "a").close()
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(Unavailable):
         Engine(replace(make_config(tmp_path / "b"), hashing_dimension=32),
                PostgresStore.open(pg_dsn), HashingEmbedder(32), {})

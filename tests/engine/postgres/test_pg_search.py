@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from rcpkit.engine.lexical import LexicalIndex
+from rcpkit.engine.indexes.lexical import LexicalIndex
 from rcpkit.engine.store import ChunkWrite, DocumentWrite
 from rcpkit.engine.store.postgres import DatabaseSearch, PostgresStore
 from rcpkit.protocol.filters import validate

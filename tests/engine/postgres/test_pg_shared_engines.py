@@ -11,8 +11,8 @@ import pytest
 
 from engine.test_pipeline import CORPUS, make_config
 from engine.wire.engine_wire import HASHING_CONFIG, HttpEngine, make_data_dir
-from rcpkit.engine.embedding import HashingEmbedder
-from rcpkit.engine.pipeline import Engine
+from rcpkit.engine.core import Engine
+from rcpkit.engine.models.embedding import HashingEmbedder
 from rcpkit.engine.store.postgres import PostgresStore
 from rcpkit.engine.types import DocumentIn, SearchRequest
 

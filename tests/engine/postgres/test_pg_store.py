@@ -23,9 +23,9 @@ from engine.test_store import (  # the SqliteStore suite, run unchanged against 
 from engine.test_store import (
     test_filter_is_evaluated_at_the_requested_version as check_filter_at_a_version,
 )
+from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.store import FeedbackRecord
 from rcpkit.engine.store.postgres import PostgresStore
-from rcpkit.protocol.errors import BackendUnavailable
 
 __all__ = [
     "test_delete_is_idempotent_with_exact_counts",
@@ -106,13 +106,13 @@ def test_vector_dimension_is_fixed_by_the_first_write(store: PostgresStore) -> N
                              **{**{f: getattr(wide.chunks[0], f)
                                    for f in wide.chunks[0].__slots__},
                                 "vector": wide.chunks[0].vector.repeat(2)})]})
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(Unavailable):
         store.write([wide], [])
     assert store.current_seq() == 1 and store.counts().documents == 1
 
 
 def test_unreachable_database_is_backend_unavailable() -> None:
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(Unavailable):
         PostgresStore.open("postgresql://nobody@/nothing?host=/nonexistent-socket-dir")
 
 
@@ -125,10 +125,10 @@ def test_a_lost_connection_is_backend_unavailable_then_recovers(store: PostgresS
                       "WHERE pid <> pg_backend_pid() AND datname = current_database()")
     # Each dead connection fails one call (a write is never retried blindly: it may have
     # committed), and is replaced on the next one.
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(Unavailable):
         store.current_seq()
     assert store.current_seq() == 1
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(Unavailable):
         store.write([doc("b")], [])
     assert store.write([doc("b")], []).seq == 2
 

@@ -19,9 +19,10 @@ from typing import Any
 
 import httpx
 
+from rcpkit.binding import bind
 from rcpkit.client import AsyncClient, Client, MemoryTransport
 from rcpkit.client.session import RequestId, Sink
-from rcpkit.engine.service import bind, open_engine
+from rcpkit.engine.core import open_engine
 from rcpkit.protocol.codec import to_builtins
 from rcpkit.protocol.errors import RcpError, TransportClosed
 from support.net import free_port

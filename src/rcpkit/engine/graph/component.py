@@ -8,7 +8,7 @@ the graph incrementally. :meth:`view` gives the graph of the rows visible at a v
 (§7.7.1): an op pinned to an ``indexVersion`` sees that snapshot's graph and nothing newer.
 
 The ops return plain data (chunk rowids, node ids, scores); the protocol binding lives in
-``rcpkit.engine.binding_graph``.
+``rcpkit.binding.graph``.
 """
 
 from __future__ import annotations

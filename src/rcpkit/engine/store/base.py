@@ -21,12 +21,22 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from rcpkit.engine.errors import Unavailable
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
 
-class StoreVersionError(ValueError):
+class StoreVersionError(Unavailable, ValueError):
     """The store was written with a schema this rcpkit does not know (a newer release):
     opening it would misread or damage it, so it is refused before anything is written."""
+
+
+def refuse_newer_schema(found: int, known: int, where: str) -> None:
+    """Raise :class:`StoreVersionError` when the schema version ``found`` in the store at
+    ``where`` is newer than the ``known`` one this code writes (every backend's rule)."""
+    if found > known:
+        raise StoreVersionError(
+            f"the store {where} has schema version {found}, newer than the {known} this "
+            "rcpkit knows: upgrade rcpkit to open it")
 
 __all__ = [
     "ChunkRecord",
@@ -43,6 +53,7 @@ __all__ = [
     "WriteOutcome",
     "compile_filter",
     "indexed_text",
+    "refuse_newer_schema",
 ]
 
 RowIds = npt.NDArray[np.int64]

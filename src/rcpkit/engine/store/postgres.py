@@ -38,8 +38,8 @@ from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
+from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.text import Analyzer
-from rcpkit.protocol.errors import BackendUnavailable
 from rcpkit.protocol.filters import Condition, FilterNode
 
 from .base import (
@@ -51,14 +51,19 @@ from .base import (
     RowBatch,
     RowIds,
     ScoredRows,
-    Store,
     StoreCounts,
     WriteOutcome,
     compile_filter,
     indexed_text,
+    refuse_newer_schema,
 )
+from .sql import SqlStore
 
-__all__ = ["DatabaseSearch", "LexicalRanking", "PostgresStore"]
+__all__ = ["SCHEMA_VERSION", "DatabaseSearch", "LexicalRanking", "PostgresStore"]
+
+SCHEMA_VERSION = 1
+"""The layout of ``_SCHEMA``, kept in ``settings.schema_version``; bump it (with a migration
+of older databases) whenever the tables change."""
 
 LexicalRanking = Literal["bm25", "tsvector"]
 
@@ -185,7 +190,7 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
 def _database_errors(method: _Method) -> _Method:
-    """Report a lost or failing database as ``BackendUnavailable`` (§12), never as a raw
+    """Report a lost or failing database as ``Unavailable`` (§12), never as a raw
     driver error; the broken connection is replaced on the next call."""
 
     @functools.wraps(method)
@@ -193,7 +198,7 @@ def _database_errors(method: _Method) -> _Method:
         try:
             return method(*args, **kwargs)
         except psycopg.OperationalError as exc:
-            raise BackendUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+            raise Unavailable(f"PostgreSQL is unavailable: {exc}") from exc
 
     return cast(_Method, guarded)
 
@@ -219,7 +224,7 @@ class _VectorLoader(Loader):
                              offset=4).astype(np.float32)
 
 
-class PostgresStore(Store):
+class PostgresStore(SqlStore):
     """:class:`Store` in one PostgreSQL database with the pgvector extension.
 
     ``lexical`` picks the ranking of :meth:`lexical_search`: ``"bm25"`` (postings and
@@ -248,7 +253,7 @@ class PostgresStore(Store):
             self._database_id = self._setting(self._writer, "database_id")
             self._secret = bytes.fromhex(self._setting(self._writer, "secret"))
         except psycopg.Error as exc:  # e.g. no right to create the vector extension
-            raise BackendUnavailable(f"cannot use this PostgreSQL database: {exc}") from exc
+            raise Unavailable(f"cannot use this PostgreSQL database: {exc}") from exc
 
     def _create_schema(self) -> None:
         """Create the tables on a new database (one process at a time)."""
@@ -259,12 +264,27 @@ class PostgresStore(Store):
                 setup.execute(_SCHEMA)
                 setup.execute(
                     "INSERT INTO settings(key, value) VALUES ('database_id', %s), "
-                    "('secret', %s), ('seq', '0'), ('gc_floor', '0'), ('log_pos', '0')",
-                    (secrets.token_hex(8), secrets.token_hex(32)))
+                    "('secret', %s), ('seq', '0'), ('gc_floor', '0'), ('log_pos', '0'), "
+                    "('schema_version', %s)",
+                    (secrets.token_hex(8), secrets.token_hex(32), str(SCHEMA_VERSION)))
                 setup.execute("INSERT INTO versions(seq, chunks, total_length) VALUES (0, 0, 0)")
+            else:
+                self._check_schema_version(setup)
             for name, ddl in _LATE_INDEXES:
                 if not _relation_exists(setup, name):
                     setup.execute(ddl)
+
+    def _check_schema_version(self, db: psycopg.Connection[Any]) -> None:
+        """Refuse a database with a newer layout before anything in it is touched; one from
+        before versions were recorded has the version-1 tables and is marked so."""
+        row = db.execute("SELECT value FROM settings WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            db.execute("INSERT INTO settings(key, value) VALUES ('schema_version', %s)",
+                       (str(SCHEMA_VERSION),))
+            return
+        name = db.execute("SELECT current_database()").fetchone()
+        refuse_newer_schema(int(row[0]), SCHEMA_VERSION,
+                            f"in PostgreSQL database {name[0] if name else '?'!r}")
 
     @classmethod
     def open(cls, dsn: str, *, lexical: LexicalRanking = "bm25") -> PostgresStore:
@@ -275,7 +295,7 @@ class PostgresStore(Store):
         try:
             db = psycopg.connect(self._dsn, autocommit=True)
         except psycopg.OperationalError as exc:
-            raise BackendUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+            raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc
         info = TypeInfo.fetch(db, "vector")
         if info is not None:  # absent only before the schema creates the extension
             info.register(db)
@@ -311,14 +331,6 @@ class PostgresStore(Store):
                         "SELECT value FROM settings WHERE key = 'seq' FOR UPDATE")
                 yield self._writer
 
-    @property
-    def database_id(self) -> str:
-        return self._database_id
-
-    @property
-    def secret(self) -> bytes:
-        return self._secret
-
     def close(self) -> None:
         with self._connections_lock:
             for db in self._connections:
@@ -331,7 +343,7 @@ class PostgresStore(Store):
     def _setting(db: psycopg.Connection[Any], key: str) -> str:
         row = db.execute("SELECT value FROM settings WHERE key = %s", (key,)).fetchone()
         if row is None:
-            raise BackendUnavailable(f"store setting {key!r} is missing")
+            raise Unavailable(f"store setting {key!r} is missing")
         return str(row[0])
 
     @_database_errors
@@ -357,7 +369,7 @@ class PostgresStore(Store):
             "SELECT (SELECT value FROM settings WHERE key = 'seq')::bigint, "
             "(SELECT COALESCE(MAX(id), 0) FROM feedback)").fetchone()
         if row is None:
-            raise BackendUnavailable("store setting 'seq' is missing")
+            raise Unavailable("store setting 'seq' is missing")
         return int(row[0]), int(row[1])
 
     @_database_errors
@@ -514,7 +526,7 @@ class PostgresStore(Store):
         row = db.execute("SELECT value FROM settings WHERE key = 'dimension'").fetchone()
         if row is not None:
             if int(row[0]) != dimension:
-                raise BackendUnavailable(f"this database holds {row[0]}-dimensional vectors, "
+                raise Unavailable(f"this database holds {row[0]}-dimensional vectors, "
                                          f"not {dimension}")
             return
         db.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dimension)})")
@@ -537,8 +549,8 @@ class PostgresStore(Store):
             # Version v is superseded by write v+1; keep it while that write is recent.
             recent = (db.execute("SELECT MIN(seq) FROM write_log WHERE kind = 'write' AND at >= %s",
                                  (now - keep_seconds,)).fetchone() or (None,))[0]
-            by_time = seq if recent is None else int(recent) - 1
-            new_floor = max(floor, min(seq - keep_versions, by_time), 0)
+            new_floor = self._new_gc_floor(seq, floor, keep_versions,
+                                           None if recent is None else int(recent))
             if new_floor == floor:
                 return []
             doomed = [int(r[0]) for r in db.execute(
@@ -562,21 +574,12 @@ class PostgresStore(Store):
     @_database_errors
     def delta_since(self, position: int) -> IndexDelta | None:
         db = self._reader()
-        added: set[int] = set()
-        removed: set[int] = set()
-        last = position
-        for pos, added_ids, removed_ids in db.execute(
-                "SELECT pos, added, removed FROM write_log WHERE pos > %s ORDER BY pos",
-                (position,)):
-            added.update(added_ids)
-            removed.update(removed_ids)
-            last = int(pos)
+        delta = self._fold_log(position, db.execute(
+            "SELECT pos, added, removed FROM write_log WHERE pos > %s ORDER BY pos",
+            (position,)), list)
         # Read after the rows: the floor only grows, so a floor still at or below
         # ``position`` now was so while they were read, and none of them was missing.
-        if _log_floor(db) > position:
-            return None
-        return IndexDelta(position=last, added=sorted(added - removed),
-                          removed=sorted(removed - added))
+        return None if _log_floor(db) > position else delta
 
     @_database_errors
     def log_floor(self) -> int:

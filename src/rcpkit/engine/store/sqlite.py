@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from rcpkit.protocol.errors import BackendUnavailable
+from rcpkit.engine.errors import Unavailable
 from rcpkit.protocol.filters import Condition, FilterNode
 
 from .base import (
@@ -32,13 +32,14 @@ from .base import (
     IndexDelta,
     RowBatch,
     RowIds,
-    Store,
     StoreCounts,
     StoreVersionError,
     WriteOutcome,
     compile_filter,
     indexed_text,
+    refuse_newer_schema,
 )
+from .sql import SqlStore
 
 __all__ = ["SqliteStore"]
 
@@ -130,7 +131,7 @@ SCHEMA_VERSION = 1
 migration of older stores) whenever the tables change."""
 
 
-class SqliteStore(Store):
+class SqliteStore(SqlStore):
     """:class:`Store` in one SQLite file (``<data_dir>/store.sqlite3``)."""
 
     FILE_NAME = "store.sqlite3"
@@ -156,7 +157,7 @@ class SqliteStore(Store):
             with self._transaction() as db:
                 db.executemany("INSERT INTO settings(key, value) VALUES (?, ?)",
                                settings.items())
-        self._database_id = settings["database_id"]
+        self._database_id: str = settings["database_id"]
         self._secret = bytes.fromhex(settings["secret"])
 
     def _schema_version(self) -> int:
@@ -164,22 +165,22 @@ class SqliteStore(Store):
         tables are touched; a store from before versions were recorded reads 0 and has the
         version-1 tables."""
         found = int(self._writer.execute("PRAGMA user_version").fetchone()[0])
-        if found > SCHEMA_VERSION:
+        try:
+            refuse_newer_schema(found, SCHEMA_VERSION, str(self._path))
+        except StoreVersionError:
             self._writer.close()
-            raise StoreVersionError(
-                f"the store {self._path} has schema version {found}, newer than the "
-                f"{SCHEMA_VERSION} this rcpkit knows: upgrade rcpkit to open it")
+            raise
         return found
 
     @classmethod
     def open(cls, data_dir: str | Path) -> SqliteStore:
         """Open (creating if needed) the store under ``data_dir``; a file that is not an
-        SQLite database, or a damaged one, is :class:`BackendUnavailable` saying so."""
+        SQLite database, or a damaged one, is :class:`Unavailable` saying so."""
         path = Path(data_dir) / cls.FILE_NAME
         try:
             return cls(path)
         except sqlite3.DatabaseError as exc:
-            raise BackendUnavailable(f"{path} is not a readable SQLite database ({exc}); "
+            raise Unavailable(f"{path} is not a readable SQLite database ({exc}); "
                                      "restore it from a backup or move it aside") from None
 
     def _connect(self) -> sqlite3.Connection:
@@ -202,14 +203,6 @@ class SqliteStore(Store):
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._writer, self._writer_lock)
-
-    @property
-    def database_id(self) -> str:
-        return self._database_id
-
-    @property
-    def secret(self) -> bytes:
-        return self._secret
 
     def close(self) -> None:
         with self._readers_lock:
@@ -343,8 +336,8 @@ class SqliteStore(Store):
             # Version v is superseded by write v+1; keep it while that write is recent.
             recent = db.execute("SELECT MIN(seq) FROM write_log WHERE kind = 'write' AND at >= ?",
                                 (now - keep_seconds,)).fetchone()[0]
-            by_time = seq if recent is None else int(recent) - 1
-            new_floor = max(floor, min(seq - keep_versions, by_time), 0)
+            new_floor = self._new_gc_floor(seq, floor, keep_versions,
+                                           None if recent is None else int(recent))
             if new_floor == floor:
                 return []
             doomed = [int(r[0]) for r in db.execute(
@@ -370,21 +363,12 @@ class SqliteStore(Store):
 
     def delta_since(self, position: int) -> IndexDelta | None:
         db = self._reader()
-        added: set[int] = set()
-        removed: set[int] = set()
-        last = position
-        for pos, added_json, removed_json in db.execute(
-                "SELECT pos, added, removed FROM write_log WHERE pos > ? ORDER BY pos",
-                (position,)):
-            added.update(json.loads(added_json))
-            removed.update(json.loads(removed_json))
-            last = int(pos)
+        delta = self._fold_log(position, db.execute(
+            "SELECT pos, added, removed FROM write_log WHERE pos > ? ORDER BY pos",
+            (position,)), json.loads)
         # Read after the rows: the floor only grows, so a floor still at or below
         # ``position`` now was so while they were read, and none of them was missing.
-        if _log_floor(db) > position:
-            return None
-        return IndexDelta(position=last, added=sorted(added - removed),
-                          removed=sorted(removed - added))
+        return None if _log_floor(db) > position else delta
 
     def log_floor(self) -> int:
         return _log_floor(self._reader())
@@ -550,8 +534,8 @@ class _Transaction:
         finally:
             self._lock.release()
         if isinstance(exc, BaseException) and _disk_full(exc):
-            raise BackendUnavailable("the disk is full: nothing was written",
-                                     data={"detail": "disk full"}) from exc
+            raise Unavailable("the disk is full: nothing was written",
+                                     detail="disk full") from exc
 
 
 def _disk_full(exc: BaseException) -> bool:

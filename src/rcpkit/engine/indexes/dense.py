@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rcpkit.engine.persist import file_checksum, verify_file
-from rcpkit.protocol.errors import InvalidParams, NotFound
+from rcpkit.engine.errors import IndexUnavailable
+from rcpkit.engine.indexes.persist import file_checksum, verify_file
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -101,7 +101,7 @@ def _load_usearch() -> type[Index]:
     if importlib.util.find_spec("onnxruntime") is not None:
         if "usearch.index" in sys.modules and "onnxruntime" not in sys.modules:
             raise RuntimeError("usearch was imported before onnxruntime; importing onnxruntime "
-                               "now would crash the process (import rcpkit.engine.dense first)")
+                               "now would crash the process (import this module first)")
         import onnxruntime  # noqa: F401
     from usearch.index import Index
 
@@ -381,12 +381,13 @@ class DenseIndex:
     # -- reads ----------------------------------------------------------------------------
 
     def get(self, rowids: np.ndarray) -> np.ndarray:
-        """Stored vectors for ``rowids``, in the given order; :class:`NotFound` if one is absent."""
+        """Stored vectors for ``rowids``, in the given order; :class:`IndexUnavailable` if one
+        is absent."""
         ids = np.asarray(rowids, dtype=np.int64).reshape(-1)
         snapshot = self._view.snapshot
         positions, present = snapshot.positions(ids)
         if not present.all():
-            raise NotFound(f"no vector stored for row id {int(ids[~present][0])}")
+            raise IndexUnavailable(f"no vector stored for row id {int(ids[~present][0])}")
         return snapshot.vectors[positions].copy()
 
     def search(
@@ -404,7 +405,7 @@ class DenseIndex:
         """
         query = np.asarray(queries)
         if query.ndim != 1:
-            raise InvalidParams(f"expected one query vector of shape ({self.dimension},)")
+            raise ValueError(f"expected one query vector of shape ({self.dimension},)")
         return self.search_batch(query[None, :], k, allow=allow, exact=exact)[0]
 
     def search_batch(
@@ -489,7 +490,7 @@ class DenseIndex:
         directory = Path(directory)
         meta_path = directory / _META
         if not meta_path.is_file():
-            raise NotFound(f"no dense index saved in {directory}")
+            raise IndexUnavailable(f"no dense index saved in {directory}")
         meta = json.loads(meta_path.read_text())
         if meta.get("format") != _FORMAT:
             raise ValueError(f"unsupported dense index format {meta.get('format')!r}")
@@ -534,12 +535,12 @@ class DenseIndex:
         """A C-contiguous float32 ``(n, d)`` copy, unit-normalised for the cosine metric."""
         matrix = np.array(vectors, dtype=np.float32, ndmin=2, order="C")
         if matrix.ndim != 2 or matrix.shape[1] != self.dimension:
-            raise InvalidParams(
+            raise ValueError(
                 f"vector dimension {matrix.shape[-1]} does not match the index dimension "
                 f"{self.dimension}"
             )
         if not np.isfinite(matrix).all():
-            raise InvalidParams("vectors must contain only finite numbers")
+            raise ValueError("vectors must contain only finite numbers")
         if self.metric == "cosine":
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             np.divide(matrix, norms, out=matrix, where=norms > 0)

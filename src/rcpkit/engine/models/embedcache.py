@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rcpkit.engine.embedding import Embedder
+from rcpkit.engine.models.embedding import Embedder
 
 __all__ = ["CachedEmbedder"]
 
@@ -34,7 +34,7 @@ _LOOKUP_BATCH = 500  # stays under SQLite's bound-parameter limit
 
 
 class CachedEmbedder:
-    """An :class:`~rcpkit.engine.embedding.Embedder` that remembers ``embed`` results in
+    """An :class:`~rcpkit.engine.models.embedding.Embedder` that remembers ``embed`` results in
     ``path``; token matrices (§7.5) are passed through uncached."""
 
     def __init__(self, inner: Embedder, path: Path) -> None:

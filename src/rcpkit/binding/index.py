@@ -1,0 +1,45 @@
+"""``index/add`` (§7.10) and ``index/delete`` (§7.11); not served when read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rcpkit.binding.convert import documents_in, reply
+from rcpkit.binding.errors import answering
+from rcpkit.engine.core import Engine
+from rcpkit.protocol.errors import InvalidParams
+from rcpkit.protocol.types import (
+    IndexAddParams,
+    IndexAddResult,
+    IndexDeleteParams,
+    IndexDeleteResult,
+)
+from rcpkit.server import Context, Server
+
+__all__ = ["register"]
+
+_LOGGER = "rcpkit.engine"
+
+
+def register(server: Server, engine: Engine) -> None:
+    def index_add(params: IndexAddParams, ctx: Context) -> dict[str, Any]:
+        key = ctx.meta.get("idempotencyKey")
+        if key is not None and not isinstance(key, str):
+            raise InvalidParams("_meta.idempotencyKey must be a string",
+                                field="_meta.idempotencyKey")
+        result = engine.add(documents_in(params.documents), chunk=params.chunk,
+                            contextual=params.contextual, idempotency_key=key)
+        ctx.log("info", f"indexed {len(result.ids)} documents ({result.chunks} chunks)",
+                {"indexVersion": result.index_version}, logger=_LOGGER)
+        return reply(IndexAddResult(ids=result.ids, chunks=result.chunks,
+                                    meta={"indexVersion": result.index_version}))
+
+    def index_delete(params: IndexDeleteParams, ctx: Context) -> dict[str, Any]:
+        result = engine.delete(params.ids)
+        ctx.log("info", f"deleted {result.deleted} documents",
+                {"indexVersion": result.index_version}, logger=_LOGGER)
+        return reply(IndexDeleteResult(deleted=result.deleted,
+                                       meta={"indexVersion": result.index_version}))
+
+    server.add_method("index/add", answering(index_add))
+    server.add_method("index/delete", answering(index_delete))

@@ -1,0 +1,322 @@
+"""The retrieval engine (§3, §7.7), independent of any protocol binding.
+
+:class:`Engine` is a facade over small components sharing one
+:class:`~rcpkit.engine.store.Store` (the system of record):
+
+- :class:`~rcpkit.engine.writer.Writer` — serialised, idempotent writes (§7.10, §7.11),
+  published only once their rows are in every index, and the bookkeeping retention;
+- :class:`~rcpkit.engine.snapshots.Snapshots` — published versions (§7.7.1) and the refresh
+  that takes in what other processes sharing the record wrote;
+- :class:`~rcpkit.engine.indexes.derived.DerivedIndexes` — lexical, dense and filter-column
+  indexes keyed by the store's chunk rowids, saved and reconciled with the record; a store
+  that searches by itself (PostgreSQL with ``pg_recall = "database"``) replaces them;
+- :class:`~rcpkit.engine.search.searcher.Searcher` — the pipeline over one
+  :class:`~rcpkit.engine.search.recall.Recall`, with cursors (§10) and sessions (§7.7.3);
+- :class:`~rcpkit.engine.feedback.Feedback` — signals and the poison policy (§7.16).
+
+Thread safety: any number of concurrent reads; writes serialise on a lock and mutate the
+indexes under the exclusive side of a readers/writer lock. ``sessionId`` dedup state is kept
+per process: a shared table would cost a durable write per retrieve, so with several workers
+a session's dedup covers the requests its worker answered.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rcpkit.engine.config import EngineConfig, load_config
+from rcpkit.engine.errors import ConfigError, InvalidInput, Unavailable, Unsupported
+from rcpkit.engine.feedback import Feedback
+from rcpkit.engine.indexes.derived import DerivedIndexes
+from rcpkit.engine.models.embedcache import CachedEmbedder
+from rcpkit.engine.models.embedding import (
+    Embedder,
+    HashingEmbedder,
+    OnnxEmbedder,
+    check_kind,
+    minilm,
+)
+from rcpkit.engine.models.rerank import CrossEncoderReranker, LateInteractionReranker, Reranker
+from rcpkit.engine.search.cursors import Cursors
+from rcpkit.engine.search.planner import FUSION_METHODS, MODES, UNITS, Planner, checked_filter
+from rcpkit.engine.search.recall import DatabaseRecall, MemoryRecall, Recall
+from rcpkit.engine.search.searcher import Progress, Searcher
+from rcpkit.engine.search.sessions import Sessions
+from rcpkit.engine.snapshots import Snapshots
+from rcpkit.engine.store import DatabaseSearch, SqliteStore, Store
+from rcpkit.engine.types import (
+    AddResult,
+    DeleteResult,
+    DocumentIn,
+    EngineDescription,
+    FeedbackSignal,
+    SearchRequest,
+    SearchResult,
+)
+from rcpkit.engine.writer import Writer
+from rcpkit.protocol.filters import OPERATORS
+
+__all__ = ["Engine", "open_engine"]
+
+
+class Engine:
+    """Hybrid retrieval over a durable store; see the module docstring."""
+
+    def __init__(self, config: EngineConfig, store: Store, embedder: Embedder,
+                 rerankers: Mapping[str, Reranker], *,
+                 clock: Callable[[], float] = time.time) -> None:
+        if config.pg_recall not in ("database", "memory"):
+            raise ConfigError(f"pg_recall must be database or memory, not {config.pg_recall!r}")
+        self.config = config
+        self._clock = clock
+        """Epoch seconds for retention (snapshots, keys, log), recency decay and session
+        expiry; tests inject one."""
+        self._store = store
+        self._embedder = embedder
+        self._rerankers = dict(rerankers)
+        write_lock = threading.Lock()
+        self._write_lock = write_lock
+        database = (store if config.pg_recall == "database"
+                    and isinstance(store, DatabaseSearch) else None)
+        indexes = None
+        recall: Recall
+        if database is not None:
+            recall = DatabaseRecall(database)
+        else:
+            indexes = DerivedIndexes(config, store, dimension=embedder.dimension,
+                                     embedder_identity=embedder.identity)
+            recall = MemoryRecall(indexes)
+        self.indexes = indexes
+        """None when the store searches by itself: no index is built, caught up or saved."""
+        self._feedback = Feedback(store, threshold=config.poison_threshold,
+                                  max_signals=config.max_batch_inputs)
+        self.snapshots = Snapshots(store, indexes, self._feedback, write_lock)
+        self.writer = Writer(config, store, embedder, self.snapshots, indexes, write_lock, clock)
+        cursors = Cursors(store.secret)
+        self.searcher = Searcher(
+            config, store, embedder, self._rerankers, recall, self.snapshots,
+            Planner(config, self._rerankers, cursors, self._feedback, clock), cursors,
+            Sessions(config.session_ttl_seconds, clock))
+        self._check_embedder()
+        if self.indexes is not None:
+            self.indexes.load()
+
+    def _check_embedder(self) -> None:
+        """Stored vectors are only meaningful for the embedder that made them."""
+        recorded = self._store.setting("embedder")
+        if recorded is None:
+            self._store.set_setting("embedder", self._embedder.identity)
+        elif recorded != self._embedder.identity:
+            self._store.close()
+            raise Unavailable(f"this data directory was indexed with embedder "
+                              f"{recorded!r}, not {self._embedder.identity!r}")
+
+    # ── lifecycle ──────────────────────────────────────────────────────────
+
+    @classmethod
+    def open(cls, config: EngineConfig, *, embedder: Embedder | None = None,
+             store: Store | None = None, clock: Callable[[], float] = time.time) -> Engine:
+        """Open (or create) the engine and reconcile its indexes with the record.
+
+        The record is ``store`` when given (e.g. a PostgreSQL backend), else the one
+        ``config`` names; derived indexes always live in ``data_dir``. ``clock`` (epoch
+        seconds) drives the retention windows, recency and session expiry.
+        """
+        chosen = embedder or _make_embedder(config)
+        if config.embedding_cache is not None:
+            chosen = CachedEmbedder(chosen, config.embedding_cache)
+        store = store or _open_store(config)
+        rerankers: dict[str, Reranker] = {}
+        colbert = LateInteractionReranker(chosen, passage_tokens=config.rerank_passage_tokens,
+                                          cache_bytes=config.rerank_cache_bytes)
+        rerankers[colbert.method] = colbert
+        if config.cross_encoder_model_path and config.cross_encoder_tokenizer_path:
+            # Advertised only when a real model is configured (no registry ships one).
+            cross = CrossEncoderReranker(
+                config.cross_encoder_model_path, config.cross_encoder_tokenizer_path,
+                identity=f"onnx:{Path(config.cross_encoder_model_path).name}")
+            rerankers[cross.method] = cross
+        return cls(config, store, chosen, rerankers, clock=clock)
+
+    def wait_for_indexes(self, timeout: float | None = None) -> bool:
+        """Block until background index work (the dense graph build) is done, or ``timeout``
+        seconds pass; True when none is left. Searches never need this — exact search serves
+        meanwhile — but a bulk load that waits before :meth:`close` saves the graph with the
+        rows, so the next process starts on it instead of building it again."""
+        return self.indexes is None or self.indexes.dense.wait_for_graph(timeout)
+
+    def close(self) -> None:
+        """Stop background index work, persist the derived indexes and close the store."""
+        with self._write_lock:
+            if self.indexes is not None:
+                self.indexes.close()
+                self.indexes.save()
+            self._store.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ── versions ───────────────────────────────────────────────────────────
+
+    def version_token(self, seq: int) -> str:
+        """The opaque §7.7.1 ``indexVersion`` for a sequence number of this database."""
+        return self.snapshots.token(seq)
+
+    @property
+    def index_version(self) -> str:
+        """The latest published snapshot."""
+        return self.snapshots.token(self.snapshots.published)
+
+    def snapshot(self, index_version: str | None = None) -> int:
+        """The version a read pinned to ``index_version`` (default: the latest) sees;
+        :class:`~rcpkit.engine.errors.SnapshotUnavailable` when it cannot be served."""
+        return self.snapshots.resolve(index_version)
+
+    @property
+    def store(self) -> Store:
+        """The system of record, for components deriving their own indexes from it."""
+        return self._store
+
+    def refresh(self) -> bool:
+        """Take in writes and feedback committed by other processes sharing the record."""
+        return self.snapshots.refresh()
+
+    def on_publish(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever a new version is published (own write or refresh)."""
+        self.snapshots.on_publish(listener)
+
+    # ── writes ─────────────────────────────────────────────────────────────
+
+    def add(self, documents: Sequence[DocumentIn], *, chunk: bool = False,
+            contextual: bool = False, idempotency_key: str | None = None,
+            embedded: Callable[[int, int], None] | None = None) -> AddResult:
+        """§7.10 upsert; returns after the write is committed and published.
+        ``embedded(done, total)`` reports passages embedded so far."""
+        return self.writer.add(documents, chunk=chunk, contextual=contextual,
+                               idempotency_key=idempotency_key, embedded=embedded)
+
+    def delete(self, ids: Sequence[str]) -> DeleteResult:
+        """§7.11: idempotent; counts only documents this call removed."""
+        return self.writer.delete(ids)
+
+    def documents_where(self, tree: Any) -> dict[str, Mapping[str, Any]]:
+        """The live documents matching the §8 filter ``tree`` (id → metadata) at the latest
+        version; none when the tree names a field no document has."""
+        self.refresh()
+        try:
+            node = checked_filter(tree, self.snapshots.schema)
+        except InvalidInput:
+            return {}
+        records = self._store.chunks(
+            self._store.filter_rowids(node, self.snapshots.published).tolist())
+        return {record.doc_id: record.meta for record in records.values()}
+
+    # ── search (§7.7) ──────────────────────────────────────────────────────
+
+    def search(self, request: SearchRequest, *, progress: Progress | None = None,
+               cancelled: Callable[[], bool] | None = None) -> SearchResult:
+        """Run the §3 pipeline at one snapshot and return at most ``k`` hits."""
+        return self.searcher.search(request, progress=progress, cancelled=cancelled)
+
+    # ── adjacent surfaces ──────────────────────────────────────────────────
+
+    def embed(self, texts: Sequence[str], kind: str = "document") -> npt.NDArray[np.float32]:
+        """§7.3 dense vectors from the engine's own embedder."""
+        check_kind(kind)
+        self._check_batch(texts, "inputs")
+        return np.asarray(self._embedder.embed(list(texts), kind), dtype=np.float32)
+
+    def token_embeddings(self, texts: Sequence[str],
+                         kind: str = "document") -> list[npt.NDArray[np.float32]]:
+        """§7.5 per-token vectors."""
+        check_kind(kind)
+        self._check_batch(texts, "inputs")
+        return self._embedder.token_embeddings(list(texts), kind)
+
+    def rerank(self, query: str, passages: Sequence[str], method: str) -> npt.NDArray[np.float32]:
+        """§7.6 scores aligned with ``passages`` (higher = more relevant)."""
+        if method not in self._rerankers:
+            raise Unsupported(f"rerank method {method!r} is not available", option=method)
+        self._check_batch(passages, "passages")
+        return np.asarray(self._rerankers[method].score(query, list(passages)), dtype=np.float32)
+
+    def _check_batch(self, items: Sequence[str], field: str) -> None:
+        if len(items) > self.config.max_batch_inputs:
+            raise InvalidInput(f"at most {self.config.max_batch_inputs} inputs per call",
+                               field=field)
+        for position, item in enumerate(items):
+            if not isinstance(item, str):
+                raise InvalidInput("expected a string", field=f"{field}[{position}]")
+
+    def feedback(self, signals: Sequence[FeedbackSignal], session_id: str | None = None,
+                 query: str | None = None) -> int:
+        """§7.16: record signals durably; they only affect later retrieves (poison policy)."""
+        return self._feedback.record(signals, session_id, query)
+
+    def stats(self) -> dict[str, Any]:
+        """Corpus sizes at the latest snapshot."""
+        counts = self._store.counts()
+        indexes = self.indexes
+        return {**asdict(counts), "index_version": self.index_version,
+                "lexical_rows": indexes.lexical.count if indexes is not None else 0,
+                "dense_rows": indexes.dense.count if indexes is not None else 0}
+
+    def describe(self) -> EngineDescription:
+        """The engine's real abilities, for building honest capabilities (§6.1)."""
+        return EngineDescription(
+            modes=MODES, default_mode="hybrid", fusion_methods=FUSION_METHODS,
+            rerank_methods=tuple(self._rerankers), units=UNITS,
+            filter_fields=dict(self.snapshots.schema), filter_operators=OPERATORS,
+            max_k=self.config.max_k, default_candidate_k=self.config.default_candidate_k,
+            max_batch_inputs=self.config.max_batch_inputs,
+            max_documents_per_add=self.config.max_documents_per_add,
+            max_text_bytes=self.config.max_text_bytes,
+            embed_identity=self._embedder.identity, embed_dimension=self._embedder.dimension,
+            session_ttl_seconds=self.config.session_ttl_seconds,
+            default_fusion=self.config.default_fusion, read_only=self.config.read_only)
+
+
+def open_engine(config_or_data_dir: EngineConfig | str | Path | None = None,
+                **options: Any) -> Engine:
+    """Open (creating if absent) the engine :func:`~rcpkit.engine.config.load_config`
+    describes."""
+    return Engine.open(load_config(config_or_data_dir, **options))
+
+
+def _open_store(config: EngineConfig) -> Store:
+    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL."""
+    if config.backend == "sqlite":
+        return SqliteStore.open(config.data_dir)
+    if config.backend != "postgres":
+        raise ConfigError(f"backend must be sqlite or postgres, not {config.backend!r}")
+    if not config.dsn:
+        raise ConfigError("backend postgres needs a DSN (--dsn, dsn in rcpkit.toml, or "
+                          "RCPKIT_DSN)")
+    try:
+        from rcpkit.engine.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise ConfigError(f"backend postgres needs psycopg (pip install 'psycopg[binary]'): "
+                          f"{exc}") from None
+    return PostgresStore.open(config.dsn)
+
+
+def _make_embedder(config: EngineConfig) -> Embedder:
+    if config.embedder == "hashing":
+        return HashingEmbedder(dimension=config.hashing_dimension)
+    if config.embedder == "onnx":
+        if config.onnx_model_path is None or config.onnx_tokenizer_path is None:
+            raise ConfigError("embedder 'onnx' needs onnx_model_path and onnx_tokenizer_path")
+        return OnnxEmbedder(config.onnx_model_path, config.onnx_tokenizer_path,
+                            identity=f"onnx:{Path(config.onnx_model_path).name}")
+    return minilm()

@@ -1,0 +1,1 @@
+"""Documents on their way in: chunking and preparation (checks, metadata types, hashes)."""

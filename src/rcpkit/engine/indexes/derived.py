@@ -1,0 +1,307 @@
+"""The set of derived indexes (lexical, dense, filter columns) one process serves from.
+
+They are saved under ``<data_dir>/indexes`` with the write-log position they reflect (the
+``CURRENT`` pointer flips last) and reconciled with the record on open: loaded and caught up
+from the write log, or rebuilt when they cannot be trusted. Index saves take an exclusive
+``flock`` on ``indexes/LOCK`` and loads a shared one, so one process saves at a time and
+none deletes a state another is loading. Readers and writers share a readers/writer lock:
+a catch-up or a swap happens whole between two reads.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.indexes.columns import FilterColumns
+from rcpkit.engine.indexes.dense import DenseIndex
+from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.lru import Recent
+from rcpkit.engine.store import IndexDelta, Store
+from rcpkit.engine.text import Analyzer
+
+__all__ = ["BoolMask", "DerivedIndexes", "ReadWriteLock"]
+
+logger = logging.getLogger(__name__)
+
+IntArray = npt.NDArray[np.int64]
+BoolMask = npt.NDArray[np.bool_]
+
+
+class ReadWriteLock:
+    """Many readers or one writer; writers do not starve (new readers wait for them)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+        self._writers_waiting = 0
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writing and not self._writers_waiting)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._cond:
+            self._writers_waiting += 1
+            self._cond.wait_for(lambda: not self._writing and self._readers == 0)
+            self._writers_waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+class DerivedIndexes:
+    """Lexical, dense and filter-column indexes at one write-log position of ``store``."""
+
+    def __init__(self, config: EngineConfig, store: Store, *, dimension: int,
+                 embedder_identity: str) -> None:
+        self._config = config
+        self._store = store
+        self._dimension = dimension
+        self._embedder_identity = embedder_identity
+        self.lock = ReadWriteLock()
+        self.lexical = LexicalIndex(Analyzer())
+        self.dense = self._new_dense_index()
+        self.columns = FilterColumns()
+        self.position = 0
+        self.saved_position = 0
+        """Log position of the newest index state known to be saved in ``data_dir``."""
+        self._saved_state_partial = False
+        """The saved state at this process's position lacked a part (rebuilt here from the
+        record): the next save rewrites it even though no write moved the position."""
+        self.writes_since_save = 0
+        self._masks: Recent[int, BoolMask] = Recent(8)
+
+    def _new_dense_index(self) -> DenseIndex:
+        return DenseIndex(self._dimension, exact_threshold=self._config.dense_exact_threshold,
+                          build_threads=self._config.dense_build_threads)
+
+    def _index_dir(self) -> Path:
+        return Path(self._config.data_dir) / "indexes"
+
+    def load(self) -> None:
+        """Load persisted indexes and catch up from the write log; rebuild when they cannot
+        be trusted (missing, corrupt, foreign, ahead of the record, or below its pruned
+        log). Also how a process that fell below the pruned log starts over."""
+        try:
+            with self._locked(exclusive=False):
+                saved = self._saved_state()
+                if saved is not None:  # else none yet, or another record's / embedder's
+                    if saved[1] > self._store.log_position():
+                        raise ValueError("persisted indexes do not belong to this record")
+                    if saved[1] < self._store.log_floor():
+                        raise ValueError("the write log no longer reaches the saved indexes")
+                    state_dir, position = saved
+                    lexical = LexicalIndex.load(state_dir / "lexical")
+                    dense = DenseIndex.load(state_dir / "dense",
+                                            build_threads=self._config.dense_build_threads)
+                    columns = _saved_columns(state_dir / "columns")
+        except Exception as exc:  # any unreadable state means: rebuild from the record
+            logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
+                           "store", type(exc).__name__, exc)
+            saved = None
+        if saved is None:
+            self._rebuild()
+            return
+        self.saved_position = position
+        if columns is None:
+            columns = self._columns_from_store()
+            self._saved_state_partial = True
+        # Caught up before the swap: a running process must not serve the older state.
+        delta = self._store.delta_since(position)
+        if delta is None:  # pruned past the state while it was loading
+            self._rebuild()
+            return
+        self._delta_applier(delta)(lexical, dense, columns)
+        self._install(lexical, dense, columns, delta.position)
+
+    @contextmanager
+    def _locked(self, *, exclusive: bool) -> Iterator[None]:
+        """``flock`` on ``indexes/LOCK`` across processes: saves exclusive, loads shared."""
+        root = self._index_dir()
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / "LOCK", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+
+    def _saved_state(self) -> tuple[Path, int] | None:
+        """The persisted state directory and its log position, if it is one of this record's
+        and embedder's (call with the index lock held)."""
+        root = self._index_dir()
+        try:
+            state_dir = root / (root / "CURRENT").read_text().strip()
+            state = json.loads((state_dir / "state.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if (state.get("database_id") != self._store.database_id
+                or state.get("embedder") != self._embedder_identity):
+            return None
+        return state_dir, int(state["position"])
+
+    def _columns_from_store(self) -> FilterColumns:
+        """Filter columns over every stored row: they already hold what a catch-up adds (a
+        re-added row is a no-op), and removing a row they never held is one too."""
+        columns = FilterColumns()
+        for batch in self._store.iter_rows():
+            columns.add(*self._filter_rows(batch.rowids))
+        return columns
+
+    def _rebuild(self) -> None:
+        lexical = LexicalIndex(Analyzer())
+        dense = self._new_dense_index()
+        columns = FilterColumns()
+        position = self._store.log_position()
+        self._saved_state_partial = True
+        for batch in self._store.iter_rows():
+            rowids = np.asarray(batch.rowids, dtype=np.int64)
+            lexical.add(rowids, batch.texts)
+            dense.add(rowids, batch.vectors)
+            columns.add(*self._filter_rows(batch.rowids))
+        self._install(lexical, dense, columns, position)
+
+    def _install(self, lexical: LexicalIndex, dense: DenseIndex, columns: FilterColumns,
+                 position: int) -> None:
+        """Swap in a whole set of derived indexes at ``position``: a read sees the old set or
+        the new one, never a mix; the replaced dense index stops its background build."""
+        with self.lock.writing():
+            replaced = self.dense
+            self.lexical, self.dense, self.columns = lexical, dense, columns
+            self.position = position
+        replaced.close()
+        self._masks.clear()
+
+    def catch_up(self) -> None:
+        """Apply the write log after this process's position to the live indexes; below the
+        pruned log, start over from the saved state (or the rows)."""
+        delta = self._store.delta_since(self.position)
+        if delta is None:
+            self.load()
+            return
+        apply = self._delta_applier(delta)
+        with self.lock.writing():
+            apply(self.lexical, self.dense, self.columns)
+            self.position = delta.position
+        self._masks.clear()
+
+    def _delta_applier(self, delta: IndexDelta
+                       ) -> Callable[[LexicalIndex, DenseIndex, FilterColumns], None]:
+        """Read the rows ``delta`` adds now (no lock held) and return what applies the whole
+        delta to a set of indexes (quickly, under the caller's lock if they are live)."""
+        batches = list(self._store.iter_rows(delta.added)) if delta.added else []
+        filter_rows = [self._filter_rows(batch.rowids) for batch in batches]
+        removed = np.asarray(delta.removed, dtype=np.int64)
+
+        def apply(lexical: LexicalIndex, dense: DenseIndex, columns: FilterColumns) -> None:
+            if len(removed):
+                lexical.remove(removed)
+                dense.remove(removed)
+                columns.remove(removed)
+            for batch, (filtered, metas) in zip(batches, filter_rows, strict=True):
+                rowids = np.asarray(batch.rowids, dtype=np.int64)
+                lexical.add(rowids, batch.texts)
+                dense.add(rowids, batch.vectors)
+                columns.add(filtered, metas)
+
+        return apply
+
+    def _filter_rows(self, rowids: Sequence[int]
+                     ) -> tuple[list[int], list[Mapping[str, Any]]]:
+        """The §8 filter metadata of ``rowids`` for the filter columns (rows collected in the
+        meantime are left out)."""
+        records = self._store.chunks(rowids)
+        kept = [rowid for rowid in rowids if rowid in records]
+        return kept, [records[rowid].filter_meta for rowid in kept]
+
+    def save(self) -> None:
+        """Persist the derived indexes with the log position they reflect; ``CURRENT`` flips
+        last. Skipped when another process already saved a state at least as recent, unless
+        the one at this position was partial."""
+        with self._locked(exclusive=True):
+            saved = self._saved_state()
+            if (saved is None or saved[1] < self.position
+                    or (self._saved_state_partial and saved[1] == self.position)):
+                self._write_state(self._index_dir())
+                self.saved_position = self.position
+            else:
+                self.saved_position = saved[1]
+        self.writes_since_save = 0
+        self._saved_state_partial = False
+
+    def _write_state(self, root: Path) -> None:
+        name = f"state-{self.position}-{uuid.uuid4().hex[:8]}"
+        target = root / name
+        target.mkdir(parents=True)
+        self.lexical.save(target / "lexical")
+        self.dense.save(target / "dense")
+        self.columns.save(target / "columns")
+        (target / "state.json").write_text(json.dumps({
+            "database_id": self._store.database_id, "embedder": self._embedder_identity,
+            "position": self.position}))
+        pointer = root / "CURRENT.tmp"
+        with open(pointer, "w") as handle:
+            handle.write(name)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(pointer, root / "CURRENT")
+        for stale in root.iterdir():
+            if stale.is_dir() and stale.name != name:
+                shutil.rmtree(stale, ignore_errors=True)
+
+    def visible_mask(self, seq: int) -> BoolMask:
+        """Rowids visible at version ``seq`` as a mask (cached for recent versions)."""
+        cached = self._masks.get(seq)
+        if cached is not None:
+            return cached
+        rowids = self._store.visible_rowids(seq)
+        mask = _mask(rowids, int(rowids.max()) + 1 if len(rowids) else 0)
+        self._masks.put(seq, mask)
+        return mask
+
+    def close(self) -> None:
+        """Stop background work (the dense graph build)."""
+        self.dense.close()
+
+
+def _saved_columns(directory: Path) -> FilterColumns | None:
+    """The filter columns of a saved state, or ``None`` (logged) when they cannot be read —
+    a state saved before they were persisted, or a damaged file: the caller rebuilds them."""
+    try:
+        return FilterColumns.load(directory)
+    except Exception as exc:  # whatever is unreadable is rebuilt from the record
+        logger.warning("saved filter columns in %s are unusable (%s: %s); rebuilding them "
+                       "from the store", directory, type(exc).__name__, exc)
+        return None
+
+
+def _mask(rowids: IntArray, length: int) -> BoolMask:
+    mask = np.zeros(length, dtype=bool)
+    inside = rowids[rowids < length]
+    mask[inside] = True
+    return mask

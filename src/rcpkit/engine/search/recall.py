@@ -1,0 +1,160 @@
+"""Recall (§3.1) behind one interface: from this process's derived indexes, or computed by
+a store that searches by itself (PostgreSQL with ``pg_recall = "database"``).
+
+Recall returns rowids and scores only; the stored record and vector of a candidate are read
+later (:meth:`Recall.load`) for just the candidates a later stage looks at: most requests
+read the ``k`` chunks of one page, not all ``candidateK`` of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from rcpkit.engine.errors import IndexUnavailable, SnapshotUnavailable
+from rcpkit.engine.indexes.derived import DerivedIndexes
+from rcpkit.engine.store import ChunkRecord, DatabaseSearch, Store
+from rcpkit.protocol.filters import FilterNode
+
+__all__ = ["Candidate", "DatabaseRecall", "MemoryRecall", "Recall", "Scores", "load", "merge"]
+
+Scores = dict[int, float]
+"""rowid → score of one recall list."""
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A chunk moving through the pipeline with its per-stage scores."""
+
+    rowid: int
+    score: float
+    scores: dict[str, float]
+    loaded: tuple[ChunkRecord, Vector] | None = None
+
+    @property
+    def record(self) -> ChunkRecord:
+        assert self.loaded is not None, "candidate read before Recall.load"
+        return self.loaded[0]
+
+    @property
+    def vector(self) -> Vector:
+        assert self.loaded is not None, "candidate read before Recall.load"
+        return self.loaded[1]
+
+
+class Recall(Protocol):
+    """Dense and lexical recall at a snapshot under a §8 filter, and candidate loading."""
+
+    def reading(self) -> AbstractContextManager[None]:
+        """Held around a read so the indexes do not change under it."""
+
+    def recall(self, query: str, vector: Vector, *, dense: bool, sparse: bool, k: int,
+               seq: int, tree: FilterNode | None, schema: Mapping[str, str],
+               exact: bool) -> tuple[Scores, Scores]:
+        """(dense, sparse) hits, each list at most ``k`` long; a list not asked is empty."""
+
+    def vectors(self, rowids: list[int]) -> npt.NDArray[np.float32]:
+        """The stored vectors of ``rowids``, in order."""
+
+
+def merge(dense_hits: Scores, sparse_hits: Scores) -> list[Candidate]:
+    """One candidate per recalled row, with the score of each list that found it."""
+    candidates = []
+    for rowid in dict.fromkeys([*dense_hits, *sparse_hits]):
+        scores_of = {}
+        if rowid in dense_hits:
+            scores_of["dense"] = dense_hits[rowid]
+        if rowid in sparse_hits:
+            scores_of["sparse"] = sparse_hits[rowid]
+        first = dense_hits.get(rowid, sparse_hits.get(rowid, 0.0))
+        candidates.append(Candidate(rowid, first, scores_of))
+    return candidates
+
+
+def load(recall: Recall, store: Store, candidates: list[Candidate],
+         seq: int) -> list[Candidate]:
+    """``candidates`` with their stored records and vectors read (once per candidate); rows
+    the store no longer holds drop out."""
+    missing = [c.rowid for c in candidates if c.loaded is None]
+    if missing:
+        with recall.reading():
+            records = store.chunks(missing)
+            order = [rowid for rowid in missing if rowid in records]
+            try:
+                vectors = recall.vectors(order)
+            except IndexUnavailable as exc:  # indexes disagree with the record: a bug
+                raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
+            if seq < store.gc_floor():
+                # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
+                raise SnapshotUnavailable("indexVersion was garbage-collected during the read")
+        found = dict(zip(order, vectors, strict=True))
+        for candidate in candidates:
+            if candidate.loaded is None and candidate.rowid in found:
+                candidate.loaded = (records[candidate.rowid], found[candidate.rowid])
+    return [c for c in candidates if c.loaded is not None]
+
+
+class MemoryRecall:
+    """Recall from the in-memory indexes; snapshot and filter become rowid masks."""
+
+    def __init__(self, indexes: DerivedIndexes) -> None:
+        self._indexes = indexes
+
+    def reading(self) -> AbstractContextManager[None]:
+        return self._indexes.lock.reading()
+
+    def recall(self, query: str, vector: Vector, *, dense: bool, sparse: bool, k: int,
+               seq: int, tree: FilterNode | None, schema: Mapping[str, str],
+               exact: bool) -> tuple[Scores, Scores]:
+        indexes = self._indexes
+        mask = indexes.visible_mask(seq)
+        # When the snapshot shows every indexed row (no hidden versions), the visibility mask
+        # is a no-op the indexes skip when given None, using their precomputed statistics.
+        visible = None if int(np.count_nonzero(mask)) == indexes.dense.count else mask
+        allow = visible if tree is None else mask & indexes.columns.mask(tree, len(mask),
+                                                                          schema)
+        dense_hits: Scores = {}
+        sparse_hits: Scores = {}
+        if dense:
+            rowids, scores = indexes.dense.search(vector, k, allow=allow, exact=exact)
+            dense_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+        if sparse:
+            rowids, scores = indexes.lexical.search(query, k, visible=visible, allow=allow)
+            sparse_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+        return dense_hits, sparse_hits
+
+    def vectors(self, rowids: list[int]) -> npt.NDArray[np.float32]:
+        return self._indexes.dense.get(np.asarray(rowids, dtype=np.int64))
+
+
+class DatabaseRecall:
+    """Recall computed by the store's database at the snapshot, under the filter compiled
+    to SQL (§7.7, §8); no in-memory index is involved."""
+
+    def __init__(self, database: DatabaseSearch) -> None:
+        self._database = database
+
+    def reading(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def recall(self, query: str, vector: Vector, *, dense: bool, sparse: bool, k: int,
+               seq: int, tree: FilterNode | None, schema: Mapping[str, str],
+               exact: bool) -> tuple[Scores, Scores]:
+        dense_hits: Scores = {}
+        sparse_hits: Scores = {}
+        if dense:
+            rowids, scores = self._database.dense_search(vector, k, seq, tree, exact=exact)
+            dense_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+        if sparse:
+            rowids, scores = self._database.lexical_search(query, k, seq, tree)
+            sparse_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+        return dense_hits, sparse_hits
+
+    def vectors(self, rowids: list[int]) -> npt.NDArray[np.float32]:
+        return self._database.vectors(rowids)

@@ -1,0 +1,38 @@
+"""The engine is protocol-free: no module under ``rcpkit.engine`` (but the command-line
+front end) imports the server, the binding or the wire structs, or names a §12 code."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import rcpkit.engine
+
+ENGINE = Path(rcpkit.engine.__file__).parent
+WIRE_MODULES = ("rcpkit.server", "rcpkit.binding", "rcpkit.protocol.types",
+                "rcpkit.protocol.errors", "rcpkit.transports", "rcpkit.client")
+FRONT_ENDS = {"cli.py", "dbcli.py"}
+
+
+def _imports(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return names
+
+
+def test_no_engine_module_imports_the_wire() -> None:
+    offenders = {path.relative_to(ENGINE).as_posix(): name
+                 for path in ENGINE.rglob("*.py") if path.name not in FRONT_ENDS
+                 for name in _imports(path) if name.startswith(WIRE_MODULES)}
+    assert offenders == {"search/planner.py": "rcpkit.protocol.errors"}
+
+
+def test_no_engine_module_names_a_json_rpc_code() -> None:
+    code = re.compile(r"-32[0-9]{3}")
+    assert [path.name for path in ENGINE.rglob("*.py")
+            if path.name not in FRONT_ENDS and code.search(path.read_text())] == []
