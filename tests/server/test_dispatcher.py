@@ -153,6 +153,33 @@ async def test_handler_exception_is_generic_internal_error(caplog: Any) -> None:
     assert "secret internal detail" in caplog.text  # the details went to the server log
 
 
+@pytest.mark.parametrize("log_bodies", [False, True])
+async def test_failure_logs_withhold_queries_and_documents(caplog: Any,
+                                                           log_bodies: bool) -> None:
+    """§15.6: a failure quoting the request's query or documents is logged with those texts
+    replaced by their length, at every level, unless bodies are let into the log."""
+    server = Server("s", "1")
+    server.capability("x-acme", {})
+
+    @server.method("x-acme/fail")
+    def fail(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        texts = [doc["text"] for doc in params["documents"]]
+        raise ValueError(f"cannot rank {params['query']!r} against {texts} (disk /var/x)")
+
+    d = Dispatcher(server, log_bodies=log_bodies)
+    await call(d, frame("initialize", {"protocolVersion": 1}))
+    query, document = "quokka lagoon\nüber", "the zanzibar contract"
+    with caplog.at_level(logging.DEBUG):
+        reply = await call(d, frame("x-acme/fail", {"query": query, "mode": "dense",
+                                                    "documents": [{"text": document}]}))
+    assert code(reply) == -32603
+    assert "ValueError" in caplog.text and "/var/x" in caplog.text  # the rest is kept
+    for body in ("quokka", "zanzibar"):
+        assert (body in caplog.text) is log_bodies
+    if not log_bodies:
+        assert "<18 characters withheld>" in caplog.text
+
+
 async def test_rcp_errors_pass_through_and_nan_is_never_emitted() -> None:
     d = await ready()
     reply = await call(d, frame("x-test/notfound"))

@@ -34,6 +34,7 @@ def run(*args: str, **kw: object) -> subprocess.CompletedProcess[bytes]:
     ["--stdio", "--app", "rcpkit.server.example:SAMPLE_DOCUMENTS"],
     ["--http", "127.0.0.1:0", "--sessions", "sticky", "--app", APP],
     ["--stdio", "--auth-token", "t", "--app", APP],
+    ["--stdio", "--metrics", "--app", APP],
     ["--http", "127.0.0.1:0", "--workers", "2", "--sessions", "token", "--app", APP],
     ["--http", "127.0.0.1:0", "--workers", "0", "--app", APP],
     ["--stdio", "--workers", "2", "--app", APP],

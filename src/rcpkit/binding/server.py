@@ -136,6 +136,13 @@ class _EngineServer(Server):
     def refresh(self) -> None:
         self._engine.refresh()
 
+    def gauges(self) -> dict[str, float]:
+        """Corpus and index sizes, and whether a background index build is running."""
+        sizes = {name: float(value) for name, value in self._engine.stats().items()
+                 if isinstance(value, int | float) and not isinstance(value, bool)}
+        sizes["index_build_running"] = 0.0 if self._engine.wait_for_indexes(0) else 1.0
+        return sizes
+
     def _advertise_filter_fields(self) -> None:
         # Runs under the engine's write lock, on every published version.
         described = self._engine.describe()

@@ -44,6 +44,8 @@ class Metrics:
                              "pip install 'rcpkit[metrics]'") from None
         Counter, Histogram = self._client.Counter, self._client.Histogram
         self._servers: dict[str, Server] = {}
+        self._children: dict[tuple[str | None, str, int], tuple[Any, Any]] = {}
+        """The labelled counter and histogram of each outcome seen, looked up once."""
         self._registry = self._client.CollectorRegistry()
         self._registry.register(_Gauges(self._servers, self._client))
         self._requests = Counter(
@@ -63,9 +65,15 @@ class Metrics:
     def request_done(self, method: str | None, collection: str, code: int,
                      seconds: float) -> None:
         """One answered request; ``method`` None when the server has no such method."""
-        name = method or "unknown"
-        self._requests.labels(name, collection, "ok" if code == 0 else str(code)).inc()
-        self._latency.labels(name, collection).observe(seconds)
+        key = (method, collection, code)
+        children = self._children.get(key)
+        if children is None:  # a bounded set: known methods × collections × §12 codes
+            name = method or "unknown"
+            children = self._children[key] = (
+                self._requests.labels(name, collection, "ok" if code == 0 else str(code)),
+                self._latency.labels(name, collection))
+        children[0].inc()
+        children[1].observe(seconds)
 
     def rate_limited(self, collection: str, principal_kind: str) -> None:
         """One request refused with ``-32011`` (``principal_kind``: ``server`` for load
