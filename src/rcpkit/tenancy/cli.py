@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from ..binding.errors import wire_error
 from ..cli_support import fail
@@ -217,7 +217,8 @@ def provenance_sources(collection: CollectionOption, data: RootOption = _DEFAULT
     (§7.16, §15.3), most first, and whether the poison policy quarantines them."""
     with _collection_engine("provenance sources", data, collection) as engine:
         sources = engine.poison_state().sources
-    table = Table("source", "poison reports", "demoted documents", "threshold", "state")
+    # The label is what `provenance clear` takes: never wrapped.
+    table = Table(Column("source", no_wrap=True), "reports", "demoted", "threshold", "state")
     for state in sources:
         table.add_row(state.label, str(state.reports), str(state.demoted),
                       str(state.threshold or "-"),
