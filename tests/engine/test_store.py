@@ -115,6 +115,7 @@ def test_idempotency_and_feedback_persist(tmp_path: Path) -> None:
         reply={"ids": ["a"], "chunks": 1},
     )
     store.record_feedback([FeedbackRecord(hit_id="a#0", doc_id="a", poison_suspected=True)] * 2)
+    store.record_feedback([FeedbackRecord(hit_id="source:feed", doc_id="")])  # a clear
     database_id = store.database_id
     store.close()
     reopened = SqliteStore.open(tmp_path)
@@ -123,6 +124,10 @@ def test_idempotency_and_feedback_persist(tmp_path: Path) -> None:
     assert reopened.field_types() == {"lang": "keyword"}
     assert reopened.poison_counts(reopened.feedback_position()) == {"a": 2}
     assert reopened.poison_counts(1) == {"a": 1}
+    position = reopened.feedback_position()
+    assert reopened.poison_clears(position) == {"source:feed": position}
+    assert reopened.poison_clears(position - 1) == {}
+    assert reopened.live_meta(["a", "gone"]) == {"a": {}}
     reopened.close()
 
 

@@ -91,7 +91,11 @@ def test_provenance_lists_and_purges_by_principal_and_source(tmp_path: Path) -> 
         engine.close()
     code, out, err = rcpkit("provenance", "sources", "--collection", "docs", "--data", str(root))
     assert code == 0, err
-    assert out.index("feed-1") < out.index("2")
+    rows = {line.split()[1]: line.split()[3] for line in out.splitlines() if ":" in line}
+    assert rows == {"source:feed-1": "2", "written_by:bob": "2"}
+    code, _, err = rcpkit("provenance", "clear", "--collection", "docs", "--data", str(root),
+                          "--principal", "bob", "--source", "feed-1")
+    assert code == 2 and "name a principal or a source" in err
     code, out, _ = rcpkit("provenance", "list", "--collection", "docs", "--data", str(root),
                           "--principal", "alice")
     assert "d0" in out and "d2" in out and "d1" not in out and "2 documents" in out

@@ -10,8 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from rcpkit.binding import bind
+from rcpkit.cli import app as rcpkit_app
 from rcpkit.client.memory import connect_memory
 from rcpkit.engine import Engine, open_engine
 from rcpkit.federation.gateway import build_gateway
@@ -77,10 +79,10 @@ class Tenant:
 class Deployment:
     """Collections ``alpha`` and ``beta`` under one root, keys, and clocks tests move."""
 
-    def __init__(self, root: Path, kind: Any) -> None:
+    def __init__(self, root: Path, kind: Any, config: str = CONFIG) -> None:
         registry = CollectionRegistry(root)
         for name in ("alpha", "beta"):
-            registry.create(name, CONFIG)
+            registry.create(name, config)
         self.keys = KeyStore(root)
         self.clock = FakeClock(1_000.0)
         self.wall = FakeClock(DAY * 20_000 + 3_600.0)
@@ -299,6 +301,43 @@ async def test_the_gateway_federates_the_collections_of_one_server(
                 assert by_engine == {"alpha": "a-bees", "beta": "b-bees"}
         finally:
             gateway.close()
+
+
+def test_poison_reports_quarantine_a_writer_in_its_collection_only(
+        tmp_path: Path) -> None:
+    """§15.3: enough demoted documents of one writer take all of its documents out of the
+    collection's retrieval, not the other writers' nor its documents in another collection;
+    an operator's clear (another process) lifts it."""
+    policy = CONFIG + "[poison]\nthreshold = 1\nsource_threshold = 2\n"
+    deployment = Deployment(tmp_path, LOOPBACK_KINDS[0], config=policy)
+    tokens = {name: deployment.key(name, "alpha:read,write", "beta:read,write")
+              for name in ("alice", "mallory")}
+    try:
+        for _app, client in deployment.serve():
+            alice, mallory = (Tenant(client, tokens[name]) for name in ("alice", "mallory"))
+            _add(mallory, "alpha", ("m1", "owls hunt mice"), ("m2", "owls eat mice at night"),
+                 ("m3", "mice fear owls"))
+            _add(alice, "alpha", ("a1", "owls and mice in the barn"))
+            _add(mallory, "beta", ("m1", "owls hunt mice"))
+            alice.ok("/rcp/alpha", "feedback", {"signals": [
+                {"hitId": hit_id, "poisonSuspected": True} for hit_id in ("m1", "m2")]})
+            assert alice.hit_ids("/rcp/alpha", "owls mice") == ["a1"]
+            assert mallory.hit_ids("/rcp/beta", "owls mice") == ["m1"]
+            code, out, err = _cli("provenance", "sources", "--collection", "alpha",
+                                  "--data", str(tmp_path))
+            assert code == 0, err
+            assert "written_by:mallory" in out and "quarantined" in out
+            code, out, err = _cli("provenance", "clear", "--collection", "alpha",
+                                  "--data", str(tmp_path), "--principal", "mallory")
+            assert (code, out.strip()) == (0, "cleared written_by:mallory"), err
+            assert sorted(alice.hit_ids("/rcp/alpha", "owls mice")) == ["a1", "m1", "m2", "m3"]
+    finally:
+        deployment.close()
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(rcpkit_app, list(args))
+    return result.exit_code, result.stdout, result.stderr
 
 
 def test_health_readiness_and_metrics_beside_the_collections(deployment: Deployment) -> None:

@@ -39,7 +39,10 @@ class EngineConfig:
     first value seen decides). Snapshots (§7.7.1) are kept while they are one of
     the last ``retain_versions`` versions *or* were superseded less than
     ``retain_seconds`` ago. ``poison_threshold`` is how many ``poisonSuspected``
-    feedback signals (§7.16, §15.3) demote a document by ``poison_penalty``. Dense search is
+    feedback signals (§7.16, §15.3) demote a document by ``poison_penalty``; a source with
+    ``poison_source_threshold`` demoted documents (or its own entry in
+    ``poison_source_thresholds``, by label; 0: never) is quarantined (engine.feedback; in a
+    ``.toml`` file, a ``[poison]`` table sets them without the prefix). Dense search is
     exact up to ``dense_exact_threshold`` rows, HNSW beyond. The ``colbert`` rerank (§7.6)
     reads the first ``rerank_passage_tokens`` tokens of each passage (None: the model's limit)
     and caches passage token matrices up to ``rerank_cache_bytes``. ``backend`` picks the system
@@ -84,6 +87,8 @@ class EngineConfig:
     cross_encoder_tokenizer_path: Path | None = None
     poison_threshold: int = 3
     poison_penalty: float = 0.5
+    poison_source_threshold: int = 0
+    poison_source_thresholds: Mapping[str, int] = field(default_factory=dict)
     index_save_every: int = 200
     rerank_passage_tokens: int | None = 128
     default_rerank_top_n: int = 20
@@ -140,7 +145,10 @@ class EngineConfig:
         raw = source.read_bytes()
         data: dict[str, Any] = (tomllib.loads(raw.decode()) if source.suffix == ".toml"
                                 else json.loads(raw))
-        return cls.from_mapping(data.get("engine", data))
+        engine = dict(data.get("engine", data))
+        poison = engine.pop("poison", None) or data.get("poison") or {}
+        return cls.from_mapping({**engine, **{f"poison_{key}": value
+                                              for key, value in poison.items()}})
 
     def with_overrides(self, **values: Any) -> EngineConfig:
         """A copy with ``values`` applied; ``None`` means "keep", paths become ``Path``."""
@@ -148,8 +156,9 @@ class EngineConfig:
                        "cross_encoder_model_path", "cross_encoder_tokenizer_path"}
         changes: dict[str, Any] = {name: (Path(value) if name in path_fields else value)
                                    for name, value in values.items() if value is not None}
-        if "field_types" in changes:
-            changes["field_types"] = dict(changes["field_types"])
+        for mapping in ("field_types", "poison_source_thresholds"):
+            if mapping in changes:
+                changes[mapping] = dict(changes[mapping])
         return dataclasses.replace(self, **changes)
 
 

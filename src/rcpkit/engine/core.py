@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from rcpkit.engine.config import EngineConfig, load_config
 from rcpkit.engine.errors import ConfigError, InvalidInput, Unavailable, Unsupported
-from rcpkit.engine.feedback import Feedback
+from rcpkit.engine.feedback import Feedback, Poisoned
 from rcpkit.engine.indexes.derived import DerivedIndexes
 from rcpkit.engine.models.embedcache import CachedEmbedder
 from rcpkit.engine.models.embedding import (
@@ -96,7 +96,9 @@ class Engine:
         self.indexes = indexes
         """None when the store searches by itself: no index is built, caught up or saved."""
         self._feedback = Feedback(store, threshold=config.poison_threshold,
-                                  max_signals=config.max_batch_inputs)
+                                  max_signals=config.max_batch_inputs,
+                                  source_threshold=config.poison_source_threshold,
+                                  source_thresholds=config.poison_source_thresholds)
         self.snapshots = Snapshots(store, indexes, self._feedback, write_lock)
         self.writer = Writer(config, store, embedder, self.snapshots, indexes, write_lock, clock)
         cursors = Cursors(store.secret)
@@ -262,6 +264,17 @@ class Engine:
                  query: str | None = None) -> int:
         """§7.16: record signals durably; they only affect later retrieves (poison policy)."""
         return self._feedback.record(signals, session_id, query)
+
+    def poison_state(self) -> Poisoned:
+        """The poison policy's current state: demoted documents, sources (§15.3)."""
+        self.refresh()
+        return self._feedback.poisoned
+
+    def clear_poison(self, label: str) -> Poisoned:
+        """An operator's §15.3 decision: source ``label`` is vetted; reports so far on its
+        documents no longer count."""
+        self.refresh()
+        return self._feedback.clear(label)
 
     def stats(self) -> dict[str, Any]:
         """Corpus sizes at the latest snapshot."""

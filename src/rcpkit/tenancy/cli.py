@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from ..binding.errors import wire_error
 from ..cli_support import fail
@@ -26,7 +26,7 @@ from ..protocol.errors import UsageError
 from .collections import CollectionError, CollectionRegistry
 from .keys import KeyStore, KeyStoreError
 from .limits import Limits
-from .provenance import purge, suspected_sources, written
+from .provenance import purge, source_label, written
 from .scopes import Scopes
 
 __all__ = ["register"]
@@ -213,13 +213,28 @@ def provenance_purge(collection: CollectionOption, data: RootOption = _DEFAULT_R
 @provenance_app.command("sources")
 def provenance_sources(collection: CollectionOption, data: RootOption = _DEFAULT_ROOT
                        ) -> None:
-    """Sources by the poisonSuspected reports on their documents (§7.16), most first."""
+    """Sources by the poisonSuspected reports on their documents since their last clear
+    (§7.16, §15.3), most first, and whether the poison policy quarantines them."""
     with _collection_engine("provenance sources", data, collection) as engine:
-        tally = suspected_sources(engine)
-    table = Table("source", "poison reports")
-    for name, reports in tally.most_common():
-        table.add_row(name, str(reports))
+        sources = engine.poison_state().sources
+    # The label is what `provenance clear` takes: never wrapped.
+    table = Table(Column("source", no_wrap=True), "reports", "demoted", "threshold", "state")
+    for state in sources:
+        table.add_row(state.label, str(state.reports), str(state.demoted),
+                      str(state.threshold or "-"),
+                      "quarantined" if state.quarantined else "serving")
     console.print(table)
+
+
+@provenance_app.command("clear")
+def provenance_clear(collection: CollectionOption, data: RootOption = _DEFAULT_ROOT,
+                     principal: PrincipalOption = None, source: SourceOption = None) -> None:
+    """Clear a vetted source: the poison reports so far on its documents stop counting,
+    which lifts its quarantine (§15.3)."""
+    with _collection_engine("provenance clear", data, collection) as engine:
+        label = source_label(principal=principal, source=source)
+        engine.clear_poison(label)
+    console.print(f"cleared {label}")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,15 +10,16 @@ server overwrites any ``written_by``/``written_at`` a caller sends, so they cann
 The engine leaves them out of a document's content hash: re-adding unchanged content
 writes nothing (nor embeds it again, as ``index sync`` relies on) and keeps its first stamp.
 
-The poison policy (§7.16, §15.3) counts ``poisonSuspected`` reports per document; an
-operator sees them summed per source (:func:`suspected_sources`) and revokes a tainted
-source with one purge. Reports stay advisory: nothing is deleted on a reporter's word.
+The poison policy (§7.16, §15.3) counts ``poisonSuspected`` reports per document and, with
+thresholds the operator sets, quarantines a whole source (engine.feedback). The operator
+sees every source's standing (``Engine.poison_state``), clears a vetted one
+(:func:`source_label`, ``Engine.clear_poison``) or revokes a tainted one with one purge.
+Reports stay advisory: nothing is deleted on a reporter's word.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +33,8 @@ from ..protocol.types import IndexAddParams
 from ..server.context import Context
 from ..server.framework import Server
 
-__all__ = ["SOURCE", "WRITTEN_AT", "WRITTEN_BY", "Written", "purge", "stamp", "stamp_writes",
-           "suspected_sources", "written"]
+__all__ = ["SOURCE", "WRITTEN_AT", "WRITTEN_BY", "Written", "purge", "source_label", "stamp",
+           "stamp_writes", "written"]
 
 WRITTEN_BY, WRITTEN_AT = WRITE_STAMP
 SOURCE = "source"
@@ -100,18 +101,12 @@ def purge(engine: Engine, documents: Sequence[Written]) -> int:
                for start in range(0, len(ids), step))
 
 
-def suspected_sources(engine: Engine) -> Counter[str]:
-    """``poisonSuspected`` reports (§7.16) summed per source of the reported documents
-    (``(no source)``: a document without one, or deleted since)."""
-    counts = engine.store.poison_counts(engine.store.feedback_position())
-    if not counts:
-        return Counter()
-    sourced = engine.documents_where({"field": SOURCE, "op": "exists", "value": True})
-    tally: Counter[str] = Counter()
-    for doc_id, reports in counts.items():
-        meta = sourced.get(doc_id)
-        tally[str(meta.get(SOURCE)) if meta is not None else "(no source)"] += reports
-    return tally
+def source_label(*, principal: str | None, source: str | None) -> str:
+    """The poison policy's label of one source (engine.feedback): ``source:<meta.source>``
+    or ``written_by:<principal>``."""
+    if (principal is None) == (source is None):
+        raise UsageError("name a principal or a source")
+    return f"{SOURCE}:{source}" if source is not None else f"{WRITTEN_BY}:{principal}"
 
 
 def _text(value: Any) -> str | None:

@@ -68,6 +68,7 @@ def test_idempotency_feedback_and_settings_persist(pg_dsn: str) -> None:
     store.write([doc("a")], [], new_fields={"lang": "keyword"}, idempotency_key="k1",
                 reply={"ids": ["a"], "chunks": 1})
     store.record_feedback([FeedbackRecord(hit_id="a#0", doc_id="a", poison_suspected=True)] * 2)
+    store.record_feedback([FeedbackRecord(hit_id="source:feed", doc_id="")])  # a clear
     store.set_setting("embedder", "hashing-64")
     database_id, secret = store.database_id, store.secret
     store.close()
@@ -78,6 +79,10 @@ def test_idempotency_feedback_and_settings_persist(pg_dsn: str) -> None:
     assert reopened.field_types() == {"lang": "keyword"}
     assert reopened.poison_counts(reopened.feedback_position()) == {"a": 2}
     assert reopened.poison_counts(1) == {"a": 1}
+    position = reopened.feedback_position()
+    assert reopened.poison_clears(position) == {"source:feed": position}
+    assert reopened.poison_clears(position - 1) == {}
+    assert reopened.live_meta(["a", "gone"]) == {"a": {}}
     assert reopened.setting("embedder") == "hashing-64" and reopened.setting("other") is None
     reopened.close()
 

@@ -45,7 +45,8 @@ class Plan:
         recency (date), the poison policy and ``unit: document`` (document id), MMR
         (vectors) and session dedup (hit ids). Rerank reads only its ``topN`` head."""
         return (request.recency is not None
-                or bool(self.poisoned.documents) or request.unit == "document"
+                or bool(self.poisoned.documents) or bool(self.poisoned.quarantined)
+                or request.unit == "document"
                 or request.mmr_lambda is not None or request.session_id is not None)
 
 

@@ -81,11 +81,14 @@ def rerank(query: str, head: list[Candidate], reranker: Reranker) -> list[Candid
 def adjust(request: SearchRequest, plan: Plan, ranked: list[Candidate], *,
            recency_weight: float, poison_penalty: float) -> list[Candidate]:
     """Recency (§7.7; no decay without a date value) blended with relevance by
-    ``recency_weight``, and the feedback poison policy (§7.16, §15.3)."""
+    ``recency_weight``, and the feedback poison policy (§7.16, §15.3): demoted documents
+    scaled down, those of quarantined sources left out."""
     poisoned = plan.poisoned.documents
     recency = request.recency
     if recency is not None and plan.schema.get(recency.field) != "date":
         raise InvalidInput("the recency field must be a date field", field="recency.field")
+    if plan.poisoned.quarantined:
+        ranked = [c for c in ranked if not plan.poisoned.excludes(c.record.meta)]
     if recency is None and not poisoned:
         return ranked
     floor = min((c.score for c in ranked), default=0.0)

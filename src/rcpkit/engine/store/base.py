@@ -212,6 +212,10 @@ class Store(abc.ABC):
         """Content hash of each live document among ``doc_ids``."""
 
     @abc.abstractmethod
+    def live_meta(self, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Metadata of each live document among ``doc_ids``."""
+
+    @abc.abstractmethod
     def write(self, upserts: Sequence[DocumentWrite], deletes: Sequence[str], *,
               new_fields: Mapping[str, str] | None = None,
               idempotency_key: str | None = None,
@@ -299,6 +303,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def poison_counts(self, up_to: int) -> dict[str, int]:
         """Document id → ``poisonSuspected`` signals recorded up to the mark ``up_to``."""
+
+    @abc.abstractmethod
+    def poison_clears(self, up_to: int) -> dict[str, int]:
+        """Source label → mark of its latest operator clear up to ``up_to``: a feedback row
+        with an empty ``doc_id`` whose ``hit_id`` is the label (§15.3)."""
 
 
 @runtime_checkable

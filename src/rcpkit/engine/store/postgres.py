@@ -386,6 +386,13 @@ class PostgresStore(SqlStore):
         return {str(doc_id): str(content_hash) for doc_id, content_hash in rows}
 
     @_database_errors
+    def live_meta(self, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        rows = self._reader().execute(
+            "SELECT doc_id, meta FROM documents "
+            "WHERE deleted_seq IS NULL AND doc_id = ANY(%s)", (list(doc_ids),)).fetchall()
+        return {str(doc_id): dict(meta) for doc_id, meta in rows}
+
+    @_database_errors
     def write(self, upserts: Sequence[DocumentWrite], deletes: Sequence[str], *,
               new_fields: Mapping[str, str] | None = None,
               idempotency_key: str | None = None,
@@ -801,6 +808,12 @@ class PostgresStore(SqlStore):
         return {str(doc_id): int(n) for doc_id, n in self._reader().execute(
             "SELECT doc_id, COUNT(*) FROM feedback WHERE poison_suspected AND id <= %s "
             "GROUP BY doc_id", (up_to,))}
+
+    @_database_errors
+    def poison_clears(self, up_to: int) -> dict[str, int]:
+        return {str(label): int(mark) for label, mark in self._reader().execute(
+            "SELECT hit_id, MAX(id) FROM feedback WHERE doc_id = '' AND id <= %s "
+            "GROUP BY hit_id", (up_to,))}
 
 
 def _relation_exists(db: psycopg.Connection[Any], name: str) -> bool:

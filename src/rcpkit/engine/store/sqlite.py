@@ -240,15 +240,21 @@ class SqliteStore(SqlStore):
     # ── writes ──────────────────────────────────────────────────────────────
 
     def live_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        return dict(self._live_column(doc_ids, "content_hash"))
+
+    def live_meta(self, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return {doc_id: json.loads(meta) for doc_id, meta in self._live_column(doc_ids, "meta")}
+
+    def _live_column(self, doc_ids: Sequence[str], column: str) -> list[tuple[str, str]]:
         db = self._reader()
-        found: dict[str, str] = {}
+        found: list[tuple[str, str]] = []
         for start in range(0, len(doc_ids), 500):
             part = list(doc_ids[start:start + 500])
             marks = ",".join("?" * len(part))
             # Named, because the planner otherwise scans every live row through
             # documents_deleted (deleted_seq IS NULL): 80x slower at 100k documents.
-            found.update(db.execute(
-                f"SELECT doc_id, content_hash FROM documents INDEXED BY documents_live "
+            found.extend(db.execute(
+                f"SELECT doc_id, {column} FROM documents INDEXED BY documents_live "
                 f"WHERE deleted_seq IS NULL AND doc_id IN ({marks})", part).fetchall())
         return found
 
@@ -492,6 +498,11 @@ class SqliteStore(SqlStore):
         return {doc_id: int(n) for doc_id, n in self._reader().execute(
             "SELECT doc_id, COUNT(*) FROM feedback WHERE poison_suspected = 1 AND id <= ? "
             "GROUP BY doc_id", (up_to,))}
+
+    def poison_clears(self, up_to: int) -> dict[str, int]:
+        return {label: int(mark) for label, mark in self._reader().execute(
+            "SELECT hit_id, MAX(id) FROM feedback WHERE doc_id = '' AND id <= ? "
+            "GROUP BY hit_id", (up_to,))}
 
 
 def _log_floor(db: sqlite3.Connection) -> int:
