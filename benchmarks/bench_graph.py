@@ -95,7 +95,7 @@ def knowledge_latency(engine: Engine, graph: ConceptGraph, seq: int, texts: Sequ
     """Build a memory of the live index and the summary tree at ``seq`` (timed), and return
     the recall and tree-node search calls to time."""
     data = engine.config.data_dir
-    memory = KnowledgeMemory.open(data, graph.extractor,
+    memory = KnowledgeMemory.open(data, engine.store, graph.extractor,
                                   lambda: (graph.view(seq), engine.version_token(seq)))
     start = time.perf_counter()
     memory_id, tokens = memory.build(None, memory_id=None, scope="global", caller="bench")

@@ -51,7 +51,7 @@ def measure(name: str, dataset_dir: Path, data_dir: Path, split: str | None, clu
     graph_s = time.perf_counter() - started
     seq = engine.snapshot()
     with tempfile.TemporaryDirectory() as scratch:
-        memory = KnowledgeMemory(Path(scratch) / MEMORY_FILE, graph.extractor,
+        memory = KnowledgeMemory.open(Path(scratch), engine.store, graph.extractor,
                                  lambda: (graph.view(seq), engine.version_token(seq)),
                                  concepts=concepts)
         started = time.perf_counter()
