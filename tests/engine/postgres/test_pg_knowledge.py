@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("scipy")
 pytest.importorskip("igraph")
 
-from engine.graph.graph_corpus import DOCUMENTS
+from engine.graph.graph_corpus import DOCUMENTS, spy_on_extraction
 from engine.test_pipeline import make_config
 from rcpkit.engine.core import Engine
-from rcpkit.engine.graph import GRAPH_FILE, ConceptExtractor, ConceptGraph
+from rcpkit.engine.graph import GRAPH_FILE, ConceptGraph
 from rcpkit.engine.memory import MEMORY_FILE, KnowledgeMemory, Recall
 from rcpkit.engine.models.embedding import HashingEmbedder
 from rcpkit.engine.store.postgres import PostgresStore
@@ -73,18 +73,6 @@ def open_memory(engine: Engine, graph: ConceptGraph) -> KnowledgeMemory:
 
 def recalled(recall: Recall) -> tuple[object, ...]:
     return (recall.clues, [(d.id, round(d.score, 9), d.text) for d in recall.drafts])
-
-
-def spy_on_extraction(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    extracted: list[str] = []
-    original = ConceptExtractor.extract
-
-    def spy(self: ConceptExtractor, text: str) -> list:  # type: ignore[type-arg]
-        extracted.append(text)
-        return original(self, text)
-
-    monkeypatch.setattr(ConceptExtractor, "extract", spy)
-    return extracted
 
 
 def test_graph_ops_on_postgres_answer_as_on_sqlite_and_keep_no_file(
