@@ -4,6 +4,7 @@ engine on the database, and stay apart between schemas (collections)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ pytest.importorskip("igraph")
 
 from engine.graph.graph_corpus import DOCUMENTS, spy_on_extraction
 from engine.test_pipeline import make_config
+from engine.wire.engine_wire import HASHING_CONFIG, HttpEngine, make_data_dir
 from rcpkit.engine.core import Engine
 from rcpkit.engine.graph import GRAPH_FILE, ConceptGraph
 from rcpkit.engine.memory import MEMORY_FILE, KnowledgeMemory, Recall
@@ -170,3 +172,22 @@ def test_graph_tables_are_created_once_and_reopening_is_idempotent(pg_engine: En
             "SELECT value FROM settings WHERE key = 'schema_version'").fetchone()
     assert chunks is not None and chunks[0] == pg_engine.store.counts().chunks
     assert version is not None and version[0] == "1"
+
+
+def test_two_http_servers_on_one_database_share_the_graph_and_the_memories(
+        pg_dsn: str, tmp_path: Path) -> None:
+    config = f"backend = \"postgres\"\ndsn = {json.dumps(pg_dsn)}\n{HASHING_CONFIG}"
+    a, b = (HttpEngine(make_data_dir(tmp_path / name, config)) for name in ("a", "b"))
+    try:
+        a.ok("index/add", {"documents": [{"id": d.id, "text": d.text} for d in DOCUMENTS]})
+        local = {"op": "local", "query": "the honey bee colony", "k": 3}
+        assert b.ok("graph", local)["hits"] == a.ok("graph", local)["hits"]
+        memory_id = a.ok("memory/build", {"scope": "global"})["memoryId"]
+        recalled_by_b = b.ok("memory/recall", {"query": "honey bee", "memoryId": memory_id})
+        assert recalled_by_b["clues"] == a.ok(
+            "memory/recall", {"query": "honey bee", "memoryId": memory_id})["clues"]
+        assert not (tmp_path / "a" / GRAPH_FILE).exists()
+        assert not (tmp_path / "b" / MEMORY_FILE).exists()
+    finally:
+        a.close()
+        b.close()
