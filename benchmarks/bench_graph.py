@@ -11,12 +11,14 @@ Measured, in one process:
    upkeep through the publish hook (100 new documents);
 2. storage: ``graph.sqlite`` bytes per chunk, beside the record's;
 3. snapshot view build (the first op after a write) and the community hierarchy;
-4. latency p50/p95 of every graph op and transform method over SciFact train queries;
+4. latency p50/p95 of every graph op and transform method over SciFact train queries,
+   and of memory recall and tree-node search (after timing their builds);
 5. quality: doc-level nDCG@10 / Recall@10 of ``graph local`` against ``retrieve`` in sparse
    mode (BM25) on the train queries whose relevant abstracts are all in the corpus.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_graph.py             # 10k chunks (~3 min)
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_graph.py --quick     # 1k chunks smoke run
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_graph.py --chunks 100000 --no-quality
 """
 
 from __future__ import annotations
@@ -29,23 +31,29 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 from _common import percentiles, stamp
 
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.graph import GRAPH_FILE, ConceptGraph
+from rcpkit.engine.memory import MEMORY_FILE, KnowledgeMemory
 from rcpkit.engine.models.embedding import minilm
 from rcpkit.engine.transform import TRANSFORM_METHODS, QueryTransformer
+from rcpkit.engine.tree import TREE_FILE, SummaryTree
 from rcpkit.engine.types import DocumentIn, SearchRequest
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact-train"
 
 
-def load_corpus() -> list[DocumentIn]:
-    """Every abstract, its title as the first paragraph."""
+def load_corpus(copies: int = 1) -> list[DocumentIn]:
+    """Every abstract, its title as the first paragraph; ``copies`` > 1 repeats the corpus
+    under new ids (``<id>~<n>``) to reach sizes SciFact alone does not have."""
     with open(DATA / "corpus.jsonl") as stream:
         rows = [json.loads(line) for line in stream]
-    return [DocumentIn(text=f"{row['title']}\n\n{row['text']}", id=row["_id"]) for row in rows]
+    return [DocumentIn(text=f"{row['title']}\n\n{row['text']}",
+                       id=row["_id"] if copy == 0 else f"{row['_id']}~{copy}")
+            for copy in range(copies) for row in rows]
 
 
 def load_queries(limit: int) -> tuple[list[tuple[str, str]], dict[str, set[str]]]:
@@ -82,6 +90,32 @@ def ndcg_recall(ranked: Sequence[str], relevant: set[str], k: int = 10) -> tuple
     return gain / ideal, len(set(docs) & relevant) / len(relevant)
 
 
+def knowledge_latency(engine: Engine, graph: ConceptGraph, seq: int, texts: Sequence[str]
+                      ) -> tuple[list[Callable[[], object]], list[Callable[[], object]]]:
+    """Build a memory of the live index and the summary tree at ``seq`` (timed), and return
+    the recall and tree-node search calls to time."""
+    data = engine.config.data_dir
+    memory = KnowledgeMemory.open(data, engine.store, graph.extractor,
+                                  lambda: (graph.view(seq), engine.version_token(seq)))
+    start = time.perf_counter()
+    memory_id, tokens = memory.build(None, memory_id=None, scope="global", caller="bench")
+    memory_s = time.perf_counter() - start
+    tree = SummaryTree(data, engine.store)
+    start = time.perf_counter()
+    levels = tree.at(seq)
+    tree_s = time.perf_counter() - start
+    chunks = len(graph.view(seq).rowids)
+    print(f"memory build: {memory_s:.1f} s = {memory_s / chunks * 1000:.2f} s per 1k chunks, "
+          f"{tokens} tokens, {size_of(data / MEMORY_FILE) / 1e6:.1f} MB")
+    print(f"tree build: {tree_s:.1f} s = {tree_s / chunks * 1000:.2f} s per 1k chunks, "
+          f"{size_of(data / TREE_FILE) / 1e6:.1f} MB")
+    vectors = np.asarray(engine.embed(list(texts), "query"), dtype=np.float32)
+    recall = [lambda t=t: memory.recall(t, memory_id=memory_id, caller="bench", n=3)
+              for t in texts]
+    search = [lambda v=v: levels.search(v, 10, None) for v in vectors]
+    return recall, search
+
+
 def size_of(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
@@ -91,10 +125,13 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--quick", action="store_true", help="1k chunks, 8 queries")
+    parser.add_argument("--no-quality", action="store_true",
+                        help="skip the quality comparison (slow at 100k chunks)")
     args = parser.parse_args()
     chunks_wanted, query_count = (1_000, 8) if args.quick else (args.chunks, args.queries)
     print(f"# bench_graph — {stamp()}")
-    corpus = load_corpus()
+    # SciFact train chunks to about 3 chunks per abstract at 600 characters.
+    corpus = load_corpus(copies=max(1, math.ceil(chunks_wanted / 14_000)))
     queries, relevant = load_queries(query_count)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
@@ -174,6 +211,7 @@ def main() -> None:
             **{f"neighbors hops={hops} k=20": [
                 lambda s=s, h=hops: graph.neighbors(seq, [s], h, 20) for s in seeds]
                for hops in (1, 2)},
+            "communities level 0": [lambda: graph.communities(seq, 0)],
             "global level 0 k=5": [lambda t=t: graph.ranked_communities(seq, t, 0, 5)
                                    for t in texts],
             "drift followups": [lambda t=t: graph.followups(seq, t, 3) for t in texts],
@@ -184,6 +222,14 @@ def main() -> None:
         }
         for name, calls in rows.items():
             print(f"{name:<22} {latency(calls)}")
+        memory_recall, tree_search = knowledge_latency(engine, graph, seq, texts)
+        for name, calls in {"memory recall n=3": memory_recall,
+                            "tree-node k=10": tree_search}.items():
+            print(f"{name:<22} {latency(calls)}")
+        if args.no_quality:
+            graph.close()
+            engine.close()
+            return
 
         # 5. quality against BM25, on the queries the corpus can answer
         present = {d.id for d in documents}

@@ -51,9 +51,9 @@ def measure(name: str, dataset_dir: Path, data_dir: Path, split: str | None, clu
     graph_s = time.perf_counter() - started
     seq = engine.snapshot()
     with tempfile.TemporaryDirectory() as scratch:
-        memory = KnowledgeMemory(Path(scratch) / MEMORY_FILE, graph.extractor,
-                                 lambda: (graph.view(seq), engine.version_token(seq)),
-                                 concepts=concepts)
+        memory = KnowledgeMemory.open(Path(scratch), engine.store, graph.extractor,
+                                      lambda: (graph.view(seq), engine.version_token(seq)),
+                                      concepts=concepts)
         started = time.perf_counter()
         memory_id, tokens = memory.build(None, memory_id=None, scope="global", caller="bench")
         build_s = time.perf_counter() - started

@@ -43,7 +43,8 @@ def register(server: Server, engine: Engine, graph: ConceptGraph) -> None:
         seq = engine.snapshot()
         return graph.view(seq), engine.version_token(seq)
 
-    memory = KnowledgeMemory.open(engine.config.data_dir, graph.extractor, live_view)
+    memory = KnowledgeMemory.open(engine.config.data_dir, engine.store, graph.extractor,
+                                  live_view)
     handlers = _MemoryHandlers(engine, memory)
     server.capability("memory", {"scopes": list(MEMORY_SCOPES), "clues": True,
                                  "maxN": MAX_CLUES,

@@ -85,9 +85,9 @@ def _bind_knowledge(server: Server, engine: Engine) -> retrieve.Knowledge | None
     """Serve ``graph``, ``query/transform`` and memory (§7.17) and advertise the hierarchical
     ``retrieve`` units when the ``graph`` extra (scipy, igraph) is installed; returns what
     ``retrieve`` runs through for ``rewrite`` and those units. The graph opens beside the
-    engine's data (``graph.sqlite``), follows every published version, and stays open for
-    the engine's lifetime; a configured language model (``llm_url``) writes ``hyde``
-    passages and ``global`` summaries when asked."""
+    record (``graph.sqlite``, or tables in its PostgreSQL schema), follows every published
+    version, and stays open for the engine's lifetime; a configured language model
+    (``llm_url``) writes ``hyde`` passages and ``global`` summaries when asked."""
     try:
         from rcpkit.engine.graph import ConceptGraph
         from rcpkit.engine.transform import TRANSFORM_METHODS, QueryTransformer

@@ -4,8 +4,10 @@ query into clues (MemoRAG's "global memory → clues", HippoRAG's entry points),
 :meth:`KnowledgeMemory.build` distils a concept graph — the engine's live one at the current
 version, or one built over documents supplied inline — into a memory: its most salient
 concepts (tf-idf mass), each with its strongest co-occurring concepts and the passages that
-evidence it best. Memories live in ``<data_dir>/memory.sqlite`` (one JSON body per memory, so
-a recall reads one row), with the inline documents kept so that an update can rebuild.
+evidence it best. Memories live beside the record (``<data_dir>/memory.sqlite``, or tables in
+the record's PostgreSQL schema, shared by every process on it; see ``sidecar``): one JSON body
+per memory, so a recall reads one row, with the inline documents kept so that an update can
+rebuild.
 
 :meth:`KnowledgeMemory.recall` matches the query's concepts against a memory (weighted
 by their idf, so the specific ones lead), spreads their activation one step over the stored
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +39,8 @@ from rcpkit.engine.errors import InvalidInput, UnknownMemory
 from rcpkit.engine.graph.component import distinct_labels
 from rcpkit.engine.graph.concepts import ConceptExtractor
 from rcpkit.engine.graph.view import CONCEPT_PREFIX, GraphView, Vocabulary
-from rcpkit.engine.sidecar import SidecarDatabase
+from rcpkit.engine.sidecar import SideTables, open_side_tables
+from rcpkit.engine.store import Store
 from rcpkit.engine.text import count_tokens
 
 __all__ = ["CONCEPTS", "MEMORY_FILE", "MEMORY_SCOPES", "Clue", "DraftPassage", "KnowledgeMemory",
@@ -53,12 +58,23 @@ _SPREAD = 0.5
 _DRAFTS = 10
 _CACHED = 8
 
-_SCHEMA = """
+_SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (id TEXT PRIMARY KEY, scope TEXT NOT NULL, owner TEXT,
                                      source TEXT NOT NULL, version TEXT, tokens INTEGER NOT NULL,
                                      built INTEGER NOT NULL, body TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS documents (memory TEXT NOT NULL, doc_id TEXT NOT NULL,
-                                      text TEXT NOT NULL, PRIMARY KEY (memory, doc_id));
+CREATE TABLE IF NOT EXISTS memory_documents (memory TEXT NOT NULL, doc_id TEXT NOT NULL,
+                                             text TEXT NOT NULL, PRIMARY KEY (memory, doc_id));
+"""
+# The same tables in the record's schema (whose own ``documents`` the prefix avoids);
+# ``ordinal`` stands in for SQLite's rowid.
+_POSTGRES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memories (id text PRIMARY KEY, scope text NOT NULL, owner text,
+                                     source text NOT NULL, version text, tokens integer NOT NULL,
+                                     built bigint NOT NULL, body text NOT NULL,
+                                     ordinal bigserial);
+CREATE TABLE IF NOT EXISTS memory_documents (memory text NOT NULL, doc_id text NOT NULL,
+                                             text text NOT NULL, ordinal bigserial,
+                                             PRIMARY KEY (memory, doc_id));
 """
 
 
@@ -118,25 +134,27 @@ class KnowledgeMemory:
     """Build and recall memories; ``live_view`` gives the engine's concept graph at its latest
     version, with that version's ``indexVersion`` token."""
 
-    def __init__(self, path: Path, extractor: ConceptExtractor,
+    def __init__(self, tables: SideTables, extractor: ConceptExtractor,
                  live_view: Callable[[], tuple[GraphView, str]], *,
                  concepts: int = CONCEPTS) -> None:
-        self._file = SidecarDatabase(path, _SCHEMA)
-        self._db = self._file.db
-        self._lock = self._file.lock
-        self._transaction = self._file.transaction
+        self._tables = tables
+        self._lock = threading.Lock()
         self._extractor = extractor
         self._live_view = live_view
         self._concepts = concepts
         self._cache: OrderedDict[str, _Memory] = OrderedDict()
 
     @classmethod
-    def open(cls, data_dir: Path, extractor: ConceptExtractor,
-             live_view: Callable[[], tuple[GraphView, str]]) -> KnowledgeMemory:
-        return cls(Path(data_dir) / MEMORY_FILE, extractor, live_view)
+    def open(cls, data_dir: Path, store: Store, extractor: ConceptExtractor,
+             live_view: Callable[[], tuple[GraphView, str]], *,
+             concepts: int = CONCEPTS) -> KnowledgeMemory:
+        """The memories kept beside ``store`` (see the module docstring)."""
+        tables = open_side_tables(store, Path(data_dir) / MEMORY_FILE, _SQLITE_SCHEMA,
+                                  _POSTGRES_SCHEMA)
+        return cls(tables, extractor, live_view, concepts=concepts)
 
     def close(self) -> None:
-        self._file.close()
+        self._tables.close()
 
     # ── build ──────────────────────────────────────────────────────────────
     def build(self, documents: Sequence[tuple[str | None, str]] | None, *,
@@ -173,14 +191,16 @@ class KnowledgeMemory:
                          version, view, passages, self._concepts)
         tokens = sum(count_tokens(label) for label in memory.labels) + sum(
             count_tokens(text) for _, _, text in memory.passages if text)
-        with self._transaction() as db:
-            db.execute("INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, "
-                       "strftime('%s','now'), ?)",
+        with self._tables.transaction() as db:
+            db.execute("DELETE FROM memories WHERE id = ?", (memory.id,))
+            db.execute("INSERT INTO memories (id, scope, owner, source, version, tokens, built, "
+                       "body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                        (memory.id, memory.scope, memory.owner, memory.source, memory.version,
-                        tokens, json.dumps(_body(memory), separators=(",", ":"))))
-            db.execute("DELETE FROM documents WHERE memory = ?", (memory_id,))
-            db.executemany("INSERT INTO documents VALUES (?, ?, ?)",
-                           [(memory_id, doc_id, text) for doc_id, text in kept.items()])
+                        tokens, int(time.time()), json.dumps(_body(memory), separators=(",", ":"))))
+            db.execute("DELETE FROM memory_documents WHERE memory = ?", (memory_id,))
+            db.execute_many("INSERT INTO memory_documents (memory, doc_id, text) "
+                            "VALUES (?, ?, ?)",
+                            [(memory_id, doc_id, text) for doc_id, text in kept.items()])
         with self._lock:
             self._cache.pop(memory_id, None)
         return memory_id, tokens
@@ -230,12 +250,12 @@ class KnowledgeMemory:
         with self._lock:
             memory = self._cache.get(memory_id)
             if memory is None:
-                row = self._db.execute(
+                rows = self._tables.read(
                     "SELECT id, scope, owner, source, version, body FROM memories WHERE id = ?",
-                    (memory_id,)).fetchone()
-                if row is None:
+                    (memory_id,))
+                if not rows:
                     raise UnknownMemory(f"unknown memoryId {memory_id!r}")
-                memory = _load(*row)
+                memory = _load(*rows[0])
                 self._cache[memory_id] = memory
                 while len(self._cache) > _CACHED:
                     self._cache.popitem(last=False)
@@ -245,18 +265,18 @@ class KnowledgeMemory:
         return memory
 
     def _latest(self, caller: str) -> _Memory:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT id FROM memories WHERE owner = ? OR owner IS NULL "
-                "ORDER BY owner IS NULL, built DESC, rowid DESC LIMIT 1", (caller,)).fetchone()
-        if row is None:
+        rows = self._tables.read(
+            "SELECT id FROM memories WHERE owner = ? OR owner IS NULL "
+            f"ORDER BY owner IS NULL, built DESC, {self._tables.ordinal} DESC LIMIT 1",
+            (caller,))
+        if not rows:
             raise UnknownMemory("no memory has been built yet")
-        return self._find(str(row[0]), caller)
+        return self._find(str(rows[0][0]), caller)
 
     def _documents(self, memory_id: str) -> dict[str, str]:
-        with self._lock:
-            rows = self._db.execute("SELECT doc_id, text FROM documents WHERE memory = ? "
-                                    "ORDER BY rowid", (memory_id,)).fetchall()
+        rows = self._tables.read("SELECT doc_id, text FROM memory_documents "
+                                 f"WHERE memory = ? ORDER BY {self._tables.ordinal}",
+                                 (memory_id,))
         return {str(doc_id): str(text) for doc_id, text in rows}
 
 

@@ -1,7 +1,11 @@
-"""A small three-topic corpus for the graph and transform tests (written for them)."""
+"""A small three-topic corpus for the graph and transform tests (written for them), and a
+spy on concept extraction."""
 
 from __future__ import annotations
 
+import pytest
+
+from rcpkit.engine.graph import ConceptExtractor
 from rcpkit.engine.types import DocumentIn
 
 TOPICS = {
@@ -31,3 +35,16 @@ DOCUMENTS = [DocumentIn(text, id=f"{topic}-{i}")
 
 def topic_of(hit_id: str) -> str:
     return hit_id.split("-")[0]
+
+
+def spy_on_extraction(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts concepts are extracted from from now on (extraction still runs)."""
+    extracted: list[str] = []
+    original = ConceptExtractor.extract
+
+    def spy(self: ConceptExtractor, text: str) -> list:  # type: ignore[type-arg]
+        extracted.append(text)
+        return original(self, text)
+
+    monkeypatch.setattr(ConceptExtractor, "extract", spy)
+    return extracted

@@ -6,26 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from graph_corpus import DOCUMENTS, topic_of
+from graph_corpus import DOCUMENTS, spy_on_extraction, topic_of
 
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.graph import ConceptExtractor, ConceptGraph
 from rcpkit.engine.graph.communities import Hierarchy
 from rcpkit.engine.types import DocumentIn
-
-
-def spy_on_extraction(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The texts concepts are extracted from from now on (extraction still runs)."""
-    extracted: list[str] = []
-    original = ConceptExtractor.extract
-
-    def spy(self: ConceptExtractor, text: str) -> list:  # type: ignore[type-arg]
-        extracted.append(text)
-        return original(self, text)
-
-    monkeypatch.setattr(ConceptExtractor, "extract", spy)
-    return extracted
 
 
 def doc_ids(hits: list) -> list[str]:  # type: ignore[type-arg]

@@ -24,14 +24,13 @@ import numpy.typing as npt
 
 from rcpkit.engine.graph.communities import Community, Hierarchy
 from rcpkit.engine.graph.concepts import ConceptExtractor
-from rcpkit.engine.graph.storage import GraphStorage, StoredChunk
+from rcpkit.engine.graph.storage import GRAPH_FILE, GraphStorage, StoredChunk
 from rcpkit.engine.graph.view import GraphView, Vocabulary
 from rcpkit.engine.store import Store
 
 __all__ = ["GRAPH_FILE", "ConceptGraph", "GraphHit", "GraphNode", "Neighborhood",
            "RankedCommunity", "distinct_labels"]
 
-GRAPH_FILE = "graph.sqlite"
 Mentions = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
 """A chunk's concept ids and their counts."""
 _CACHED_VIEWS = 4
@@ -101,10 +100,10 @@ class ConceptGraph:
     @classmethod
     def open(cls, data_dir: Path, store: Store, extractor: ConceptExtractor | None = None,
              **options: int) -> ConceptGraph:
-        """Open ``data_dir/graph.sqlite`` (rebuilt when it was made for another record or
-        extractor) and catch it up with ``store``."""
+        """Open the graph kept beside ``store`` (rebuilt when it was made for another record
+        or extractor) and catch it up with ``store``."""
         extractor = extractor or ConceptExtractor()
-        storage = GraphStorage(Path(data_dir) / GRAPH_FILE)
+        storage = GraphStorage.open(data_dir, store)
         settings = {"database_id": store.database_id, "extractor": extractor.signature}
         if any(storage.meta(key) != value for key, value in settings.items()):
             storage.reset(settings)

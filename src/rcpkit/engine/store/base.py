@@ -16,13 +16,16 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from rcpkit.engine.errors import Unavailable
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
+
+if TYPE_CHECKING:
+    from rcpkit.engine.sidecar import SideTables
 
 
 class StoreVersionError(Unavailable, ValueError):
@@ -183,6 +186,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release connections; the data stays on disk."""
+
+    def side_tables(self, schema: str) -> SideTables | None:
+        """Derived tables in the record's own database, created from ``schema`` (idempotent
+        DDL) when missing; None where they belong in a file beside it (the embedded store)."""
+        return None
 
     @abc.abstractmethod
     def setting(self, key: str) -> str | None:

@@ -27,7 +27,7 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar, cast
 
@@ -39,6 +39,7 @@ from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
 from rcpkit.engine.errors import Unavailable
+from rcpkit.engine.sidecar import SideTables
 from rcpkit.engine.text import Analyzer
 from rcpkit.protocol.filters import Condition, FilterNode
 
@@ -358,6 +359,16 @@ class PostgresStore(SqlStore):
             db.execute(
                 "INSERT INTO settings(key, value) VALUES (%s, %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (f"engine.{key}", value))
+
+    @_database_errors
+    def side_tables(self, schema: str) -> SideTables:
+        """Tables of a derived component in this database's schema (§7.9, §7.17): created
+        under the schema lock by their own idempotent DDL, so they need no store schema
+        version of their own — an older engine never touches them."""
+        with self._connect() as setup, setup.transaction():
+            setup.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            setup.execute(schema)
+        return PostgresSideTables(self._connect)
 
     @_database_errors
     def current_seq(self) -> int:
@@ -814,6 +825,51 @@ class PostgresStore(SqlStore):
         return {str(label): int(mark) for label, mark in self._reader().execute(
             "SELECT hit_id, MAX(id) FROM feedback WHERE doc_id = '' AND id <= %s "
             "GROUP BY hit_id", (up_to,))}
+
+
+class PostgresSideTables(SideTables):
+    """:class:`SideTables` on a connection of their own: SQLite's ``?`` placeholders become
+    psycopg's ``%s``; a lost connection is replaced on the next statement."""
+
+    ordinal = "ordinal"
+
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+        self._connect = connect
+        self._db = connect()
+        self._lock = threading.RLock()
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._db.broken or self._db.closed:
+            self._db = self._connect()
+        return self._db
+
+    @_database_errors
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._connection().execute(_placeholders(sql), params).fetchall()
+
+    @_database_errors
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        with self._lock:
+            self._connection().execute(_placeholders(sql), params)
+
+    @_database_errors
+    def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self._lock, self._connection().cursor() as cursor:
+            cursor.executemany(_placeholders(sql), rows)
+
+    @contextmanager
+    def transaction(self) -> Iterator[SideTables]:
+        with self._lock, self._connection().transaction():
+            yield self
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _placeholders(sql: str) -> str:
+    return sql.replace("?", "%s")
 
 
 def _relation_exists(db: psycopg.Connection[Any], name: str) -> bool:
