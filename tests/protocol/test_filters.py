@@ -1,11 +1,11 @@
-"""§8 filter validator: every operator × field type, and the -32602 / -32005 split."""
+"""§8 filter validator: every operator × field type; refusals name the offending node and
+set an unadvertised operator apart (the wire codes are tested in ``test_gating``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from rcpkit.protocol import filters as f
-from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
 
 FIELDS = {"lang": "keyword", "body": "text", "year": "int", "price": "float",
           "draft": "bool", "published": "date"}
@@ -35,10 +35,11 @@ def test_valid_conditions(field: str, op: str, value: object) -> None:
 
 
 @pytest.mark.parametrize(("field", "op", "value"), INVALID)
-def test_type_mismatches_are_invalid_params_with_field(field: str, op: str, value: object) -> None:
-    with pytest.raises(InvalidParams) as err:
+def test_type_mismatches_are_refused_with_field(field: str, op: str, value: object) -> None:
+    with pytest.raises(f.FilterError) as err:
         f.validate({"field": field, "op": op, "value": value}, FIELDS)
-    assert err.value.code == -32602 and err.value.data == {"field": f"filter.{field}"}
+    assert err.value.field == f"filter.{field}"
+    assert not isinstance(err.value, f.UnadvertisedOperator)
 
 
 def test_dates_are_normalised_to_epoch_ms() -> None:
@@ -46,20 +47,26 @@ def test_dates_are_normalised_to_epoch_ms() -> None:
     assert node == f.Condition("published", "gte", 1577836800000)
 
 
-def test_unadvertised_field_is_32602_and_unadvertised_operator_is_32005() -> None:
-    with pytest.raises(InvalidParams) as err:
+def test_unadvertised_field_and_unadvertised_operator_are_told_apart() -> None:
+    with pytest.raises(f.FilterError) as err:
         f.validate({"field": "secret", "op": "eq", "value": 1}, FIELDS)
-    assert err.value.data == {"field": "filter.secret"}
-    with pytest.raises(OptionUnsupported) as opt:
+    assert err.value.field == "filter.secret"
+    assert not isinstance(err.value, f.UnadvertisedOperator)
+    with pytest.raises(f.UnadvertisedOperator) as opt:
         f.validate({"field": "lang", "op": "ne", "value": "x"}, FIELDS, ["eq", "in"])
-    assert opt.value.code == -32005 and opt.value.data == {"option": "ne", "param": "filter.op"}
+    assert opt.value.operator == "ne" and opt.value.field == "filter.op"
+
+
+def test_filter_errors_carry_no_wire_code() -> None:
+    assert issubclass(f.FilterError, ValueError)
+    assert not hasattr(f.FilterError("x", "filter"), "code")
 
 
 @pytest.mark.parametrize("node", [{"and": []}, {"or": []}, {"and": {}}, {"not": []}, [],
                                   {"and": [{"field": "lang"}]}, {"field": "lang", "op": "eq"},
                                   {"and": [], "or": []}, {"field": "lang", "op": "??", "value": 1}])
 def test_malformed_trees(node: object) -> None:
-    with pytest.raises(InvalidParams):
+    with pytest.raises(f.FilterError):
         f.validate(node, FIELDS)
 
 
@@ -79,5 +86,5 @@ def test_depth_limit() -> None:
     node: dict = {"field": "lang", "op": "eq", "value": "en"}
     for _ in range(40):
         node = {"not": node}
-    with pytest.raises(InvalidParams):
+    with pytest.raises(f.FilterError):
         f.validate(node, FIELDS)

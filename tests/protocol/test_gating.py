@@ -14,7 +14,7 @@ from rcpkit.protocol.capabilities import (
     RetrieveCap,
 )
 from rcpkit.protocol.errors import CapabilityMissing, InvalidParams, OptionUnsupported
-from rcpkit.protocol.filters import All, Condition
+from rcpkit.protocol.filters import MAX_NODES, All, Condition
 from rcpkit.protocol.gating import check_options, validate_filter
 from rcpkit.protocol.types import decode_params
 
@@ -221,6 +221,19 @@ def test_filter_structural_errors_are_invalid_params(flt: Any, field: str) -> No
     with pytest.raises(InvalidParams) as info:
         filter_tree(flt, FULL)
     assert info.value.data == {"field": field}
+
+
+def test_filter_refusals_map_to_their_wire_errors() -> None:
+    caps = {"filter": {"fields": {"lang": "keyword"}, "operators": ["eq"]}}
+    with pytest.raises(OptionUnsupported) as unadvertised:
+        filter_tree({"field": "lang", "op": "ne", "value": "x"}, caps)
+    assert unadvertised.value.code == -32005
+    assert unadvertised.value.data == {"option": "ne", "param": "filter.op"}
+    wide = {"or": [{"field": "lang", "op": "eq", "value": str(i)} for i in range(MAX_NODES)]}
+    with pytest.raises(InvalidParams) as too_many:
+        filter_tree(wide, caps)
+    assert too_many.value.code == -32602
+    assert too_many.value.data == {"field": "filter", "limit": MAX_NODES}
 
 
 def test_filter_with_untyped_fields_and_all_operators() -> None:

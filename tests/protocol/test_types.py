@@ -464,3 +464,18 @@ def test_numpy_values_encode_as_plain_numbers() -> None:
         "scores": {"dense": np.float32(np.inf)}}
     hit = P.Hit(**engine_values)
     assert codec.to_builtins(hit) == {"id": 1, "score": 0.5, "vector": [1.0, 0.0], "scores": {}}
+
+
+def test_graph_result_types_rcpkit_extra_keys_beside_the_spec_fields() -> None:
+    """§7.9 results are open objects (§4.6): the extra keys rcpkit sends decode typed and
+    encode back unchanged."""
+    wire = {"nodes": [{"id": "concept:bee", "score": 0.5, "kind": "concept", "label": "bee"}],
+            "edges": [{"src": "concept:bee", "dst": "a#0", "weight": 1.0}],
+            "unknownSeedIds": ["nope"],
+            "communities": [{"id": "c1", "level": 0, "summary": "bees", "size": 3,
+                             "concepts": ["bee"], "chunks": ["a#0"]}]}
+    result = P.decode_result("graph", wire)
+    assert result.nodes[0].kind == "concept" and result.nodes[0].label == "bee"
+    assert result.unknown_seed_ids == ["nope"]
+    assert result.communities[0].size == 3 and result.communities[0].chunks == ["a#0"]
+    assert codec.to_builtins(result) == wire

@@ -17,13 +17,24 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from rcpkit.binding.convert import reply, wire_hit
 from rcpkit.binding.errors import answering
 from rcpkit.engine.core import Engine
 from rcpkit.engine.llm import LanguageModel, community_summary
 from rcpkit.engine.search.stages import record_hit
 from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
-from rcpkit.protocol.types import GraphParams, Provenance, ProvenanceEdge
+from rcpkit.protocol.types import (
+    Community,
+    GraphEdge,
+    GraphNode,
+    GraphParams,
+    GraphResult,
+    Hit,
+    Provenance,
+    ProvenanceEdge,
+)
 from rcpkit.server import Context, Server
 
 if TYPE_CHECKING:
@@ -68,35 +79,32 @@ class _Graph:
             raise InvalidParams(f"hops must be at most {self.knowledge.max_hops}", field="hops")
         if params.level is not None and params.level >= self.knowledge.levels:
             raise InvalidParams(f"level must be below {self.knowledge.levels}", field="level")
-        body: dict[str, Any]
         if params.op == "neighbors":
-            body = self._neighbors(params, seq, k)
+            result = self._neighbors(params, seq, k)
         elif params.op == "communities":
             if params.cursor is None:
                 offset, level = 0, params.level or 0
-            body = self._communities(seq, version, level, offset, k)
+            result = self._communities(seq, version, level, offset, k)
         else:
             query = required_query(params.query)
             if params.op == "local":
-                body = {"hits": self._hits(self.knowledge.local(seq, query, k))}
+                result = GraphResult(hits=self._hits(self.knowledge.local(seq, query, k)))
             elif params.op == "drift":
-                body = {"hits": self._hits(self.knowledge.local(seq, query, k)),
-                        "followups": self.knowledge.followups(seq, query, _FOLLOWUPS)}
+                result = GraphResult(hits=self._hits(self.knowledge.local(seq, query, k)),
+                                     followups=self.knowledge.followups(seq, query, _FOLLOWUPS))
             else:
                 ranked = self.knowledge.ranked_communities(seq, query, params.level or 0, k)
-                communities = [_community(c) for c in ranked]
-                summaries = [c["summary"] for c in communities]
+                summaries = [c.summary for c in ranked]
                 generated = (community_summary(self.model, query, summaries)
                              if self.model is not None and summaries else None)
-                body = {"summary": generated or " ".join(summaries),
-                        "communities": communities}
+                result = GraphResult(summary=generated or " ".join(summaries),
+                                     communities=[_community(c) for c in ranked])
         meta: dict[str, Any] = {"indexVersion": version}
         if notes:
             meta["notes"] = notes
-        body["_meta"] = meta
-        return body
+        return reply(msgspec.structs.replace(result, meta=meta))
 
-    def _hits(self, found: Sequence[GraphHit]) -> list[dict[str, Any]]:
+    def _hits(self, found: Sequence[GraphHit]) -> list[Hit]:
         records = self.engine.store.chunks([hit.rowid for hit in found])
         hits = []
         for hit in found:
@@ -105,43 +113,35 @@ class _Graph:
                 continue
             provenance = Provenance(nodes=list(hit.nodes),
                                     edges=[ProvenanceEdge(src=s, dst=d) for s, d in hit.edges])
-            hits.append(reply(wire_hit(record_hit(record, hit.score), provenance=provenance)))
+            hits.append(wire_hit(record_hit(record, hit.score), provenance=provenance))
         return hits
 
-    def _neighbors(self, params: GraphParams, seq: int, k: int) -> dict[str, Any]:
+    def _neighbors(self, params: GraphParams, seq: int, k: int) -> GraphResult:
         seed_ids = params.seed_ids
         if not seed_ids and params.query and params.query.strip():
             # Liberal: without seeds, the query's concepts are the seeds.
             seed_ids = self.knowledge.query_concepts(seq, params.query)
             if not seed_ids:
-                return {"nodes": [], "edges": []}
+                return GraphResult(nodes=[], edges=[])
         if not seed_ids:
             raise InvalidParams("neighbors needs seedIds (or a query)", field="seedIds")
         found = self.knowledge.neighbors(seq, seed_ids, params.hops or 1, k)
         if len(found.unknown) == len(seed_ids):
             raise InvalidParams("no seedIds is a node of this graph (chunk ids 'doc#index' "
                                 "or 'concept:<key>')", field="seedIds")
-        nodes = []
-        for node in found.nodes:
-            wire: dict[str, Any] = {"id": node.id, "score": node.score, "kind": node.kind}
-            if node.label is not None:
-                wire["label"] = node.label
-            nodes.append(wire)
-        body: dict[str, Any] = {
-            "nodes": nodes,
-            "edges": [{"src": s, "dst": d, "weight": w} for s, d, w in found.edges]}
-        if found.unknown:
-            body["unknownSeedIds"] = found.unknown
-        return body
+        return GraphResult(
+            nodes=[GraphNode(id=node.id, score=node.score, kind=node.kind, label=node.label)
+                   for node in found.nodes],
+            edges=[GraphEdge(src=s, dst=d, weight=w) for s, d, w in found.edges],
+            unknown_seed_ids=found.unknown or None)
 
     def _communities(self, seq: int, version: str, level: int, offset: int,
-                     k: int) -> dict[str, Any]:
+                     k: int) -> GraphResult:
         every = self.knowledge.communities(seq, level)
         page = [_community(self.knowledge.describe(seq, c)) for c in every[offset:offset + k]]
-        body: dict[str, Any] = {"communities": page}
-        if offset + k < len(every):
-            body["nextCursor"] = _cursor(version, offset + k, level)
-        return body
+        more = offset + k < len(every)
+        return GraphResult(communities=page,
+                           next_cursor=_cursor(version, offset + k, level) if more else None)
 
 
 def required_query(query: str | None) -> str:
@@ -151,13 +151,10 @@ def required_query(query: str | None) -> str:
     return query
 
 
-def _community(community: RankedCommunity) -> dict[str, Any]:
-    wire: dict[str, Any] = {"id": community.id, "level": community.level,
-                            "summary": community.summary, "size": community.size,
-                            "concepts": community.concepts, "chunks": community.cited}
-    if community.score is not None:
-        wire["score"] = community.score
-    return wire
+def _community(community: RankedCommunity) -> Community:
+    return Community(id=community.id, level=community.level, summary=community.summary,
+                     score=community.score, size=community.size,
+                     concepts=community.concepts, chunks=community.cited)
 
 
 def _cursor(version: str, offset: int, level: int) -> str:

@@ -1,12 +1,15 @@
 """Metadata filters (§8): a builder, a validator and the normalised tree.
 
 The validator turns a wire filter into a typed tree (:class:`Condition`,
-:class:`All`, :class:`AnyOf`, :class:`Not`) or raises the exact error of §8:
+:class:`All`, :class:`AnyOf`, :class:`Not`) or raises a :class:`FilterError`, which
+carries no wire code: this language is also the engine's query language, so the
+side that calls it says what a refusal becomes. On the wire (§8) that is
 
 * ``-32602`` (``data.field``) for a malformed node, an unadvertised field, a
   value whose JSON type does not fit the field type, an operator that does not
   apply to the field type, or an empty ``and``/``or``;
-* ``-32005`` (``data.option``) for an operator outside ``filter.operators``.
+* ``-32005`` (``data.option``) for an operator outside ``filter.operators``
+  (:class:`UnadvertisedOperator`).
 
 ``date`` values are normalised to integer epoch milliseconds (§4.6), so a
 backend compares numbers only. Backends compile the tree with bound parameters
@@ -23,8 +26,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidParams, OptionUnsupported
-
 __all__ = [
     "FIELD_TYPES",
     "MAX_NODES",
@@ -32,8 +33,10 @@ __all__ = [
     "All",
     "AnyOf",
     "Condition",
+    "FilterError",
     "FilterNode",
     "Not",
+    "UnadvertisedOperator",
     "all_",
     "any_",
     "contains",
@@ -56,6 +59,27 @@ OPERATORS: tuple[str, ...] = (
     "eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "contains", "exists",
 )
 FIELD_TYPES: tuple[str, ...] = ("keyword", "text", "int", "float", "bool", "date", "geo")
+
+
+
+class FilterError(ValueError):
+    """A filter the §8 language refuses; ``field`` is the dotted path of the offending
+    node (``filter.lang``, ``filter.and[1]``) and ``limit`` the bound it broke, if any."""
+
+    def __init__(self, message: str, field: str, limit: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.limit = limit
+
+
+class UnadvertisedOperator(FilterError):
+    """A well-formed filter whose only fault is an operator outside the allowed set."""
+
+    def __init__(self, message: str, operator: str) -> None:
+        super().__init__(message, field="filter.op")
+        self.operator = operator
+
 
 _ORDERED_TYPES = frozenset({"int", "float", "date"})
 
@@ -228,8 +252,7 @@ def _scalar_for(ftype: str, value: Any, path: str) -> Any:
     else:  # unknown or untyped ("any", "geo"): any JSON scalar
         ok = value is None or isinstance(value, str | bool) or _is_number(value)
     if not ok:
-        raise InvalidParams(f"filter value for {path!r} does not match field type {ftype!r}",
-                            field=path)
+        raise FilterError(f"filter value for {path!r} does not match field type {ftype!r}", path)
     return value
 
 
@@ -241,15 +264,14 @@ def validate(node: Any, fields: Mapping[str, str] | Collection[str],
     of names (untyped: any scalar accepted). Returns the normalised tree.
 
     One pass over the tree: an operator outside ``operators`` is remembered and raised
-    (``-32005``) only once the whole tree is known to be well formed, so a structural or
-    field error (``-32602``) anywhere in it takes precedence.
+    (:class:`UnadvertisedOperator`) only once the whole tree is known to be well formed,
+    so a structural or field error anywhere in it takes precedence.
     """
     typed = dict(fields) if isinstance(fields, Mapping) else {name: "any" for name in fields}
     allowed_ops = frozenset(OPERATORS if operators is None else operators)
     if _more_nodes_than(node, MAX_NODES):
-        raise InvalidParams(f"a filter may hold at most {MAX_NODES} nodes", field=path,
-                            data={"limit": MAX_NODES})
-    unadvertised: list[OptionUnsupported] = []
+        raise FilterError(f"a filter may hold at most {MAX_NODES} nodes", path, MAX_NODES)
+    unadvertised: list[UnadvertisedOperator] = []
     tree = _validate(node, typed, allowed_ops, path, 0, unadvertised)
     if unadvertised:
         raise unadvertised[0]
@@ -283,23 +305,23 @@ def _more_nodes_than(node: Any, limit: int) -> bool:
 
 
 def _validate(node: Any, fields: dict[str, str], ops: frozenset[str], path: str,
-              depth: int, unadvertised: list[OptionUnsupported]) -> FilterNode:
+              depth: int, unadvertised: list[UnadvertisedOperator]) -> FilterNode:
     if isinstance(node, Condition | All | AnyOf | Not):
         node = to_wire(node)
     if depth > _MAX_DEPTH:
-        raise InvalidParams("filter nests too deeply", field=path)
+        raise FilterError("filter nests too deeply", path)
     if not isinstance(node, dict):
-        raise InvalidParams("a filter node must be an object", field=path)
+        raise FilterError("a filter node must be an object", path)
     combinators = [key for key in ("and", "or", "not") if key in node]
     if combinators:
         if len(combinators) > 1 or "field" in node:
-            raise InvalidParams("a filter node has exactly one of and/or/not/field", field=path)
+            raise FilterError("a filter node has exactly one of and/or/not/field", path)
         key = combinators[0]
         body = node[key]
         if key == "not":
             return Not(_validate(body, fields, ops, f"{path}.not", depth + 1, unadvertised))
         if not isinstance(body, list) or not body:
-            raise InvalidParams(f"'{key}' must be a non-empty array", field=f"{path}.{key}")
+            raise FilterError(f"'{key}' must be a non-empty array", f"{path}.{key}")
         children = tuple(_validate(child, fields, ops, f"{path}.{key}[{i}]", depth + 1,
                                    unadvertised)
                          for i, child in enumerate(body))
@@ -308,43 +330,41 @@ def _validate(node: Any, fields: dict[str, str], ops: frozenset[str], path: str,
     name = node.get("field")
     op = node.get("op")
     if not isinstance(name, str) or not name:
-        raise InvalidParams("filter condition needs a 'field' string", field=f"{path}.field")
+        raise FilterError("filter condition needs a 'field' string", f"{path}.field")
     field_path = f"filter.{name}"
     if name not in fields:
-        raise InvalidParams(f"filter field {name!r} is not advertised", field=field_path)
+        raise FilterError(f"filter field {name!r} is not advertised", field_path)
     if not isinstance(op, str):
-        raise InvalidParams("filter condition needs an 'op' string", field=field_path)
+        raise FilterError("filter condition needs an 'op' string", field_path)
     if op not in OPERATORS:
-        raise InvalidParams(f"unknown filter operator {op!r}", field=field_path)
+        raise FilterError(f"unknown filter operator {op!r}", field_path)
     if op not in ops:
-        unadvertised.append(OptionUnsupported(f"filter operator {op!r} is not advertised",
-                                              option=op, param="filter.op"))
+        unadvertised.append(UnadvertisedOperator(f"filter operator {op!r} is not advertised",
+                                                 op))
     if "value" not in node:
-        raise InvalidParams("filter condition needs a 'value'", field=field_path)
+        raise FilterError("filter condition needs a 'value'", field_path)
     ftype = fields[name]
     value = node["value"]
 
     if op == "exists":
         if not isinstance(value, bool):
-            raise InvalidParams("'exists' takes a boolean value", field=field_path)
+            raise FilterError("'exists' takes a boolean value", field_path)
         return Condition(name, op, value)
     if op in ("gt", "gte", "lt", "lte"):
         if ftype not in _ORDERED_TYPES and ftype != "any":
-            raise InvalidParams(f"operator {op!r} does not apply to a {ftype} field",
-                                field=field_path)
+            raise FilterError(f"operator {op!r} does not apply to a {ftype} field", field_path)
         if ftype == "any" and not _is_number(value) and parse_date(value) is None:
-            raise InvalidParams(f"operator {op!r} needs a number or date", field=field_path)
+            raise FilterError(f"operator {op!r} needs a number or date", field_path)
         return Condition(name, op, _scalar_for(ftype, value, field_path))
     if op in ("in", "nin"):
         if not isinstance(value, list):
-            raise InvalidParams(f"operator {op!r} takes an array", field=field_path)
+            raise FilterError(f"operator {op!r} takes an array", field_path)
         return Condition(name, op, [_scalar_for(ftype, v, field_path) for v in value])
     if op == "contains":
         if ftype not in ("text", "keyword", "any"):
-            raise InvalidParams(f"operator 'contains' does not apply to a {ftype} field",
-                                field=field_path)
+            raise FilterError(f"operator 'contains' does not apply to a {ftype} field", field_path)
         return Condition(name, op, _scalar_for(ftype, value, field_path))
     # eq / ne
     if isinstance(value, list | dict):
-        raise InvalidParams(f"operator {op!r} takes a scalar", field=field_path)
+        raise FilterError(f"operator {op!r} takes a scalar", field_path)
     return Condition(name, op, _scalar_for(ftype, value, field_path))

@@ -36,8 +36,8 @@ from .capabilities import (
     RetrieveCap,
 )
 from .content import accepted_modalities, check_modalities, normalize_content
-from .errors import CapabilityMissing, OptionUnsupported
-from .filters import FilterNode, validate
+from .errors import CapabilityMissing, InvalidParams, OptionUnsupported
+from .filters import FilterError, FilterNode, UnadvertisedOperator, validate
 from .types import (
     EmbedParams,
     GraphParams,
@@ -125,7 +125,13 @@ def validate_filter(params: RetrieveParams, caps: Capabilities) -> FilterNode | 
     if not caps.has("filter"):
         raise _refusal("filter", None, "metadata filtering is not advertised")
     filter_cap = caps.filter or FilterCap()
-    return validate(params.filter, filter_cap.fields or [], filter_cap.operators)
+    try:
+        return validate(params.filter, filter_cap.fields or [], filter_cap.operators)
+    except UnadvertisedOperator as exc:
+        raise OptionUnsupported(exc.message, option=exc.operator, param=exc.field) from None
+    except FilterError as exc:
+        raise InvalidParams(exc.message, field=exc.field,
+                            data=None if exc.limit is None else {"limit": exc.limit}) from None
 
 
 def _check_encoding(encoding: str | None, advertised: Sequence[str] | None, gate: _Gate) -> None:

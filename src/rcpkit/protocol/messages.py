@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 import orjson
 
+from ..scalar_text import is_scalar_text, non_scalar_path
 from .codec import MAX_SAFE_INT, finite_frame
 from .errors import InvalidParams, InvalidRequest, ParseError, RcpError
 
@@ -30,7 +31,6 @@ __all__ = [
     "encode",
     "error_response",
     "is_valid_id",
-    "non_scalar_path",
     "notification",
     "parse",
     "request",
@@ -131,26 +131,6 @@ def _decode(data: bytes | str) -> tuple[Any, bool]:
                          data={"limit": MAX_DEPTH})
 
 
-def non_scalar_path(value: Any, path: str = "") -> str | None:
-    """The path (``documents[0].meta.source``) of the first string or object key in
-    ``value`` that is not a sequence of Unicode scalar values — it holds a lone
-    surrogate, which no UTF-8 store or encoder can take (§4.6: strings are UTF-8)."""
-    stack: list[tuple[str, Any]] = [(path, value)]
-    while stack:
-        where, item = stack.pop()
-        if isinstance(item, str):
-            if not _is_scalar_text(item):
-                return where
-        elif isinstance(item, dict):
-            for key, member in item.items():
-                if not _is_scalar_text(key):
-                    return where
-                stack.append((f"{where}.{key}" if where else key, member))
-        elif isinstance(item, list):
-            stack.extend((f"{where}[{index}]", member) for index, member in enumerate(item))
-    return None
-
-
 _NOT_UNICODE = "a string is not valid Unicode (it holds a lone surrogate)"
 
 
@@ -160,14 +140,6 @@ def require_scalar(value: Any, path: str) -> None:
     where = non_scalar_path(value, path)
     if where is not None:
         raise InvalidParams(_NOT_UNICODE, field=where)
-
-
-def _is_scalar_text(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 _ABSENT: Any = object()
@@ -233,7 +205,7 @@ def _classify(obj: Any, allow_compact: bool, lenient: bool) -> Message:
         return Invalid(message.id, InvalidParams(_NOT_UNICODE,
                                                  field=where.removeprefix("params.")))
     if isinstance(message, Notification):
-        return Notification(message.method if _is_scalar_text(message.method) else "")
+        return Notification(message.method if is_scalar_text(message.method) else "")
     return Invalid(None, InvalidRequest(_NOT_UNICODE))
 
 

@@ -21,7 +21,7 @@ from rcpkit.engine.errors import InvalidInput, TooLarge
 from rcpkit.engine.store import ChunkWrite, DocumentWrite, indexed_text
 from rcpkit.engine.types import TRUST_LEVELS, WRITE_STAMP, DocumentIn
 from rcpkit.protocol.filters import parse_date
-from rcpkit.protocol.messages import non_scalar_path
+from rcpkit.scalar_text import non_scalar_path
 
 __all__ = ["Prepared", "Preparer"]
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from rcpkit.engine.errors import IndexUnavailable
 from rcpkit.engine.indexes.persist import file_checksum, verify_file
@@ -388,7 +389,8 @@ class DenseIndex:
         positions, present = snapshot.positions(ids)
         if not present.all():
             raise IndexUnavailable(f"no vector stored for row id {int(ids[~present][0])}")
-        return snapshot.vectors[positions].copy()
+        stored: npt.NDArray[np.float32] = snapshot.vectors[positions].copy()
+        return stored
 
     def search(
         self,
@@ -641,7 +643,8 @@ def _unreachable(graph: Index, keys: np.ndarray, vectors: np.ndarray, threads: i
     graph.expansion_search = CHECK_EXPANSION  # type: ignore[misc]  # has a setter
     found = np.asarray(graph.search(vectors, CHECK_K, threads=threads).keys).reshape(
         len(keys), -1)
-    return ~(found == keys[:, None]).any(axis=1)
+    lost: npt.NDArray[np.bool_] = ~(found == keys[:, None]).any(axis=1)
+    return lost
 
 
 def _tail_scores(vectors: np.ndarray, tail: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -652,9 +655,12 @@ def _tail_scores(vectors: np.ndarray, tail: np.ndarray, query: np.ndarray) -> np
     if len(tail) == 0:
         return np.zeros(0, dtype=np.float32)
     first, span = int(tail[0]), int(tail[-1]) - int(tail[0]) + 1
+    scores: npt.NDArray[np.float32]
     if span > GATHER_BELOW * len(tail):
-        return vectors[tail] @ query
-    return (vectors[first:first + span] @ query)[tail - first]
+        scores = vectors[tail] @ query
+    else:
+        scores = (vectors[first:first + span] @ query)[tail - first]
+    return scores
 
 
 def _fsync(path: Path) -> None:

@@ -11,8 +11,7 @@ from rcpkit.engine.errors import InvalidInput, Unsupported
 from rcpkit.engine.feedback import Feedback, Poisoned
 from rcpkit.engine.search.cursors import Cursors
 from rcpkit.engine.types import SearchRequest
-from rcpkit.protocol.errors import InvalidParams
-from rcpkit.protocol.filters import OPERATORS, FilterNode, validate
+from rcpkit.protocol.filters import OPERATORS, FilterError, FilterNode, validate
 
 __all__ = ["FUSION_METHODS", "MODES", "UNITS", "Plan", "Planner", "checked_filter"]
 
@@ -55,10 +54,8 @@ def checked_filter(tree: object, schema: Mapping[str, str]) -> FilterNode:
     offending node."""
     try:
         return validate(tree, schema, OPERATORS)
-    except InvalidParams as exc:
-        field = (exc.data or {}).get("field")
-        raise InvalidInput(exc.message, field=field if isinstance(field, str)
-                           else "filter") from None
+    except FilterError as exc:
+        raise InvalidInput(exc.message, field=exc.field) from None
 
 
 class Planner:

@@ -1,4 +1,10 @@
-"""``graph`` (§7.9)."""
+"""``graph`` (§7.9).
+
+The result allows keys beyond the spec's (§4.6 forward compatibility; the schema's
+``GraphResult`` objects are open). The ones rcpkit sends are typed here too, each
+listed after the spec's fields under an "rcpkit extension" comment so the two never
+mix; they keep their unprefixed names, which clients already read.
+"""
 
 from __future__ import annotations
 
@@ -34,11 +40,18 @@ class Community(WireStruct, frozen=True, kw_only=True):
     summary: str | None = None
     score: float | None = None
     level: NonNegativeInt | None = None
+    # rcpkit extension: member count, central concept labels, ids of quoted chunks.
+    size: NonNegativeInt | None = None
+    concepts: list[str] | None = None
+    chunks: list[str] | None = None
 
 
 class GraphNode(WireStruct, frozen=True, kw_only=True):
     id: Id
     score: float | None = None
+    # rcpkit extension: ``"chunk"`` or ``"concept"``, and a concept's display label.
+    kind: str | None = None
+    label: str | None = None
 
 
 class GraphEdge(WireStruct, frozen=True, kw_only=True):
@@ -58,3 +71,5 @@ class GraphResult(MessageStruct, frozen=True, kw_only=True):
     edges: list[GraphEdge] | None = None
     next_cursor: str | None = None
     usage: Usage | None = None
+    # rcpkit extension: ``neighbors`` seeds that are no node of the graph.
+    unknown_seed_ids: list[str] | None = None
