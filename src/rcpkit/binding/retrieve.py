@@ -29,11 +29,12 @@ class Knowledge:
 
 
 def register(server: Server, engine: Engine, knowledge: Knowledge | None) -> None:
-    server.add_method("retrieve", answering(_Retrieve(engine, knowledge)))
+    server.add_method("retrieve", answering(_Retrieve(server, engine, knowledge)))
 
 
 class _Retrieve:
-    def __init__(self, engine: Engine, knowledge: Knowledge | None) -> None:
+    def __init__(self, server: Server, engine: Engine, knowledge: Knowledge | None) -> None:
+        self._server = server
         self._engine = engine
         self._knowledge = knowledge
         self._default_rerank = next(iter(engine.describe().rerank_methods), None)
@@ -61,6 +62,8 @@ class _Retrieve:
                                                   cancelled=stopped)
                   if method is not None and self._knowledge is not None
                   else self._engine.search(request, progress=listener, cancelled=stopped))
+        for stage, seconds in result.stage_seconds:
+            self._server.stage_done("retrieve", stage, seconds)
         usage = wire_usage(result.usage, ctx.notes)
         ctx.log("debug", f"retrieve returned {len(result.hits)} hits",
                 {"mode": request.mode, "candidates": result.usage.candidates,

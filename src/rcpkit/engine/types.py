@@ -177,6 +177,8 @@ class SearchResult:
     index_version: str
     usage: Usage
     next_cursor: str | None = None
+    stage_seconds: tuple[tuple[str, float], ...] = ()
+    """Wall time of each pipeline stage, in order (operators' latency metrics)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,10 +29,12 @@ from ..protocol.errors import UsageError
 from ..protocol.lifecycle import PROTOCOL_VERSION
 from ..protocol.methods import ALWAYS_ALLOWED, is_core, is_vendor
 
-__all__ = ["Conformance", "Handler", "Server"]
+__all__ = ["Conformance", "Handler", "Server", "StageObserver"]
 
 Conformance = Literal["L0", "L1", "L2"]
 F = TypeVar("F", bound=Callable[..., Any])
+StageObserver = Callable[[str, str, float], None]
+"""``observe(method, stage, seconds)``."""
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -70,6 +72,8 @@ class Server:
         that such state is shared through a store), so HTTP may serve N copies in N
         processes (``rcpkit serve --workers``, stateless sessions only)."""
         self.handlers: dict[str, Handler] = {}
+        self.stage_observers: list[StageObserver] = []
+        """Told the wall time of each stage a handler reports (:meth:`stage_done`)."""
 
     # ── capabilities (§6) ───────────────────────────────────────────────────
     def capability(self, key: str, meta: Mapping[str, Any] | msgspec.Struct | None = None) -> None:
@@ -95,6 +99,12 @@ class Server:
             logger.warning("readiness check failed", exc_info=True)
             return "the server's store does not answer"
         return None
+
+    def stage_done(self, method: str, stage: str, seconds: float) -> None:
+        """A handler of ``method`` finished one of its stages (the retrieve pipeline's recall,
+        fuse…): tell the observers, e.g. the latency histograms of ``--metrics``."""
+        for observe in self.stage_observers:
+            observe(method, stage, seconds)
 
     def gauges(self) -> Mapping[str, float]:
         """Operational sizes to expose as metrics (index rows, background work left…),

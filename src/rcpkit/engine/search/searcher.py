@@ -62,7 +62,14 @@ class Searcher:
         plan = self._planner.plan(request, snapshots.schema, snapshots.token,
                                   self._store.gc_floor)
 
+        timings: list[tuple[str, float]] = []
+        stage_started = started
+
         def stage(name: str, fraction: float, partial: list[Hit] | None = None) -> None:
+            nonlocal stage_started
+            now = time.perf_counter()
+            timings.append((name, now - stage_started))
+            stage_started = now
             if cancelled is not None and cancelled():
                 raise Cancelled("cancelled")
             if progress is not None:
@@ -124,7 +131,7 @@ class Searcher:
                       latency_ms=(time.perf_counter() - started) * 1000, tokens=tokens,
                       notes=plan.notes)
         return SearchResult(hits=page, index_version=snapshots.token(seq), usage=usage,
-                            next_cursor=next_cursor)
+                            next_cursor=next_cursor, stage_seconds=tuple(timings))
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
         """The query's embedding (§7.3 ``kind: query``), from the cache when recently seen."""

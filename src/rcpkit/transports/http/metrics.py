@@ -54,13 +54,24 @@ class Metrics:
         self._latency = Histogram(
             "rcpkit_request_seconds", "Seconds to answer an RCP request, by method.",
             ["method", "collection"], buckets=_LATENCY_BUCKETS, registry=self._registry)
+        self._stages = Histogram(
+            "rcpkit_stage_seconds", "Seconds spent in each stage of a request's pipeline "
+            "(retrieve: recall, fuse, rerank, diversify, pack).",
+            ["method", "collection", "stage"], buckets=_LATENCY_BUCKETS, registry=self._registry)
         self._rate_limited = Counter(
             "rcpkit_rate_limited", "Requests refused for load or a rate limit (-32011).",
             ["collection", "principal_kind"], registry=self._registry)
 
     def watch(self, collection: str, server: Server) -> None:
-        """Expose ``server``'s :meth:`~rcpkit.server.Server.gauges` under ``collection``."""
+        """Expose ``server``'s :meth:`~rcpkit.server.Server.gauges` and the stage timings
+        it reports under ``collection``."""
+        if self._servers.get(collection) is server:
+            return
         self._servers[collection] = server
+
+        def stage_done(method: str, stage: str, seconds: float) -> None:
+            self._stages.labels(method, collection, stage).observe(seconds)
+        server.stage_observers.append(stage_done)
 
     def request_done(self, method: str | None, collection: str, code: int,
                      seconds: float) -> None:
