@@ -52,3 +52,15 @@ async def test_retrieve_stage_timings_reach_the_metrics(engine: Engine) -> None:
         text)}
     assert counts == {stage: 2.0 for stage in STAGES}
     assert "secret" not in text and "quokka" not in text
+
+
+def test_background_graph_build_progress_is_a_gauge(tmp_path: Path) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=10)
+    with Engine.open(config) as engine:
+        server = bind(engine)
+        engine.add([DocumentIn(f"note number {n} about bees", id=f"n{n}") for n in range(40)])
+        pending = server.gauges()["dense_graph_pending"]
+        assert 0 <= pending <= 40
+        assert engine.wait_for_indexes(60)
+        assert server.gauges()["dense_graph_pending"] == 0
+        assert server.gauges()["index_build_running"] == 0

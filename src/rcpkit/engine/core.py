@@ -277,13 +277,15 @@ class Engine:
         return self._feedback.clear(label)
 
     def stats(self) -> dict[str, Any]:
-        """Corpus sizes at the latest snapshot."""
+        """Corpus sizes at the latest snapshot, and the rows the background graph build has
+        still to insert (``dense_graph_pending``: its progress)."""
         counts = self._store.counts()
         indexes = self.indexes
         return {**asdict(counts), "index_version": self.index_version,
                 "lexical_rows": indexes.lexical.count if indexes is not None else 0,
                 "dense_rows": indexes.dense.count if indexes is not None else 0,
-                "dense_windows": indexes.dense.window_count if indexes is not None else 0}
+                "dense_windows": indexes.dense.window_count if indexes is not None else 0,
+                "dense_graph_pending": indexes.dense.whole.graph_tail if indexes is not None else 0}
 
     def describe(self) -> EngineDescription:
         """The engine's real abilities, for building honest capabilities (§6.1)."""
