@@ -66,7 +66,7 @@ async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> No
     async with Client(stdio_params("--data", str(sample_kb))) as client:
         listing = await client.list_tools()
         assert tool_names(listing) == {"retrieve", "index_add", "index_delete", "graph",
-                                       "transform"}
+                                       "transform", "memory_build", "memory_recall"}
         retrieve = next(tool for tool in listing.tools if tool.name == "retrieve")
         schema = retrieve.input_schema
         assert schema["required"] == ["query"]
@@ -84,6 +84,11 @@ async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> No
         local = await client.call_tool("graph", {"op": "local", "query": "bees swarm", "k": 2})
         rewritten = await client.call_tool("transform", {"query": "bees swarm",
                                                          "method": "multi-query", "n": 2})
+        built = await client.call_tool("memory_build", {})
+        recalled = await client.call_tool("memory_recall", {
+            "query": "bees swarm", "memoryId": built.structured_content["memoryId"]})
+    assert not built.is_error and not recalled.is_error, recalled.content
+    assert recalled.structured_content["clues"]
     assert not local.is_error and local.structured_content["hits"]
     assert not rewritten.is_error and rewritten.structured_content["queries"]
     assert not result.is_error
@@ -102,7 +107,8 @@ async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> No
 
 async def test_stdio_read_only_offers_no_writes(sample_kb: Path) -> None:
     async with Client(stdio_params("--data", str(sample_kb), "--read-only")) as client:
-        assert tool_names(await client.list_tools()) == {"retrieve", "graph", "transform"}
+        assert tool_names(await client.list_tools()) == {"retrieve", "graph", "transform",
+                                                         "memory_recall"}
 
 
 async def test_stdio_against_our_engine_as_a_command(sample_kb: Path) -> None:

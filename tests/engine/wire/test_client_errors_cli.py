@@ -26,7 +26,7 @@ def test_one_base_class_catches_local_refusals_and_server_errors(tmp_path: Path)
     codes = {}
     with Client.connect_stdio(rcpkit_argv("serve", "--stdio", "--data", str(data))) as rcp:
         attempts = {
-            "unadvertised method": lambda: rcp.memory_recall("bees"),
+            "unadvertised method": lambda: rcp.catalog_list(),  # one corpus: no §7.13
             "not an RCP method": lambda: rcp.call("frobnicate"),
             "bad mode": lambda: rcp.retrieve("bees", mode="telepathy"),
             "unknown filter field": lambda: rcp.retrieve("bees", filter=f.eq("colour", "red")),
