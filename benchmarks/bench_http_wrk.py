@@ -22,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_protocol import OURS_HTTP, OURS_HTTP_WORKERS, PING, REFERENCE, _free_port, _wait_for_port
+from _net import free_port, wait_listening
+from bench_protocol import OURS_HTTP, OURS_HTTP_WORKERS, PING, REFERENCE
 
 LUA = f"""
 wrk.method = "POST"
@@ -37,11 +38,11 @@ _RATE = re.compile(r"Requests/sec:\s+([0-9.]+)")
 def wrk_rate(code: str, args: list[str], connections: int, threads: int, seconds: float,
              script: Path) -> float:
     """Requests/s wrk gets from a server started from ``code`` on a free loopback port."""
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-c", code, str(port), *args],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for_port(port)
+        wait_listening(port)
         out = subprocess.run(
             ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "-s", str(script),
              f"http://127.0.0.1:{port}/rcp/ping"],
