@@ -156,11 +156,14 @@ def bench_build(kind: str, n: int, seed: int, thread_counts: list[int]) -> None:
                 start = time.perf_counter()
                 index.search(probes[len(served) % len(probes)], 10)
                 served.append(time.perf_counter() - start)
-                time.sleep(0.05)  # a client that queries ~20 times a second, not a flood
+                time.sleep(0.5)  # a client querying about twice a second, not a flood
 
         client = threading.Thread(target=serve, daemon=True)
         client.start()
-        index.wait_for_graph()
+        while not index.wait_for_graph(60):
+            elapsed = time.perf_counter() - began
+            print(f"  {elapsed:5.0f} s: {n - index.graph_pending:,} rows in the graph "
+                  f"({(n - index.graph_pending) / elapsed:,.0f} rows/s)", flush=True)
         seconds[threads] = time.perf_counter() - began
         done.set()
         client.join()

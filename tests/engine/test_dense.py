@@ -530,3 +530,25 @@ def test_a_loaded_index_maps_its_vectors_and_never_writes_the_saved_file(
     assert loaded.search(unit_vectors(2, seed=77)[1], 1)[0].tolist() == [7001]
     assert loaded.count == index.count
     assert saved.read_bytes() == before
+
+
+def test_graph_pending_counts_down_during_a_first_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before its first graph is published every row is pending; the count then falls batch
+    by batch as the builder inserts (a long bulk build shows progress), and ends at 0."""
+    monkeypatch.setattr(dense, "BUILD_BATCH", 500)
+    seen: list[int] = []
+    insert = DenseIndex._insert
+
+    def recording(self: DenseIndex, graph: object, keys: np.ndarray, vectors: np.ndarray) -> None:
+        seen.append(self.graph_pending)
+        insert(self, graph, keys, vectors)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DenseIndex, "_insert", recording)
+    index = DenseIndex(DIM, exact_threshold=1000)
+    index.add(np.arange(900), unit_vectors(900, seed=41))
+    assert index.graph_pending == 0  # under the exact threshold no graph is wanted
+    index.add(np.arange(900, 3000), unit_vectors(2100, seed=42))
+    assert index.wait_for_graph(60) and index.uses_graph
+    assert seen == [3000, 2500, 2000, 1500, 1000, 500]
+    assert index.graph_pending == 0
+    index.close()

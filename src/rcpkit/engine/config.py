@@ -70,8 +70,9 @@ class EngineConfig:
     chunk_max_chars: int = 1200
     chunk_overlap_chars: int = 150
     dense_exact_threshold: int = 50_000
-    dense_build_threads: int = 1
-    """Threads building the HNSW graph in the background (see ``DenseIndex``)."""
+    dense_build_threads: int = 0
+    """Threads building the HNSW graph in the background (see ``DenseIndex``); 0 is one per
+    core this process may use, up to 8."""
     max_k: int = 200
     default_candidate_k: int = 100
     max_documents_per_add: int = 1000

@@ -285,7 +285,8 @@ class Engine:
                 "lexical_rows": indexes.lexical.count if indexes is not None else 0,
                 "dense_rows": indexes.dense.count if indexes is not None else 0,
                 "dense_windows": indexes.dense.window_count if indexes is not None else 0,
-                "dense_graph_pending": indexes.dense.whole.graph_tail if indexes is not None else 0}
+                "dense_graph_pending":
+                    indexes.dense.whole.graph_pending if indexes is not None else 0}
 
     def describe(self) -> EngineDescription:
         """The engine's real abilities, for building honest capabilities (§6.1)."""

@@ -150,6 +150,18 @@ class _View:
     """Rows the graph still holds that were removed since."""
 
 
+@dataclass(frozen=True, slots=True)
+class _BuildPlan:
+    """The in-flight graph build, for :attr:`DenseIndex.graph_pending` (all 0 when idle)."""
+
+    rows: int
+    """Rows this build inserts."""
+    inserted: int
+    """…of which inserted so far."""
+    lacking: int
+    """Rows the published view lacked when the build began."""
+
+
 def _view_of(snapshot: _Snapshot, graph: _Graph | None) -> _View:
     """Pair rows with a graph, working out the tail and the stale count (O(n log n))."""
     if graph is None:
@@ -224,6 +236,7 @@ class DenseIndex:
         self._save_lock = threading.Lock()
         self._builder: threading.Thread | None = None
         self._closing = threading.Event()
+        self._plan = _BuildPlan(0, 0, 0)
 
     @property
     def count(self) -> int:
@@ -240,6 +253,19 @@ class DenseIndex:
     def graph_tail(self) -> int:
         """Rows searched exactly next to the graph because it does not hold them yet."""
         return len(self._view.tail)
+
+    @property
+    def graph_pending(self) -> int:
+        """Rows not in a published graph yet (0 while exact search needs none): what the
+        background build has still to insert, counting down as it goes, so that a long
+        first build shows progress."""
+        view, plan = self._view, self._plan
+        if len(view.snapshot.rowids) <= self.exact_threshold:
+            return 0
+        lacking = len(view.tail) if view.graph is not None else len(view.snapshot.rowids)
+        if not plan.rows:
+            return lacking
+        return plan.rows - plan.inserted + max(0, lacking - plan.lacking)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -338,8 +364,11 @@ class DenseIndex:
                     return
                 with self._write_lock:
                     self._view = _view_of(self._view.snapshot, graph)
+                    self._plan = _BuildPlan(0, 0, 0)
         except Exception:  # a failed build must not take the process down; exact still serves
             logger.exception("dense graph build failed; exact search keeps serving")
+        finally:
+            self._plan = _BuildPlan(0, 0, 0)
 
     def _graph_for(self, view: _View) -> _Graph | None:
         """A new graph covering ``view.snapshot``: a fresh build, or a copy of the current
@@ -354,7 +383,9 @@ class DenseIndex:
             if not present.all():
                 graph.remove(old.rowids[~present])
             kept, pending = old.rowids[present], view.tail
+        lacking = len(view.tail) if old is not None else len(snapshot.rowids)
         for start in range(0, len(pending), BUILD_BATCH):
+            self._plan = _BuildPlan(len(pending), start, lacking)
             if self._closing.is_set():
                 return None
             batch = pending[start : start + BUILD_BATCH]

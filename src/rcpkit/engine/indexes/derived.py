@@ -30,7 +30,7 @@ from rcpkit.engine.indexes.columns import FilterColumns
 from rcpkit.engine.indexes.lexical import LexicalIndex
 from rcpkit.engine.indexes.windows import SentenceWindowIndex, WindowVectors, embed_windows
 from rcpkit.engine.lru import Recent
-from rcpkit.engine.models.embedding import Embedder
+from rcpkit.engine.models.embedding import Embedder, available_cores
 from rcpkit.engine.store import IndexDelta, RowBatch, Store
 from rcpkit.engine.text import Analyzer
 
@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 IntArray = npt.NDArray[np.int64]
 BoolMask = npt.NDArray[np.bool_]
+MAX_BUILD_THREADS = 8
+"""Default cap on background HNSW build threads, so that a large machine keeps cores for
+the queries served meanwhile."""
 
 
 class ReadWriteLock:
@@ -105,7 +108,11 @@ class DerivedIndexes:
                                           enabled=self._config.dense_sentence_windows,
                                           mix=self._config.dense_window_mix,
                                           exact_threshold=self._config.dense_exact_threshold,
-                                          build_threads=self._config.dense_build_threads)
+                                          build_threads=self._build_threads())
+
+    def _build_threads(self) -> int:
+        """Background HNSW build threads: as configured, or one per usable core (up to 8)."""
+        return self._config.dense_build_threads or min(available_cores(), MAX_BUILD_THREADS)
 
     def _window_vectors(self, batch: RowBatch) -> WindowVectors | None:
         """The sentence-window vectors of ``batch`` when the dense index keeps them (runs the
@@ -136,7 +143,7 @@ class DerivedIndexes:
                     dense = SentenceWindowIndex.load(
                         state_dir / "dense", enabled=self._config.dense_sentence_windows,
                         mix=self._config.dense_window_mix,
-                        build_threads=self._config.dense_build_threads)
+                        build_threads=self._build_threads())
                     columns = _saved_columns(state_dir / "columns")
         except Exception as exc:  # any unreadable state means: rebuild from the record
             logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
