@@ -165,3 +165,35 @@ def test_the_query_cache_can_be_turned_off(tmp_path: Path,
         for _ in range(2):
             opened.search(SearchRequest("honey", k=2, mode="dense"))
         assert calls == ["query", "query"]
+
+
+def test_visibility_masks_agree_with_the_store_without_scanning_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """§7.7.1 snapshots: the mask of rows a version shows is the rows the indexes hold minus
+    what the store says that version hides (later additions, old versions), at every seq,
+    and a query at the latest version never reads every visible rowid from the store."""
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing")
+    with Engine.open(config) as engine:
+        engine.add(CORPUS[:20])
+        engine.add([DocumentIn(f"rewritten note {i} about bees", id=f"d{i}") for i in range(5)])
+        engine.delete(["d7", "d8"])
+        engine.add(CORPUS[20:])
+        store = engine._store
+        indexes = engine.indexes
+        assert indexes is not None
+        latest = store.current_seq()
+        for seq in range(1, latest + 1):
+            indexes._masks.clear()
+            assert indexes.visible_mask(seq).nonzero()[0].tolist() == \
+                store.visible_rowids(seq).tolist()
+
+        def scan(seq: int) -> Any:
+            raise AssertionError("a query read every visible rowid")
+
+        monkeypatch.setattr(store, "visible_rowids", scan)
+        indexes._masks.clear()
+        hits = engine.search(SearchRequest("rewritten bees", k=40, mode="sparse")).hits
+        ids = [hit.doc_id for hit in hits]
+        assert len(ids) == len(set(ids)) and not {"d7", "d8"} & set(ids)
+        assert {f"d{i}" for i in range(5)} <= set(ids)
+        assert all("rewritten" in hit.text for hit in hits if hit.doc_id in {"d0", "d1"})

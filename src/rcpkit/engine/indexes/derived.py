@@ -38,7 +38,6 @@ __all__ = ["BoolMask", "DerivedIndexes", "ReadWriteLock"]
 
 logger = logging.getLogger(__name__)
 
-IntArray = npt.NDArray[np.int64]
 BoolMask = npt.NDArray[np.bool_]
 MAX_BUILD_THREADS = 8
 """Default cap on background HNSW build threads, so that a large machine keeps cores for
@@ -300,12 +299,16 @@ class DerivedIndexes:
                 shutil.rmtree(stale, ignore_errors=True)
 
     def visible_mask(self, seq: int) -> BoolMask:
-        """Rowids visible at version ``seq`` as a mask (cached for recent versions)."""
+        """The indexed rowids visible at version ``seq`` as a mask (cached for recent
+        versions): the rows held here minus the few the store says ``seq`` hides, so that
+        a first query after opening a large store does not read every rowid from it (the
+        rows not held here cannot be found anyway)."""
         cached = self._masks.get(seq)
         if cached is not None:
             return cached
-        rowids = self._store.visible_rowids(seq)
-        mask = _mask(rowids, int(rowids.max()) + 1 if len(rowids) else 0)
+        mask = self.lexical.held_mask()
+        hidden = self._store.hidden_rowids(seq)
+        mask[hidden[hidden < len(mask)]] = False
         self._masks.put(seq, mask)
         return mask
 
@@ -323,10 +326,3 @@ def _saved_columns(directory: Path) -> FilterColumns | None:
         logger.warning("saved filter columns in %s are unusable (%s: %s); rebuilding them "
                        "from the store", directory, type(exc).__name__, exc)
         return None
-
-
-def _mask(rowids: IntArray, length: int) -> BoolMask:
-    mask = np.zeros(length, dtype=bool)
-    inside = rowids[rowids < length]
-    mask[inside] = True
-    return mask

@@ -74,6 +74,10 @@ class LexicalIndex:
         """Number of rows held."""
         return self._count
 
+    def held_mask(self) -> BoolArray:
+        """A fresh mask over rowids ``0..max``: True where the row is held."""
+        return self._present.copy()
+
     def add(self, rowids: npt.ArrayLike, texts: Sequence[str]) -> None:
         """Index ``texts[i]`` under ``rowids[i]``.
 

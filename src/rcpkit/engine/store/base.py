@@ -282,6 +282,12 @@ class Store(abc.ABC):
         """Rowids of the snapshot at ``seq``."""
 
     @abc.abstractmethod
+    def hidden_rowids(self, seq: int) -> RowIds:
+        """Stored rowids the snapshot at ``seq`` does not show: added after it, or deleted at
+        or before it. Few at the latest version (old versions awaiting collection), and
+        found through the ``added_seq``/``deleted_seq`` indexes rather than a table scan."""
+
+    @abc.abstractmethod
     def filter_rowids(self, node: FilterNode, seq: int) -> RowIds:
         """Rowids visible at ``seq`` whose document matches a validated §8 tree.
 

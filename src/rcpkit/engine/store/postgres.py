@@ -653,6 +653,14 @@ class PostgresStore(SqlStore):
         return _rowid_array(rows)
 
     @_database_errors
+    def hidden_rowids(self, seq: int) -> RowIds:
+        rows = self._reader().execute(
+            "SELECT chunk_id FROM chunks WHERE added_seq > %s "
+            "UNION SELECT chunk_id FROM chunks WHERE deleted_seq <= %s ORDER BY 1",
+            (seq, seq)).fetchall()
+        return _rowid_array(rows)
+
+    @_database_errors
     def filter_rowids(self, node: FilterNode, seq: int) -> RowIds:
         params: list[Any] = [seq, seq]
         clause = _compile(node, self.field_types(), params)

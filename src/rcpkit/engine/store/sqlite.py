@@ -422,6 +422,13 @@ class SqliteStore(SqlStore):
             (seq, seq)).fetchall()
         return _rowid_array(rows)
 
+    def hidden_rowids(self, seq: int) -> RowIds:
+        rows = self._reader().execute(
+            "SELECT chunk_id FROM chunks WHERE added_seq > ? "
+            "UNION SELECT chunk_id FROM chunks WHERE deleted_seq <= ? ORDER BY 1",
+            (seq, seq)).fetchall()
+        return _rowid_array(rows)
+
     def filter_rowids(self, node: FilterNode, seq: int) -> RowIds:
         known = self.field_types()
         params: list[Any] = [seq, seq]
