@@ -284,8 +284,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def hidden_rowids(self, seq: int) -> RowIds:
         """Stored rowids the snapshot at ``seq`` does not show: added after it, or deleted at
-        or before it. Few at the latest version (old versions awaiting collection), and
-        found through the ``added_seq``/``deleted_seq`` indexes rather than a table scan."""
+        or before it, in no particular order (a row may appear twice). Few at the latest
+        version (old versions awaiting collection), and found through the ``added_seq`` and
+        ``deleted_seq`` indexes: no ``UNION``/``ORDER BY``, which would scan the table."""
 
     @abc.abstractmethod
     def filter_rowids(self, node: FilterNode, seq: int) -> RowIds:

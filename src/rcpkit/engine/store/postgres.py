@@ -656,7 +656,7 @@ class PostgresStore(SqlStore):
     def hidden_rowids(self, seq: int) -> RowIds:
         rows = self._reader().execute(
             "SELECT chunk_id FROM chunks WHERE added_seq > %s "
-            "UNION SELECT chunk_id FROM chunks WHERE deleted_seq <= %s ORDER BY 1",
+            "UNION ALL SELECT chunk_id FROM chunks WHERE deleted_seq <= %s",
             (seq, seq)).fetchall()
         return _rowid_array(rows)
 

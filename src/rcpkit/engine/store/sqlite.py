@@ -425,7 +425,7 @@ class SqliteStore(SqlStore):
     def hidden_rowids(self, seq: int) -> RowIds:
         rows = self._reader().execute(
             "SELECT chunk_id FROM chunks WHERE added_seq > ? "
-            "UNION SELECT chunk_id FROM chunks WHERE deleted_seq <= ? ORDER BY 1",
+            "UNION ALL SELECT chunk_id FROM chunks WHERE deleted_seq <= ?",
             (seq, seq)).fetchall()
         return _rowid_array(rows)
 
