@@ -530,3 +530,28 @@ def test_a_loaded_index_maps_its_vectors_and_never_writes_the_saved_file(
     assert loaded.search(unit_vectors(2, seed=77)[1], 1)[0].tolist() == [7001]
     assert loaded.count == index.count
     assert saved.read_bytes() == before
+
+
+def test_a_save_without_vectors_loads_them_from_the_record(
+    tmp_path: Path, small_index: tuple[DenseIndex, np.ndarray]
+) -> None:
+    index, vectors = small_index
+    index.save(tmp_path, vectors=False)
+    assert not list(tmp_path.glob("vectors.*.npy"))
+    record = dict(zip(range(10, 510), vectors, strict=True))
+    del record[11]  # collected since the save
+
+    def stored(rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        kept = np.array([r for r in rowids.tolist() if r in record], dtype=np.int64)
+        return kept, np.stack([record[r] for r in kept.tolist()])
+
+    loaded = DenseIndex.load(tmp_path, vectors=stored)
+    assert loaded.count == index.count - 1
+    index.remove(np.array([11]))
+    for query in unit_vectors(5, seed=21):
+        expected, scores = index.search(query, 10)
+        found, loaded_scores = loaded.search(query, 10)
+        assert found.tolist() == expected.tolist()
+        np.testing.assert_array_equal(loaded_scores, scores)
+    with pytest.raises(IndexUnavailable, match="saved without vectors"):
+        DenseIndex.load(tmp_path)

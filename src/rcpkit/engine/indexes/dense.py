@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,16 +52,19 @@ import numpy as np
 import numpy.typing as npt
 
 from rcpkit.engine.errors import IndexUnavailable
-from rcpkit.engine.indexes.persist import file_checksum, verify_file
+from rcpkit.engine.indexes.persist import compact_ints, file_checksum, verify_file
 
 if TYPE_CHECKING:
     from usearch.index import Index
 
-__all__ = ["DenseIndex"]
+__all__ = ["DenseIndex", "StoredVectors"]
 
 logger = logging.getLogger(__name__)
 
 METRICS = ("cosine", "dot")
+StoredVectors = Callable[[npt.NDArray[np.int64]],
+                         tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
+"""``(rowids, vectors)``, ascending, of those of the given rows the record still holds."""
 SELECTIVE_FRACTION = 0.05
 """A filter allowing less than this fraction of rows is searched exactly over the allowed rows."""
 SELECTIVE_ROWS = 20_000
@@ -449,8 +452,10 @@ class DenseIndex:
 
     # -- persistence ----------------------------------------------------------------------
 
-    def save(self, directory: Path) -> None:
-        """Write the index under ``directory`` atomically (``.npy`` arrays, usearch graph file).
+    def save(self, directory: Path, *, vectors: bool = True) -> None:
+        """Write the index under ``directory`` atomically (``.npy`` arrays, usearch graph file);
+        ``vectors=False`` leaves the vectors out (they are in the record: :meth:`load` then
+        reads them from it).
 
         Data files carry a fresh generation tag and ``dense.json`` is replaced last to point
         at them, so a crash mid-save leaves the previous save readable. Writers are not held
@@ -461,15 +466,17 @@ class DenseIndex:
         with self._save_lock:
             view = self._view
             generation = uuid.uuid4().hex
-            names = {"vectors": f"vectors.{generation}.npy", "rowids": f"rowids.{generation}.npy"}
-            _write_npy(directory / names["vectors"], view.snapshot.vectors)
-            _write_npy(directory / names["rowids"], view.snapshot.rowids)
+            names = {"rowids": f"rowids.{generation}.npy"}
+            if vectors:
+                names["vectors"] = f"vectors.{generation}.npy"
+                _write_npy(directory / names["vectors"], view.snapshot.vectors)
+            _write_npy(directory / names["rowids"], compact_ints(view.snapshot.rowids))
             if view.graph is not None:
                 names["graph"] = f"graph.{generation}.usearch"
                 names["graph_rowids"] = f"graph_rowids.{generation}.npy"
                 view.graph.index.save(str(directory / names["graph"]))
                 _fsync(directory / names["graph"])
-                _write_npy(directory / names["graph_rowids"], view.graph.rowids)
+                _write_npy(directory / names["graph_rowids"], compact_ints(view.graph.rowids))
             meta = {
                 "format": _FORMAT,
                 "dimension": self.dimension,
@@ -485,10 +492,13 @@ class DenseIndex:
             _remove_stale(directory, keep=set(names.values()))
 
     @classmethod
-    def load(cls, directory: Path, *, build_threads: int = 1) -> DenseIndex:
+    def load(cls, directory: Path, *, build_threads: int = 1,
+             vectors: StoredVectors | None = None) -> DenseIndex:
         """Read an index written by :meth:`save` (no pickle); a missing or lagging graph is
         built or extended in the background with ``build_threads`` (a property of the
-        machine, not of the saved index)."""
+        machine, not of the saved index). A save without vectors takes them from
+        ``vectors`` (the record), dropping rows it no longer holds: they were collected
+        since, and the write log the caller applies next removes them anyway."""
         directory = Path(directory)
         meta_path = directory / _META
         if not meta_path.is_file():
@@ -513,11 +523,17 @@ class DenseIndex:
         # generation), and a mapping outlives the unlink of a later save. Nothing writes into
         # the buffer either: it has no spare rows, so the first add, remove or merge
         # publishes fresh buffers first (_append, _publish).
-        vectors = np.load(directory / files["vectors"], allow_pickle=False, mmap_mode="r")
         rowids = np.load(directory / files["rowids"], allow_pickle=False).astype(np.int64)
-        if vectors.shape != (len(rowids), index.dimension) or np.any(np.diff(rowids) <= 0):
+        if "vectors" in files:
+            matrix = np.load(directory / files["vectors"], allow_pickle=False, mmap_mode="r")
+        elif vectors is None:
+            raise IndexUnavailable(f"the dense index in {directory} was saved without vectors")
+        else:
+            rowids, stored = vectors(rowids)
+            matrix = index._as_matrix(stored) if len(rowids) else index._buffer
+        if matrix.shape != (len(rowids), index.dimension) or np.any(np.diff(rowids) <= 0):
             raise ValueError("the saved dense vectors and row ids do not match")
-        index._buffer = vectors if vectors.dtype == np.float32 else vectors.astype(np.float32)
+        index._buffer = matrix if matrix.dtype == np.float32 else matrix.astype(np.float32)
         index._buffer_rowids = rowids
         snapshot = _Snapshot(index._buffer, rowids)
         graph = None
