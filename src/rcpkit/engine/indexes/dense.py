@@ -524,6 +524,8 @@ class DenseIndex:
         # the buffer either: it has no spare rows, so the first add, remove or merge
         # publishes fresh buffers first (_append, _publish).
         rowids = np.load(directory / files["rowids"], allow_pickle=False).astype(np.int64)
+        if np.any(np.diff(rowids) <= 0):
+            raise ValueError("the saved dense row ids are not ascending")
         if "vectors" in files:
             matrix = np.load(directory / files["vectors"], allow_pickle=False, mmap_mode="r")
         elif vectors is None:
@@ -531,7 +533,7 @@ class DenseIndex:
         else:
             rowids, stored = vectors(rowids)
             matrix = index._as_matrix(stored) if len(rowids) else index._buffer
-        if matrix.shape != (len(rowids), index.dimension) or np.any(np.diff(rowids) <= 0):
+        if matrix.shape != (len(rowids), index.dimension):
             raise ValueError("the saved dense vectors and row ids do not match")
         index._buffer = matrix if matrix.dtype == np.float32 else matrix.astype(np.float32)
         index._buffer_rowids = rowids
