@@ -430,18 +430,29 @@ class SqliteStore(SqlStore):
 
     def stored_vectors(self, rowids: RowIds) -> tuple[RowIds, npt.NDArray[np.float32]]:
         """One pass over the vectors table, keeping the rows asked for (a saved dense index
-        covers most rows: a scan beats lookups)."""
+        covers most rows: a scan beats lookups). Decoded a batch at a time into one matrix:
+        a blob object per row for all rows at once would stay in the heap after they go."""
         wanted = np.unique(np.asarray(rowids, dtype=np.int64))
+        if len(wanted) == 0:
+            return wanted, np.zeros((0, 0), dtype=np.float32)
         found: list[RowIds] = []
-        blobs: list[bytes] = []
+        matrix = np.zeros((0, 0), dtype=np.float32)
+        filled = 0
         cursor = self._reader().execute("SELECT chunk_id, vector FROM vectors ORDER BY chunk_id")
-        while rows := cursor.fetchmany(4096):
+        while rows := cursor.fetchmany(256):
             ids = _rowid_array(rows)
-            keep = np.isin(ids, wanted, assume_unique=True)
+            keep = wanted[np.minimum(np.searchsorted(wanted, ids), len(wanted) - 1)] == ids
+            if not keep.any():
+                continue
+            block = self._decode_vectors(
+                [row[1] for row, kept in zip(rows, keep.tolist(), strict=True) if kept])
+            if filled == 0:
+                matrix = np.empty((len(wanted), block.shape[1]), dtype=np.float32)
+            matrix[filled:filled + len(block)] = block
+            filled += len(block)
             found.append(ids[keep])
-            blobs.extend(row[1] for row, kept in zip(rows, keep.tolist(), strict=True) if kept)
         return (np.concatenate(found) if found else np.zeros(0, dtype=np.int64),
-                self._decode_vectors(blobs))
+                matrix[:filled])
 
     def _decode_vectors(self, blobs: list[bytes]) -> npt.NDArray[np.float32]:
         """Stored vector blobs (all of one dimension) as a float32 ``(n, d)`` matrix."""
