@@ -3,6 +3,7 @@ the saved dense index is loaded, unless ``dense_save_vectors`` keeps a float32 c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -38,3 +39,18 @@ def test_a_reopened_engine_answers_exactly_as_before(tmp_path: Path, save_vector
         assert isinstance(vectors, np.memmap) == save_vectors
         assert engine.indexes.dense.count == len(TEXTS)  # d2's version is kept (§7.7.1)
         assert answers(engine) == before
+
+
+def test_changing_the_graph_dtype_rebuilds_the_dense_index(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2)
+    with Engine.open(config) as engine:
+        engine.add([DocumentIn(id=f"d{i}", text=text) for i, text in enumerate(TEXTS)])
+        before = answers(engine)
+    quantised = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2,
+                             dense_graph_dtype="i8")
+    with Engine.open(quantised) as engine:
+        assert "the saved dense graph is f16, not i8" in caplog.text
+        assert answers(engine) == before  # seeded: exact search, whatever the graph
+    (meta,) = (tmp_path / "indexes").glob("state-*/dense/dense.json")
+    assert json.loads(meta.read_text())["graph_dtype"] == "i8"

@@ -2,9 +2,9 @@
 
 Vectors are keyed by the store's integer row ids (non-negative int64, never reused). Up to
 ``exact_threshold`` rows every search is one BLAS matrix-vector product over a contiguous
-float32 matrix plus ``argpartition``. Beyond it a usearch HNSW graph (cosine, f16) proposes
-candidates that are re-scored exactly from the float32 matrix, so reported scores are always
-exact cosines and ties always go to the smaller row id.
+float32 matrix plus ``argpartition``. Beyond it a usearch HNSW graph (cosine, f16 or int8)
+proposes candidates that are re-scored exactly from the float32 matrix, so reported scores are
+always exact cosines and ties always go to the smaller row id.
 
 **Graph builds never block.** A build takes minutes at 100k rows, so it runs on a background
 thread over an immutable snapshot; exact search serves until the graph is published. Rows
@@ -70,6 +70,11 @@ SELECTIVE_FRACTION = 0.05
 SELECTIVE_ROWS = 20_000
 """…as is one allowing fewer rows than this (an exact scan of 20k rows is about a millisecond)."""
 OVERSAMPLE = 1.5
+GRAPH_DTYPES = ("f16", "i8")
+I8_RESCORE = 4
+"""An ``i8`` graph (int8 scalar quantisation) ranks less exactly than an ``f16`` one: it
+proposes this many times the candidates, all re-scored exactly from the float32 matrix
+(``benchmarks/bench_storage.py --graph``)."""
 MAX_CANDIDATES = 10_000
 """Cap on graph candidates requested for a filtered query before exact fallback."""
 GATHER_BELOW = 4
@@ -208,11 +213,14 @@ class DenseIndex:
         expansion_add: int = 128,
         expansion_search: int = 128,
         build_threads: int = 1,
+        graph_dtype: str = "f16",
     ) -> None:
         if dimension < 1:
             raise ValueError("dimension must be positive")
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
+        if graph_dtype not in GRAPH_DTYPES:
+            raise ValueError(f"graph_dtype must be one of {GRAPH_DTYPES}, not {graph_dtype!r}")
         self.dimension = dimension
         self.metric = metric
         self.exact_threshold = exact_threshold
@@ -220,6 +228,7 @@ class DenseIndex:
         self.expansion_add = expansion_add
         self.expansion_search = expansion_search
         self.build_threads = build_threads
+        self.graph_dtype = graph_dtype
         self._buffer = np.zeros((0, dimension), dtype=np.float32)
         self._buffer_rowids = np.zeros(0, dtype=np.int64)
         self._view = _view_of(_Snapshot(self._buffer, self._buffer_rowids), None)
@@ -438,6 +447,7 @@ class DenseIndex:
         if exact or graph is None or rows <= self.exact_threshold or selective:
             return self._exact(snapshot, matrix, k, allowed)
         oversampled = k if allowed is None else math.ceil(k / fraction * OVERSAMPLE)
+        oversampled *= I8_RESCORE if self.graph_dtype == "i8" else 1
         oversampled = min(max(oversampled, k) + view.stale, MAX_CANDIDATES, len(graph.rowids))
         tail_allowed = view.tail if allowed is None else view.tail[allowed[view.tail]]
         wanted = min(k, allowed_rows)
@@ -485,6 +495,7 @@ class DenseIndex:
                 "connectivity": self.connectivity,
                 "expansion_add": self.expansion_add,
                 "expansion_search": self.expansion_search,
+                "graph_dtype": self.graph_dtype,
                 "files": names,
                 "checksums": {key: file_checksum(directory / name) for key, name in names.items()},
             }
@@ -493,12 +504,13 @@ class DenseIndex:
 
     @classmethod
     def load(cls, directory: Path, *, build_threads: int = 1,
-             vectors: StoredVectors | None = None) -> DenseIndex:
+             vectors: StoredVectors | None = None, graph_dtype: str = "f16") -> DenseIndex:
         """Read an index written by :meth:`save` (no pickle); a missing or lagging graph is
         built or extended in the background with ``build_threads`` (a property of the
         machine, not of the saved index). A save without vectors takes them from
         ``vectors`` (the record), dropping rows it no longer holds: they were collected
-        since, and the write log the caller applies next removes them anyway."""
+        since, and the write log the caller applies next removes them anyway. A save whose
+        graph has another ``graph_dtype`` is refused (ValueError): the caller rebuilds."""
         directory = Path(directory)
         meta_path = directory / _META
         if not meta_path.is_file():
@@ -506,6 +518,9 @@ class DenseIndex:
         meta = json.loads(meta_path.read_text())
         if meta.get("format") != _FORMAT:
             raise ValueError(f"unsupported dense index format {meta.get('format')!r}")
+        if meta.get("graph_dtype", "f16") != graph_dtype:
+            raise ValueError(f"the saved dense graph is {meta.get('graph_dtype', 'f16')}, "
+                             f"not {graph_dtype}")
         index = cls(
             meta["dimension"],
             exact_threshold=meta["exact_threshold"],
@@ -514,6 +529,7 @@ class DenseIndex:
             expansion_add=meta["expansion_add"],
             expansion_search=meta["expansion_search"],
             build_threads=build_threads,
+            graph_dtype=graph_dtype,
         )
         files = meta["files"]
         checksums = meta.get("checksums", {})
@@ -601,7 +617,7 @@ class DenseIndex:
         return index_class(
             ndim=self.dimension,
             metric="cos" if self.metric == "cosine" else "ip",
-            dtype="f16",
+            dtype=self.graph_dtype,
             connectivity=self.connectivity,
             expansion_add=self.expansion_add,
             expansion_search=self.expansion_search,

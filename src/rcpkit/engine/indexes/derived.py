@@ -105,7 +105,8 @@ class DerivedIndexes:
                                           enabled=self._config.dense_sentence_windows,
                                           mix=self._config.dense_window_mix,
                                           exact_threshold=self._config.dense_exact_threshold,
-                                          build_threads=self._config.dense_build_threads)
+                                          build_threads=self._config.dense_build_threads,
+                                          graph_dtype=self._config.dense_graph_dtype)
 
     def _window_vectors(self, batch: RowBatch) -> WindowVectors | None:
         """The sentence-window vectors of ``batch`` when the dense index keeps them (runs the
@@ -137,7 +138,8 @@ class DerivedIndexes:
                         state_dir / "dense", enabled=self._config.dense_sentence_windows,
                         mix=self._config.dense_window_mix,
                         build_threads=self._config.dense_build_threads,
-                        vectors=self._store.stored_vectors)
+                        vectors=self._store.stored_vectors,
+                        graph_dtype=self._config.dense_graph_dtype)
                     columns = _saved_columns(state_dir / "columns")
         except Exception as exc:  # any unreadable state means: rebuild from the record
             logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "

@@ -150,9 +150,10 @@ class SentenceWindowIndex:
 
     @classmethod
     def create(cls, dimension: int, *, enabled: bool, mix: float = 0.5,
-               exact_threshold: int = 50_000, build_threads: int = 1) -> SentenceWindowIndex:
+               exact_threshold: int = 50_000, build_threads: int = 1,
+               graph_dtype: str = "f16") -> SentenceWindowIndex:
         whole = DenseIndex(dimension, exact_threshold=exact_threshold,
-                           build_threads=build_threads)
+                           build_threads=build_threads, graph_dtype=graph_dtype)
         return cls(whole, _window_store(dimension), enabled=enabled, mix=mix)
 
     @property
@@ -254,13 +255,14 @@ class SentenceWindowIndex:
 
     @classmethod
     def load(cls, directory: Path, *, enabled: bool, mix: float = 0.5,
-             build_threads: int = 1, vectors: StoredVectors | None = None
-             ) -> SentenceWindowIndex:
+             build_threads: int = 1, vectors: StoredVectors | None = None,
+             graph_dtype: str = "f16") -> SentenceWindowIndex:
         """Read what :meth:`save` wrote. A save made with windows off (or before windows
         existed) loads only when they are off; one with other window settings never does:
         the caller rebuilds (ValueError)."""
         directory = Path(directory)
-        whole = DenseIndex.load(directory, build_threads=build_threads, vectors=vectors)
+        whole = DenseIndex.load(directory, build_threads=build_threads, vectors=vectors,
+                                graph_dtype=graph_dtype)
         manifest_path = directory / _MANIFEST
         manifest: dict[str, Any] = (json.loads(manifest_path.read_text())
                                     if manifest_path.is_file()
