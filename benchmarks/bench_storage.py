@@ -1,7 +1,8 @@
 """Where a store's bytes go, and what float16 vectors and int8 quantisation cost (issue 19).
 
 Ingests the bench_peers corpus (peer_corpus.py: real chunks, cached MiniLM vectors) into a fresh
-SQLite engine, closes it (saving the derived indexes), then prints per chunk:
+SQLite engine, lets the HNSW graph settle (past 50k rows), closes it (saving the derived
+indexes), then prints per chunk:
 
 - the bytes of every SQLite table and index (the ``dbstat`` virtual table: pages, payload,
   unused) and of every derived index file;
@@ -31,25 +32,27 @@ import numpy as np
 from _common import LookupEmbedder, open_engine
 from peer_corpus import load
 
-from rcpkit.engine.indexes.dense import I8_RESCORE, DenseIndex, _load_usearch
+from rcpkit.engine.indexes.dense import GRAPH_DTYPES, I8_RESCORE, DenseIndex, _load_usearch
 from rcpkit.engine.types import DocumentIn
 
 K = 10
 RESCORED = (10, 20, 40, 100)
 
 
-def build(directory: Path, size: int) -> tuple[np.ndarray, np.ndarray]:
+def build(directory: Path, size: int, graph_dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """The corpus of ``size`` chunks ingested into ``directory``; its vectors and queries."""
     corpus = load(size)
     lookup = LookupEmbedder()
     lookup.register(corpus.texts, corpus.vectors)
     lookup.register(corpus.queries, corpus.query_vectors)
-    engine = open_engine(directory, lookup, field_types={"group": "int", "half": "int"})
+    engine = open_engine(directory, lookup, field_types={"group": "int", "half": "int"},
+                         dense_graph_dtype=graph_dtype)
     metas = corpus.metas()
     for start in range(0, size, 1000):
         engine.add([DocumentIn(text=text, id=str(start + i), meta=meta) for i, (text, meta)
                     in enumerate(zip(corpus.texts[start:start + 1000],
                                      metas[start:start + 1000], strict=True))])
+    engine.wait_for_indexes()  # past the exact threshold the saved state holds the graph
     engine.close()
     return corpus.vectors, corpus.query_vectors
 
@@ -152,12 +155,17 @@ def graph(vectors: np.ndarray, queries: np.ndarray, rows: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=None,
+                        help="recall over the first N queries (default: all)")
+    parser.add_argument("--graph-dtype", choices=GRAPH_DTYPES, default="f16",
+                        help="EngineConfig.dense_graph_dtype of the store")
     parser.add_argument("--graph", type=int, default=0, metavar="N",
                         help="also build HNSW graphs over the first N vectors")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rcpkit-storage-") as scratch:
         directory = Path(scratch) / "store"
-        vectors, queries = build(directory, args.size)
+        vectors, queries = build(directory, args.size, args.graph_dtype)
+        queries = queries[:args.queries]
         disk(directory, args.size)
     precision(vectors, queries)
     if args.graph:
