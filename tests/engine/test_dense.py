@@ -552,3 +552,48 @@ def test_graph_pending_counts_down_during_a_first_build(monkeypatch: pytest.Monk
     assert seen == [3000, 2500, 2000, 1500, 1000, 500]
     assert index.graph_pending == 0
     index.close()
+
+
+def test_a_save_without_vectors_loads_them_from_the_record(
+    tmp_path: Path, small_index: tuple[DenseIndex, np.ndarray]
+) -> None:
+    index, vectors = small_index
+    index.save(tmp_path, vectors=False)
+    assert not list(tmp_path.glob("vectors.*.npy"))
+    record = dict(zip(range(10, 510), vectors, strict=True))
+    del record[11]  # collected since the save
+
+    def stored(rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        kept = np.array([r for r in rowids.tolist() if r in record], dtype=np.int64)
+        return kept, np.stack([record[r] for r in kept.tolist()])
+
+    loaded = DenseIndex.load(tmp_path, vectors=stored)
+    assert loaded.count == index.count - 1
+    index.remove(np.array([11]))
+    for query in unit_vectors(5, seed=21):
+        expected, scores = index.search(query, 10)
+        found, loaded_scores = loaded.search(query, 10)
+        assert found.tolist() == expected.tolist()
+        np.testing.assert_array_equal(loaded_scores, scores)
+    with pytest.raises(IndexUnavailable, match="saved without vectors"):
+        DenseIndex.load(tmp_path)
+
+
+def test_an_int8_graph_finds_the_exact_top_10_after_rescoring(tmp_path: Path) -> None:
+    vectors = unit_vectors(3000, seed=1)
+    index = DenseIndex(DIM, exact_threshold=1000, graph_dtype="i8")
+    index.add(np.arange(3000), vectors)
+    assert index.wait_for_graph(60) and index.uses_graph
+    queries = unit_vectors(20, seed=9)
+    for query in queries:
+        rowids, scores = index.search(query, 10)
+        assert rowids.tolist() == brute_force(np.arange(3000), vectors, query, 10)
+        np.testing.assert_allclose(scores, vectors[rowids] @ query, rtol=1e-5)
+    index.save(tmp_path)
+    with pytest.raises(ValueError, match="graph is i8, not f16"):
+        DenseIndex.load(tmp_path)
+    loaded = DenseIndex.load(tmp_path, graph_dtype="i8")
+    assert loaded.uses_graph and loaded.graph_tail == 0
+    assert loaded.search(queries[0], 10)[0].tolist() == index.search(queries[0], 10)[0].tolist()
+    index.close()
+    loaded.close()

@@ -2,9 +2,9 @@
 
 Vectors are keyed by the store's integer row ids (non-negative int64, never reused). Up to
 ``exact_threshold`` rows every search is one BLAS matrix-vector product over a contiguous
-float32 matrix plus ``argpartition``. Beyond it a usearch HNSW graph (cosine, f16) proposes
-candidates that are re-scored exactly from the float32 matrix, so reported scores are always
-exact cosines and ties always go to the smaller row id.
+float32 matrix plus ``argpartition``. Beyond it a usearch HNSW graph (cosine, f16 or int8)
+proposes candidates that are re-scored exactly from the float32 matrix, so reported scores are
+always exact cosines and ties always go to the smaller row id.
 
 **Graph builds never block.** A build takes minutes at 100k rows, so it runs on a background
 thread over an immutable snapshot; exact search serves until the graph is published. Rows
@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,21 +52,29 @@ import numpy as np
 import numpy.typing as npt
 
 from rcpkit.engine.errors import IndexUnavailable
-from rcpkit.engine.indexes.persist import file_checksum, verify_file
+from rcpkit.engine.indexes.persist import compact_ints, file_checksum, verify_file
 
 if TYPE_CHECKING:
     from usearch.index import Index
 
-__all__ = ["DenseIndex"]
+__all__ = ["DenseIndex", "StoredVectors"]
 
 logger = logging.getLogger(__name__)
 
 METRICS = ("cosine", "dot")
+StoredVectors = Callable[[npt.NDArray[np.int64]],
+                         tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
+"""``(rowids, vectors)``, ascending, of those of the given rows the record still holds."""
 SELECTIVE_FRACTION = 0.05
 """A filter allowing less than this fraction of rows is searched exactly over the allowed rows."""
 SELECTIVE_ROWS = 20_000
 """…as is one allowing fewer rows than this (an exact scan of 20k rows is about a millisecond)."""
 OVERSAMPLE = 1.5
+GRAPH_DTYPES = ("f16", "i8")
+I8_RESCORE = 4
+"""An ``i8`` graph (int8 scalar quantisation) ranks less exactly than an ``f16`` one: it
+proposes this many times the candidates, all re-scored exactly from the float32 matrix
+(``benchmarks/bench_storage.py --graph``)."""
 MAX_CANDIDATES = 10_000
 """Cap on graph candidates requested for a filtered query before exact fallback."""
 GATHER_BELOW = 4
@@ -217,11 +225,14 @@ class DenseIndex:
         expansion_add: int = 128,
         expansion_search: int = 128,
         build_threads: int = 1,
+        graph_dtype: str = "f16",
     ) -> None:
         if dimension < 1:
             raise ValueError("dimension must be positive")
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
+        if graph_dtype not in GRAPH_DTYPES:
+            raise ValueError(f"graph_dtype must be one of {GRAPH_DTYPES}, not {graph_dtype!r}")
         self.dimension = dimension
         self.metric = metric
         self.exact_threshold = exact_threshold
@@ -229,6 +240,7 @@ class DenseIndex:
         self.expansion_add = expansion_add
         self.expansion_search = expansion_search
         self.build_threads = build_threads
+        self.graph_dtype = graph_dtype
         self._buffer = np.zeros((0, dimension), dtype=np.float32)
         self._buffer_rowids = np.zeros(0, dtype=np.int64)
         self._view = _view_of(_Snapshot(self._buffer, self._buffer_rowids), None)
@@ -466,6 +478,7 @@ class DenseIndex:
         if exact or graph is None or rows <= self.exact_threshold or selective:
             return self._exact(snapshot, matrix, k, allowed)
         oversampled = k if allowed is None else math.ceil(k / fraction * OVERSAMPLE)
+        oversampled *= I8_RESCORE if self.graph_dtype == "i8" else 1
         oversampled = min(max(oversampled, k) + view.stale, MAX_CANDIDATES, len(graph.rowids))
         tail_allowed = view.tail if allowed is None else view.tail[allowed[view.tail]]
         wanted = min(k, allowed_rows)
@@ -480,8 +493,10 @@ class DenseIndex:
 
     # -- persistence ----------------------------------------------------------------------
 
-    def save(self, directory: Path) -> None:
-        """Write the index under ``directory`` atomically (``.npy`` arrays, usearch graph file).
+    def save(self, directory: Path, *, vectors: bool = True) -> None:
+        """Write the index under ``directory`` atomically (``.npy`` arrays, usearch graph file);
+        ``vectors=False`` leaves the vectors out (they are in the record: :meth:`load` then
+        reads them from it).
 
         Data files carry a fresh generation tag and ``dense.json`` is replaced last to point
         at them, so a crash mid-save leaves the previous save readable. Writers are not held
@@ -492,15 +507,17 @@ class DenseIndex:
         with self._save_lock:
             view = self._view
             generation = uuid.uuid4().hex
-            names = {"vectors": f"vectors.{generation}.npy", "rowids": f"rowids.{generation}.npy"}
-            _write_npy(directory / names["vectors"], view.snapshot.vectors)
-            _write_npy(directory / names["rowids"], view.snapshot.rowids)
+            names = {"rowids": f"rowids.{generation}.npy"}
+            if vectors:
+                names["vectors"] = f"vectors.{generation}.npy"
+                _write_npy(directory / names["vectors"], view.snapshot.vectors)
+            _write_npy(directory / names["rowids"], compact_ints(view.snapshot.rowids))
             if view.graph is not None:
                 names["graph"] = f"graph.{generation}.usearch"
                 names["graph_rowids"] = f"graph_rowids.{generation}.npy"
                 view.graph.index.save(str(directory / names["graph"]))
                 _fsync(directory / names["graph"])
-                _write_npy(directory / names["graph_rowids"], view.graph.rowids)
+                _write_npy(directory / names["graph_rowids"], compact_ints(view.graph.rowids))
             meta = {
                 "format": _FORMAT,
                 "dimension": self.dimension,
@@ -509,6 +526,7 @@ class DenseIndex:
                 "connectivity": self.connectivity,
                 "expansion_add": self.expansion_add,
                 "expansion_search": self.expansion_search,
+                "graph_dtype": self.graph_dtype,
                 "files": names,
                 "checksums": {key: file_checksum(directory / name) for key, name in names.items()},
             }
@@ -516,10 +534,14 @@ class DenseIndex:
             _remove_stale(directory, keep=set(names.values()))
 
     @classmethod
-    def load(cls, directory: Path, *, build_threads: int = 1) -> DenseIndex:
+    def load(cls, directory: Path, *, build_threads: int = 1,
+             vectors: StoredVectors | None = None, graph_dtype: str = "f16") -> DenseIndex:
         """Read an index written by :meth:`save` (no pickle); a missing or lagging graph is
         built or extended in the background with ``build_threads`` (a property of the
-        machine, not of the saved index)."""
+        machine, not of the saved index). A save without vectors takes them from
+        ``vectors`` (the record), dropping rows it no longer holds: they were collected
+        since, and the write log the caller applies next removes them anyway. A save whose
+        graph has another ``graph_dtype`` is refused (ValueError): the caller rebuilds."""
         directory = Path(directory)
         meta_path = directory / _META
         if not meta_path.is_file():
@@ -527,6 +549,9 @@ class DenseIndex:
         meta = json.loads(meta_path.read_text())
         if meta.get("format") != _FORMAT:
             raise ValueError(f"unsupported dense index format {meta.get('format')!r}")
+        if meta.get("graph_dtype", "f16") != graph_dtype:
+            raise ValueError(f"the saved dense graph is {meta.get('graph_dtype', 'f16')}, "
+                             f"not {graph_dtype}")
         index = cls(
             meta["dimension"],
             exact_threshold=meta["exact_threshold"],
@@ -535,6 +560,7 @@ class DenseIndex:
             expansion_add=meta["expansion_add"],
             expansion_search=meta["expansion_search"],
             build_threads=build_threads,
+            graph_dtype=graph_dtype,
         )
         files = meta["files"]
         checksums = meta.get("checksums", {})
@@ -544,11 +570,19 @@ class DenseIndex:
         # generation), and a mapping outlives the unlink of a later save. Nothing writes into
         # the buffer either: it has no spare rows, so the first add, remove or merge
         # publishes fresh buffers first (_append, _publish).
-        vectors = np.load(directory / files["vectors"], allow_pickle=False, mmap_mode="r")
         rowids = np.load(directory / files["rowids"], allow_pickle=False).astype(np.int64)
-        if vectors.shape != (len(rowids), index.dimension) or np.any(np.diff(rowids) <= 0):
+        if np.any(np.diff(rowids) <= 0):
+            raise ValueError("the saved dense row ids are not ascending")
+        if "vectors" in files:
+            matrix = np.load(directory / files["vectors"], allow_pickle=False, mmap_mode="r")
+        elif vectors is None:
+            raise IndexUnavailable(f"the dense index in {directory} was saved without vectors")
+        else:
+            rowids, stored = vectors(rowids)
+            matrix = index._as_matrix(stored) if len(rowids) else index._buffer
+        if matrix.shape != (len(rowids), index.dimension):
             raise ValueError("the saved dense vectors and row ids do not match")
-        index._buffer = vectors if vectors.dtype == np.float32 else vectors.astype(np.float32)
+        index._buffer = matrix if matrix.dtype == np.float32 else matrix.astype(np.float32)
         index._buffer_rowids = rowids
         snapshot = _Snapshot(index._buffer, rowids)
         graph = None
@@ -614,7 +648,7 @@ class DenseIndex:
         return index_class(
             ndim=self.dimension,
             metric="cos" if self.metric == "cosine" else "ip",
-            dtype="f16",
+            dtype=self.graph_dtype,
             connectivity=self.connectivity,
             expansion_add=self.expansion_add,
             expansion_search=self.expansion_search,

@@ -107,7 +107,8 @@ class DerivedIndexes:
                                           enabled=self._config.dense_sentence_windows,
                                           mix=self._config.dense_window_mix,
                                           exact_threshold=self._config.dense_exact_threshold,
-                                          build_threads=self._build_threads())
+                                          build_threads=self._build_threads(),
+                                          graph_dtype=self._config.dense_graph_dtype)
 
     def _build_threads(self) -> int:
         """Background HNSW build threads: as configured, or one per usable core (up to 8)."""
@@ -142,7 +143,9 @@ class DerivedIndexes:
                     dense = SentenceWindowIndex.load(
                         state_dir / "dense", enabled=self._config.dense_sentence_windows,
                         mix=self._config.dense_window_mix,
-                        build_threads=self._build_threads())
+                        build_threads=self._build_threads(),
+                        vectors=self._store.stored_vectors,
+                        graph_dtype=self._config.dense_graph_dtype)
                     columns = _saved_columns(state_dir / "columns")
         except Exception as exc:  # any unreadable state means: rebuild from the record
             logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
@@ -283,7 +286,7 @@ class DerivedIndexes:
         target = root / name
         target.mkdir(parents=True)
         self.lexical.save(target / "lexical")
-        self.dense.save(target / "dense")
+        self.dense.save(target / "dense", vectors=self._config.dense_save_vectors)
         self.columns.save(target / "columns")
         (target / "state.json").write_text(json.dumps({
             "database_id": self._store.database_id, "embedder": self._embedder_identity,

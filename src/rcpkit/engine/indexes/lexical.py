@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rcpkit.engine.indexes.persist import commit_manifest, save_arrays, verify_file
+from rcpkit.engine.indexes.persist import commit_manifest, compact_ints, save_arrays, verify_file
 from rcpkit.engine.text import Analyzer
 
 __all__ = ["LexicalIndex"]
@@ -196,8 +196,9 @@ class LexicalIndex:
         used = np.diff(self._ptr) > 0
         ptr = np.concatenate(([0], np.cumsum(np.diff(self._ptr)[used])))
         arrays_name = save_arrays(directory, "lexical", {
-            "ptr": ptr, "rows": self._rows, "tf": self._tf, "present": self._present,
-            "length": self._length})
+            "ptr": compact_ints(ptr), "rows": compact_ints(self._rows),
+            "tf": compact_ints(self._tf), "present": self._present,
+            "length": compact_ints(self._length)})
         manifest: dict[str, Any] = {
             "format": _FORMAT,
             "k1": self.k1,

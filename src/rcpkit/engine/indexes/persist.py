@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DamagedFile", "commit_manifest", "file_checksum", "save_arrays", "verify_file"]
+__all__ = ["DamagedFile", "commit_manifest", "compact_ints", "file_checksum", "save_arrays",
+           "verify_file"]
 
 xxhash: Any
 try:
@@ -60,6 +61,14 @@ def verify_file(path: Path, expected: Any) -> None:
     actual = file_checksum(path, expected.partition(":")[0])
     if actual != expected:
         raise DamagedFile(f"{path.name}: checksum mismatch (damaged on disk)")
+
+
+def compact_ints(array: np.ndarray) -> np.ndarray:
+    """Non-negative integers in the narrowest unsigned type that holds them (row ids below
+    2**32 take half the bytes of int64); loaders widen what they read with ``astype``."""
+    if len(array) == 0 or array.min() < 0:
+        return array
+    return array.astype(np.min_scalar_type(int(array.max())))
 
 
 def save_arrays(directory: Path, prefix: str, arrays: Mapping[str, np.ndarray]) -> str:

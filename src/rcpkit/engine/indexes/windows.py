@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from rcpkit.engine.documents.chunking import sentence_spans
-from rcpkit.engine.indexes.dense import DenseIndex
+from rcpkit.engine.indexes.dense import DenseIndex, StoredVectors
 from rcpkit.engine.indexes.persist import commit_manifest, save_arrays, verify_file
 
 __all__ = ["HEAD_CHARS", "WINDOW_CHARS", "SentenceWindowIndex", "WindowVectors",
@@ -150,9 +150,10 @@ class SentenceWindowIndex:
 
     @classmethod
     def create(cls, dimension: int, *, enabled: bool, mix: float = 0.5,
-               exact_threshold: int = 50_000, build_threads: int = 1) -> SentenceWindowIndex:
+               exact_threshold: int = 50_000, build_threads: int = 1,
+               graph_dtype: str = "f16") -> SentenceWindowIndex:
         whole = DenseIndex(dimension, exact_threshold=exact_threshold,
-                           build_threads=build_threads)
+                           build_threads=build_threads, graph_dtype=graph_dtype)
         return cls(whole, _window_store(dimension), enabled=enabled, mix=mix)
 
     @property
@@ -235,11 +236,13 @@ class SentenceWindowIndex:
 
     # -- persistence ----------------------------------------------------------------------
 
-    def save(self, directory: Path) -> None:
+    def save(self, directory: Path, *, vectors: bool = True) -> None:
         """Write both parts under ``directory`` (the windows in ``windows/``), then the
-        manifest naming the window owners; ``load`` refuses a save of other settings."""
+        manifest naming the window owners; ``load`` refuses a save of other settings.
+        ``vectors=False`` leaves out the whole-text vectors (the record has them), never the
+        window vectors (it has not)."""
         directory = Path(directory)
-        self.whole.save(directory)
+        self.whole.save(directory, vectors=vectors)
         owners = self._owners
         if self.enabled:
             self.windows.save(directory / "windows")
@@ -252,12 +255,14 @@ class SentenceWindowIndex:
 
     @classmethod
     def load(cls, directory: Path, *, enabled: bool, mix: float = 0.5,
-             build_threads: int = 1) -> SentenceWindowIndex:
+             build_threads: int = 1, vectors: StoredVectors | None = None,
+             graph_dtype: str = "f16") -> SentenceWindowIndex:
         """Read what :meth:`save` wrote. A save made with windows off (or before windows
         existed) loads only when they are off; one with other window settings never does:
         the caller rebuilds (ValueError)."""
         directory = Path(directory)
-        whole = DenseIndex.load(directory, build_threads=build_threads)
+        whole = DenseIndex.load(directory, build_threads=build_threads, vectors=vectors,
+                                graph_dtype=graph_dtype)
         manifest_path = directory / _MANIFEST
         manifest: dict[str, Any] = (json.loads(manifest_path.read_text())
                                     if manifest_path.is_file()

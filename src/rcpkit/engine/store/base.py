@@ -276,6 +276,15 @@ class Store(abc.ABC):
                   batch_size: int = 512) -> Iterator[RowBatch]:
         """All physically stored rows (or the given ones) with indexed text and vectors."""
 
+    def stored_vectors(self, rowids: RowIds) -> tuple[RowIds, npt.NDArray[np.float32]]:
+        """``(rowids, vectors)``, ascending, of those of ``rowids`` still stored (a saved
+        dense index reads its vectors from the record)."""
+        batches = list(self.iter_rows(sorted({int(r) for r in rowids})))
+        if not batches:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        return (np.concatenate([np.asarray(b.rowids, dtype=np.int64) for b in batches]),
+                np.concatenate([b.vectors for b in batches]))
+
     # ── reads ──
     @abc.abstractmethod
     def visible_rowids(self, seq: int) -> RowIds:

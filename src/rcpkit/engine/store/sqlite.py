@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import orjson
 
 from rcpkit.engine.errors import Unavailable
@@ -66,7 +67,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     idx INTEGER NOT NULL,
     start INTEGER NOT NULL,
     end INTEGER NOT NULL,
-    text TEXT NOT NULL,
+    text TEXT,
     context TEXT NOT NULL,
     headings TEXT NOT NULL,
     added_seq INTEGER NOT NULL,
@@ -113,8 +114,11 @@ CREATE INDEX IF NOT EXISTS feedback_poison ON feedback(doc_id) WHERE poison_susp
 """
 
 _VISIBLE = "c.added_seq <= ? AND (c.deleted_seq IS NULL OR c.deleted_seq > ?)"
-_CHUNK_COLUMNS = ("c.chunk_id, c.doc_id, c.idx, c.start, c.end, c.text, c.context, c.headings, "
-                  "d.meta, d.filter_meta")
+_CHUNK_TEXT = "COALESCE(c.text, substr(d.text, c.start + 1, c.end - c.start))"
+"""A chunk's text: stored, or (NULL, layout 2) the document's ``text[start:end]`` — SQLite's
+``substr`` counts characters as Python does."""
+_CHUNK_COLUMNS = (f"c.chunk_id, c.doc_id, c.idx, c.start, c.end, {_CHUNK_TEXT}, c.context, "
+                  "c.headings, d.meta, d.filter_meta")
 
 
 def _json_path(name: str) -> str:
@@ -126,9 +130,12 @@ def _rowid_array(rows: Sequence[tuple[int, ...]] | list[Any]) -> RowIds:
     return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
 
 
-SCHEMA_VERSION = 1
-"""The layout of ``_SCHEMA``, kept in SQLite's ``user_version`` header field; bump it (with a
-migration of older stores) whenever the tables change."""
+SCHEMA_VERSION = 2
+"""The layout of ``_SCHEMA``, kept in SQLite's ``user_version`` header field; bump it whenever
+the tables or their encodings change. Layout 1 keeps vectors as float32 and every chunk's
+text; layout 2 (new stores) keeps vectors as float16 and no chunk text that is a slice of its
+document's. A store keeps the layout it was created with: one written by an older rcpkit
+opens, is written and answers as before."""
 
 
 class SqliteStore(SqlStore):
@@ -142,9 +149,13 @@ class SqliteStore(SqlStore):
         self._writer = self._connect()
         self._writer_lock = threading.Lock()
         recorded = self._schema_version()
+        fresh = recorded == 0 and self._writer.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'documents'").fetchone() is None
+        self._layout = SCHEMA_VERSION if fresh else max(recorded, 1)
         self._writer.executescript(_SCHEMA)
-        if recorded < SCHEMA_VERSION:
-            self._writer.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if recorded < self._layout:
+            self._writer.execute(f"PRAGMA user_version = {self._layout}")
+        self._vector_dtype = np.float16 if self._layout >= 2 else np.float32
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -163,7 +174,7 @@ class SqliteStore(SqlStore):
     def _schema_version(self) -> int:
         """The recorded schema version. A newer one than this code's is refused before the
         tables are touched; a store from before versions were recorded reads 0 and has the
-        version-1 tables."""
+        layout-1 tables."""
         found = int(self._writer.execute("PRAGMA user_version").fetchone()[0])
         try:
             refuse_newer_schema(found, SCHEMA_VERSION, str(self._path))
@@ -308,24 +319,27 @@ class SqliteStore(SqlStore):
         db.execute("UPDATE chunks SET deleted_seq = ? WHERE doc_row = ?", (seq, row[0]))
         return True
 
-    @staticmethod
-    def _insert(db: sqlite3.Connection, doc: DocumentWrite, seq: int) -> list[int]:
+    def _insert(self, db: sqlite3.Connection, doc: DocumentWrite, seq: int) -> list[int]:
         cursor = db.execute(
             "INSERT INTO documents(doc_id, text, meta, filter_meta, content_hash, added_seq) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (doc.doc_id, doc.text, json.dumps(dict(doc.meta)), json.dumps(dict(doc.filter_meta)),
              doc.content_hash, seq))
         doc_row = cursor.lastrowid
+        # SQLite's substr stops at a NUL character, so such a text is stored whole.
+        sliceable = self._layout >= 2 and "\x00" not in doc.text
         rowids: list[int] = []
         for chunk in doc.chunks:
+            text = None if sliceable and chunk.text == doc.text[chunk.start:chunk.end] \
+                else chunk.text
             cursor = db.execute(
                 "INSERT INTO chunks(doc_row, doc_id, idx, start, end, text, context, headings, "
                 "added_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (doc_row, doc.doc_id, chunk.index, chunk.start, chunk.end, chunk.text,
+                (doc_row, doc.doc_id, chunk.index, chunk.start, chunk.end, text,
                  chunk.context, json.dumps(list(chunk.headings)), seq))
             rowid = int(cursor.lastrowid or 0)
             db.execute("INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)",
-                       (rowid, np.ascontiguousarray(chunk.vector, dtype=np.float32).tobytes()))
+                       (rowid, np.asarray(chunk.vector, dtype=self._vector_dtype).tobytes()))
             rowids.append(rowid)
         return rowids
 
@@ -399,12 +413,12 @@ class SqliteStore(SqlStore):
     def iter_rows(self, rowids: Sequence[int] | None = None,
                   batch_size: int = 512) -> Iterator[RowBatch]:
         db = self._reader()
-        select = ("SELECT c.chunk_id, c.context, c.text, v.vector FROM chunks c "
-                  "JOIN vectors v ON v.chunk_id = c.chunk_id")
+        select = (f"SELECT c.chunk_id, c.context, {_CHUNK_TEXT}, v.vector FROM chunks c "
+                  "JOIN documents d ON d.row = c.doc_row JOIN vectors v ON v.chunk_id = c.chunk_id")
         if rowids is None:
             cursor = db.execute(f"{select} ORDER BY c.chunk_id")
             while rows := cursor.fetchmany(batch_size):
-                yield _row_batch(rows)
+                yield self._row_batch(rows)
             return
         ids = [int(r) for r in rowids]
         for start in range(0, len(ids), batch_size):
@@ -412,7 +426,45 @@ class SqliteStore(SqlStore):
             rows = db.execute(f"{select} WHERE c.chunk_id IN ({','.join('?' * len(part))}) "
                               "ORDER BY c.chunk_id", part).fetchall()
             if rows:
-                yield _row_batch(rows)
+                yield self._row_batch(rows)
+
+    def stored_vectors(self, rowids: RowIds) -> tuple[RowIds, npt.NDArray[np.float32]]:
+        """One pass over the vectors table, keeping the rows asked for (a saved dense index
+        covers most rows: a scan beats lookups). Decoded a batch at a time into one matrix:
+        a blob object per row for all rows at once would stay in the heap after they go."""
+        wanted = np.unique(np.asarray(rowids, dtype=np.int64))
+        if len(wanted) == 0:
+            return wanted, np.zeros((0, 0), dtype=np.float32)
+        found: list[RowIds] = []
+        matrix = np.zeros((0, 0), dtype=np.float32)
+        filled = 0
+        cursor = self._reader().execute("SELECT chunk_id, vector FROM vectors ORDER BY chunk_id")
+        while rows := cursor.fetchmany(256):
+            ids = _rowid_array(rows)
+            keep = wanted[np.minimum(np.searchsorted(wanted, ids), len(wanted) - 1)] == ids
+            if not keep.any():
+                continue
+            block = self._decode_vectors(
+                [row[1] for row, kept in zip(rows, keep.tolist(), strict=True) if kept])
+            if filled == 0:
+                matrix = np.empty((len(wanted), block.shape[1]), dtype=np.float32)
+            matrix[filled:filled + len(block)] = block
+            filled += len(block)
+            found.append(ids[keep])
+        return (np.concatenate(found) if found else np.zeros(0, dtype=np.int64),
+                matrix[:filled])
+
+    def _decode_vectors(self, blobs: list[bytes]) -> npt.NDArray[np.float32]:
+        """Stored vector blobs (all of one dimension) as a float32 ``(n, d)`` matrix."""
+        if not blobs:
+            return np.zeros((0, 0), dtype=np.float32)
+        flat = np.frombuffer(b"".join(blobs), dtype=self._vector_dtype)
+        return flat.reshape(len(blobs), -1).astype(np.float32)
+
+    def _row_batch(self, rows: list[Any]) -> RowBatch:
+        return RowBatch(rowids=[int(r[0]) for r in rows],
+                        texts=[indexed_text(r[1], r[2]) for r in rows],
+                        vectors=self._decode_vectors([r[3] for r in rows]))
 
     # ── reads ──────────────────────────────────────────────────────────────
 
@@ -515,12 +567,6 @@ class SqliteStore(SqlStore):
 def _log_floor(db: sqlite3.Connection) -> int:
     row = db.execute("SELECT value FROM settings WHERE key = 'log_floor'").fetchone()
     return 0 if row is None else int(row[0])
-
-
-def _row_batch(rows: list[Any]) -> RowBatch:
-    return RowBatch(rowids=[int(r[0]) for r in rows],
-                    texts=[indexed_text(r[1], r[2]) for r in rows],
-                    vectors=np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows]))
 
 
 class _Transaction:

@@ -1,0 +1,98 @@
+-- A store written by rcpkit in schema layout 1 (float32 vectors, every chunk text stored),
+-- dumped with sqlite3 iterdump: four documents added through Engine with the hashing
+-- embedder, then "cat" deleted. tests/engine/test_store_version.py loads it.
+BEGIN TRANSACTION;
+CREATE TABLE chunks (
+    chunk_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc_row INTEGER NOT NULL REFERENCES documents(row),
+    doc_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    context TEXT NOT NULL,
+    headings TEXT NOT NULL,
+    added_seq INTEGER NOT NULL,
+    deleted_seq INTEGER
+);
+INSERT INTO "chunks" VALUES(1,1,'fox',0,0,425,'The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. Foxes are quick and brown; dogs sleep in the sun all day. Foxes are quick and brown; dogs sleep in the sun all day. Foxes are quick and brown; dogs sleep in the sun all day. Ünïcode façade — naïve café. Ünïcode façade — naïve café. Ünïcode façade — naïve café. Ünïcode façade — naïve café. ','','[]',1,NULL);
+INSERT INTO "chunks" VALUES(2,2,'bee',0,0,16,'Bees make honey.','','[]',1,NULL);
+INSERT INTO "chunks" VALUES(3,3,'owl',0,0,90,'# Owls
+
+Owls hunt at night. They see well in the dark and fly without a sound over fields.','','[]',1,NULL);
+INSERT INTO "chunks" VALUES(4,4,'cat',0,0,9,'Cats nap.','','[]',1,2);
+CREATE TABLE documents (
+    row INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    filter_meta TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    added_seq INTEGER NOT NULL,
+    deleted_seq INTEGER
+);
+INSERT INTO "documents" VALUES(1,'fox','The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. Foxes are quick and brown; dogs sleep in the sun all day. Foxes are quick and brown; dogs sleep in the sun all day. Foxes are quick and brown; dogs sleep in the sun all day. Ünïcode façade — naïve café. Ünïcode façade — naïve café. Ünïcode façade — naïve café. Ünïcode façade — naïve café. ','{"animal": "fox", "n": 1}','{"animal": "fox", "n": 1}','8a123d57707838a66dd2c22157fb7fe99bd43d139d874304c5d1e648b52aba33',1,NULL);
+INSERT INTO "documents" VALUES(2,'bee','Bees make honey.','{"animal": "bee", "n": 2}','{"animal": "bee", "n": 2}','8bd2f137d2ca61145e5b11bf4f7f3fb6b778bd7c6554350010e0d7215411b6de',1,NULL);
+INSERT INTO "documents" VALUES(3,'owl','# Owls
+
+Owls hunt at night. They see well in the dark and fly without a sound over fields.','{"animal": "owl", "n": 3}','{"animal": "owl", "n": 3}','569c8b8f063e48d83c75612953a07b6994e8343039b7374da17d09f047b4b92d',1,NULL);
+INSERT INTO "documents" VALUES(4,'cat','Cats nap.','{"animal": "cat"}','{"animal": "cat"}','e28a7bfd8223b9e8e853a4ee8de3ac8c32679c695d425d4cf775a38036ae0369',1,2);
+CREATE TABLE feedback (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    session_id TEXT,
+    query TEXT,
+    hit_id TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    used INTEGER,
+    cited INTEGER,
+    helpful INTEGER,
+    reward REAL,
+    poison_suspected INTEGER,
+    injection_suspected INTEGER
+);
+CREATE TABLE field_schema (name TEXT PRIMARY KEY, type TEXT NOT NULL);
+INSERT INTO "field_schema" VALUES('animal','keyword');
+INSERT INTO "field_schema" VALUES('n','int');
+CREATE TABLE idempotency (
+    key TEXT PRIMARY KEY, reply TEXT NOT NULL, seq INTEGER NOT NULL, at REAL NOT NULL
+);
+CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO "settings" VALUES('database_id','87d5a17fb870bf0b');
+INSERT INTO "settings" VALUES('secret','c69c0ab9d15e0ab13b762916d510f475bd84e67300ecb1cd1b815810bfe128ec');
+INSERT INTO "settings" VALUES('seq','2');
+INSERT INTO "settings" VALUES('gc_floor','0');
+INSERT INTO "settings" VALUES('engine.embedder','rcpkit/hashing-64@1');
+CREATE TABLE vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(chunk_id),
+    vector BLOB NOT NULL
+);
+INSERT INTO "vectors" VALUES(1,X'0000000000000000381866BE3818E6BD00000000381866BE000000007B6519BE00000000000000003818E63D00000000000000003818663E00000000000000007B6519BE7B65193E0000000000000000000000007B6519BE3818E63DCB38863E3818E63D0000000000000000000000003818E63D3818E6BD000000007B6519BD000000002A92AC3E000000003818E63D381866BE00000000000000000000000000000000000000003818E6BDCB38863E3818E63D7B6519BE000000003818E6BE000000003818E63D3818E6BD7B65193D000000003818E6BD3818E63D000000003818E63D00000000000000003818E63D3818E63D7B65993D000000007B65193E');
+INSERT INTO "vectors" VALUES(2,X'0000000000000000000000000000000000000000000000009084C13E0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000009084C13E00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000009084413F0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000009084C1BE00000000');
+INSERT INTO "vectors" VALUES(3,X'0000000004EC9F3E000000000000000004EC1F3E0000000004EC1F3E04EC1F3E000000000000000004EC1FBE0000000004EC1FBE000000000000000000000000000000000000000000000000000000000000000004EC1F3E04EC1F3E04EC1F3E05E2EF3E00000000000000000000000004EC1FBE04EC1F3E0000000004EC1F3E04EC1FBE04EC1F3E0000000000000000000000000000000000000000000000000000000004EC9F3E04EC1FBE000000000000000000000000000000000000000000000000000000000000000004EC9FBE0000000004EC1F3E000000000000000004EC1F3E0000000004EC1FBE0000000004EC1FBE04EC1F3E04EC1FBE00000000');
+INSERT INTO "vectors" VALUES(4,X'000000003ACD133F00000000000000000000000000000000000000000000000000000000000000000000000000000000000000003ACD13BF000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000003ACD133F000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000');
+CREATE TABLE write_log (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    at REAL NOT NULL,
+    doc_ids TEXT NOT NULL,
+    added TEXT NOT NULL,
+    removed TEXT NOT NULL
+);
+INSERT INTO "write_log" VALUES(1,1,'write',1.79614178294940114019e+09,'["fox", "bee", "owl", "cat"]','[1, 2, 3, 4]','[]');
+INSERT INTO "write_log" VALUES(2,2,'write',1.79614178297737360004e+09,'["cat"]','[]','[]');
+CREATE UNIQUE INDEX documents_live ON documents(doc_id) WHERE deleted_seq IS NULL;
+CREATE INDEX documents_deleted ON documents(deleted_seq);
+CREATE INDEX chunks_doc ON chunks(doc_row);
+CREATE INDEX chunks_added ON chunks(added_seq);
+CREATE INDEX chunks_deleted ON chunks(deleted_seq);
+CREATE INDEX write_log_at ON write_log(kind, at);
+CREATE INDEX write_log_time ON write_log(at);
+CREATE INDEX idempotency_time ON idempotency(at);
+CREATE INDEX feedback_poison ON feedback(doc_id) WHERE poison_suspected = 1;
+DELETE FROM "sqlite_sequence";
+INSERT INTO "sqlite_sequence" VALUES('documents',4);
+INSERT INTO "sqlite_sequence" VALUES('chunks',4);
+INSERT INTO "sqlite_sequence" VALUES('write_log',2);
+COMMIT;

@@ -1,0 +1,56 @@
+"""Where a saved engine's vectors live: in the record (float16 in SQLite), read back when
+the saved dense index is loaded, unless ``dense_save_vectors`` keeps a float32 copy to map."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rcpkit.engine import Engine, EngineConfig
+from rcpkit.engine.types import DocumentIn, SearchRequest
+
+TEXTS = ["bees make honey in hives", "wasps sting and build paper nests",
+         "ants carry leaves home", "moths fly to the light at night",
+         "owls hunt moths and mice at night", "honey bees dance to tell the way"]
+QUERIES = ["honey", "night flying insects", "nests of paper"]
+
+
+def answers(engine: Engine) -> list[list[tuple[str, float]]]:
+    return [[(hit.doc_id, hit.score) for hit in engine.search(
+        SearchRequest(query=query, k=4, mode="dense", seed=1)).hits] for query in QUERIES]
+
+
+@pytest.mark.parametrize("save_vectors", [False, True])
+def test_a_reopened_engine_answers_exactly_as_before(tmp_path: Path, save_vectors: bool) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing",
+                          dense_save_vectors=save_vectors)
+    with Engine.open(config) as engine:
+        engine.add([DocumentIn(id=f"d{i}", text=text) for i, text in enumerate(TEXTS)])
+        engine.delete(["d2"])
+        before = answers(engine)
+    saved = list((tmp_path / "indexes").glob("state-*/dense/vectors.*.npy"))
+    assert len(saved) == (1 if save_vectors else 0)
+    with Engine.open(config) as engine:
+        assert engine.indexes is not None
+        vectors = engine.indexes.dense.whole._view.snapshot.vectors
+        assert isinstance(vectors, np.memmap) == save_vectors
+        assert engine.indexes.dense.count == len(TEXTS)  # d2's version is kept (§7.7.1)
+        assert answers(engine) == before
+
+
+def test_changing_the_graph_dtype_rebuilds_the_dense_index(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2)
+    with Engine.open(config) as engine:
+        engine.add([DocumentIn(id=f"d{i}", text=text) for i, text in enumerate(TEXTS)])
+        before = answers(engine)
+    quantised = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2,
+                             dense_graph_dtype="i8")
+    with Engine.open(quantised) as engine:
+        assert "the saved dense graph is f16, not i8" in caplog.text
+        assert answers(engine) == before  # seeded: exact search, whatever the graph
+    (meta,) = (tmp_path / "indexes").glob("state-*/dense/dense.json")
+    assert json.loads(meta.read_text())["graph_dtype"] == "i8"
