@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from rcpkit.engine.errors import IndexUnavailable, SnapshotUnavailable
 from rcpkit.engine.indexes.derived import DerivedIndexes
+from rcpkit.engine.lru import Recent
 from rcpkit.engine.store import ChunkRecord, DatabaseSearch, Store
 from rcpkit.protocol.filters import FilterNode
 
@@ -64,39 +65,52 @@ class Recall(Protocol):
 
 
 def merge(dense_hits: Scores, sparse_hits: Scores) -> list[Candidate]:
-    """One candidate per recalled row, with the score of each list that found it."""
-    candidates = []
-    for rowid in dict.fromkeys([*dense_hits, *sparse_hits]):
-        scores_of = {}
-        if rowid in dense_hits:
-            scores_of["dense"] = dense_hits[rowid]
-        if rowid in sparse_hits:
-            scores_of["sparse"] = sparse_hits[rowid]
-        first = dense_hits.get(rowid, sparse_hits.get(rowid, 0.0))
-        candidates.append(Candidate(rowid, first, scores_of))
-    return candidates
+    """One candidate per recalled row, with the score of each list that found it; dense
+    hits first, then the rows only the sparse list found."""
+    merged = {rowid: Candidate(rowid, score, {"dense": score})
+              for rowid, score in dense_hits.items()}
+    for rowid, score in sparse_hits.items():
+        found = merged.get(rowid)
+        if found is None:
+            merged[rowid] = Candidate(rowid, score, {"sparse": score})
+        else:
+            found.scores["sparse"] = score
+    return list(merged.values())
 
 
-def load(recall: Recall, store: Store, candidates: list[Candidate],
-         seq: int) -> list[Candidate]:
+Loaded = tuple[ChunkRecord, Vector]
+
+
+def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
+         cache: Recent[int, Loaded]) -> list[Candidate]:
     """``candidates`` with their stored records and vectors read (once per candidate); rows
-    the store no longer holds drop out."""
-    missing = [c.rowid for c in candidates if c.loaded is None]
-    if missing:
-        with recall.reading():
+    the store no longer holds drop out. A row's record and vector never change (a write
+    adds rows, a delete marks them, collection removes them), so ``cache`` keeps those of
+    recently returned rows: a page of popular chunks costs no store read."""
+    missing = []
+    for candidate in candidates:
+        if candidate.loaded is None:
+            candidate.loaded = cache.get(candidate.rowid)
+            if candidate.loaded is None:
+                missing.append(candidate.rowid)
+    with recall.reading():
+        if missing:
             records = store.chunks(missing)
             order = [rowid for rowid in missing if rowid in records]
             try:
                 vectors = recall.vectors(order)
             except IndexUnavailable as exc:  # indexes disagree with the record: a bug
                 raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
-            if seq < store.gc_floor():
-                # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
-                raise SnapshotUnavailable("indexVersion was garbage-collected during the read")
+        if seq < store.gc_floor():
+            # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
+            raise SnapshotUnavailable("indexVersion was garbage-collected during the read")
+    if missing:
+        vectors.flags.writeable = False  # rows shared through the cache
         found = dict(zip(order, vectors, strict=True))
         for candidate in candidates:
             if candidate.loaded is None and candidate.rowid in found:
                 candidate.loaded = (records[candidate.rowid], found[candidate.rowid])
+                cache.put(candidate.rowid, candidate.loaded)
     return [c for c in candidates if c.loaded is not None]
 
 
@@ -117,8 +131,7 @@ class MemoryRecall:
         # When the snapshot shows every indexed row (no hidden versions), the visibility mask
         # is a no-op the indexes skip when given None, using their precomputed statistics.
         visible = None if int(np.count_nonzero(mask)) == indexes.dense.count else mask
-        allow = visible if tree is None else mask & indexes.columns.mask(tree, len(mask),
-                                                                          schema)
+        allow = visible if tree is None else indexes.filtered_mask(seq, tree, schema)
         dense_hits: Scores = {}
         sparse_hits: Scores = {}
         if dense:
