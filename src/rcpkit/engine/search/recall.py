@@ -93,24 +93,24 @@ def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
             candidate.loaded = cache.get(candidate.rowid)
             if candidate.loaded is None:
                 missing.append(candidate.rowid)
+    if not missing:  # nothing read from the store: no row of the snapshot can be missing
+        return candidates
     with recall.reading():
-        if missing:
-            records = store.chunks(missing)
-            order = [rowid for rowid in missing if rowid in records]
-            try:
-                vectors = recall.vectors(order)
-            except IndexUnavailable as exc:  # indexes disagree with the record: a bug
-                raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
+        records = store.chunks(missing)
+        order = [rowid for rowid in missing if rowid in records]
+        try:
+            vectors = recall.vectors(order)
+        except IndexUnavailable as exc:  # indexes disagree with the record: a bug
+            raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
         if seq < store.gc_floor():
             # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
             raise SnapshotUnavailable("indexVersion was garbage-collected during the read")
-    if missing:
-        vectors.flags.writeable = False  # rows shared through the cache
-        found = dict(zip(order, vectors, strict=True))
-        for candidate in candidates:
-            if candidate.loaded is None and candidate.rowid in found:
-                candidate.loaded = (records[candidate.rowid], found[candidate.rowid])
-                cache.put(candidate.rowid, candidate.loaded)
+    vectors.flags.writeable = False  # rows shared through the cache
+    found = dict(zip(order, vectors, strict=True))
+    for candidate in candidates:
+        if candidate.loaded is None and candidate.rowid in found:
+            candidate.loaded = (records[candidate.rowid], found[candidate.rowid])
+            cache.put(candidate.rowid, candidate.loaded)
     return [c for c in candidates if c.loaded is not None]
 
 
