@@ -8,7 +8,7 @@ read the ``k`` chunks of one page, not all ``candidateK`` of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
@@ -20,13 +20,17 @@ from rcpkit.engine.errors import IndexUnavailable, SnapshotUnavailable
 from rcpkit.engine.indexes.derived import DerivedIndexes
 from rcpkit.engine.lru import Recent
 from rcpkit.engine.store import ChunkRecord, DatabaseSearch, Store
+from rcpkit.engine.types import Citation
 from rcpkit.protocol.filters import FilterNode
 
-__all__ = ["Candidate", "DatabaseRecall", "MemoryRecall", "Recall", "Scores", "load", "merge"]
+__all__ = ["Candidate", "DatabaseRecall", "Loaded", "MemoryRecall", "Recall", "Scores", "load",
+           "merge"]
 
 Scores = dict[int, float]
 """rowid → score of one recall list."""
 Vector = npt.NDArray[np.float32]
+Loaded = tuple[ChunkRecord, Vector, Citation]
+"""A candidate's stored record, its vector and the citation its hit carries."""
 
 
 @dataclass(slots=True)
@@ -36,7 +40,7 @@ class Candidate:
     rowid: int
     score: float
     scores: dict[str, float]
-    loaded: tuple[ChunkRecord, Vector] | None = None
+    loaded: Loaded | None = None
 
     @property
     def record(self) -> ChunkRecord:
@@ -47,6 +51,11 @@ class Candidate:
     def vector(self) -> Vector:
         assert self.loaded is not None, "candidate read before Recall.load"
         return self.loaded[1]
+
+    @property
+    def citation(self) -> Citation:
+        assert self.loaded is not None, "candidate read before Recall.load"
+        return self.loaded[2]
 
 
 class Recall(Protocol):
@@ -78,15 +87,13 @@ def merge(dense_hits: Scores, sparse_hits: Scores) -> list[Candidate]:
     return list(merged.values())
 
 
-Loaded = tuple[ChunkRecord, Vector]
-
-
 def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
-         cache: Recent[int, Loaded]) -> list[Candidate]:
-    """``candidates`` with their stored records and vectors read (once per candidate); rows
-    the store no longer holds drop out. A row's record and vector never change (a write
-    adds rows, a delete marks them, collection removes them), so ``cache`` keeps those of
-    recently returned rows: a page of popular chunks costs no store read."""
+         cache: Recent[int, Loaded], cite: Callable[[ChunkRecord], Citation]
+         ) -> list[Candidate]:
+    """``candidates`` with their stored records, vectors and citations (``cite``) read once
+    per candidate; rows the store no longer holds drop out. A row's record and vector never
+    change (a write adds rows, a delete marks them, collection removes them), so ``cache``
+    keeps those of recently returned rows: a page of popular chunks costs no store read."""
     missing = []
     for candidate in candidates:
         if candidate.loaded is None:
@@ -109,7 +116,8 @@ def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
     found = dict(zip(order, vectors, strict=True))
     for candidate in candidates:
         if candidate.loaded is None and candidate.rowid in found:
-            candidate.loaded = (records[candidate.rowid], found[candidate.rowid])
+            record = records[candidate.rowid]
+            candidate.loaded = (record, found[candidate.rowid], cite(record))
             cache.put(candidate.rowid, candidate.loaded)
     return [c for c in candidates if c.loaded is not None]
 

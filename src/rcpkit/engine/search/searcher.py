@@ -53,7 +53,7 @@ class Searcher:
         """First pages recalled approximately (HNSW), kept so their cursor pages replay the
         very same candidates instead of an exact recall that could differ (§10)."""
         self._loaded: Recent[int, Loaded] = Recent(config.record_cache_size)
-        """Records and vectors of recently returned rows (:func:`load`)."""
+        """Records, vectors and citations of recently returned rows (:func:`load`)."""
 
     def search(self, request: SearchRequest, *, progress: Progress | None = None,
                cancelled: Callable[[], bool] | None = None) -> SearchResult:
@@ -159,4 +159,4 @@ class Searcher:
         return merge(dense_hits, sparse_hits), seq
 
     def _load(self, candidates: list[Candidate], seq: int) -> list[Candidate]:
-        return load(self.recall, self._store, candidates, seq, self._loaded)
+        return load(self.recall, self._store, candidates, seq, self._loaded, stages.cite)

@@ -23,7 +23,7 @@ from rcpkit.engine.store import ChunkRecord
 from rcpkit.engine.text import count_tokens
 from rcpkit.engine.types import Citation, Hit, SearchRequest
 
-__all__ = ["adjust", "best_per_document", "diversify", "fuse", "hit", "hit_id", "pack",
+__all__ = ["adjust", "best_per_document", "cite", "diversify", "fuse", "hit", "hit_id", "pack",
            "record_hit", "rerank"]
 
 # Theoretical score minima for convex fusion (§6.1 scoreFloor, §16.3): cosine, BM25.
@@ -205,31 +205,38 @@ def hit(candidate: Candidate, request: SearchRequest,
     vector = candidate.vector
     cosine = float(np.dot(vector, query_vector))
     return record_hit(candidate.record, candidate.score, request.unit, text=text,
-                      confidence=min(1.0, max(0.0, cosine)),
+                      citation=candidate.citation, confidence=min(1.0, max(0.0, cosine)),
                       vector=vector.tolist() if request.include_vectors else None,
                       scores=dict(candidate.scores))
 
 
 def record_hit(record: ChunkRecord, score: float, unit: str = "chunk", *, text: bool = True,
-               confidence: float | None = None, vector: list[float] | None = None,
+               citation: Citation | None = None, confidence: float | None = None,
+               vector: list[float] | None = None,
                scores: dict[str, float] | None = None) -> Hit:
     """The §7.7 hit of a stored chunk (text, metadata, citation, trust) with ``score``; built
-    in one go, as it is per hit on every request (``dataclasses.replace`` costs ~10 µs)."""
+    in one go, as it is per hit on every request (``dataclasses.replace`` costs ~10 µs), from
+    the record's ``citation`` when already made."""
+    meta = record.meta
+    return Hit(id=hit_id(record, unit), score=score, unit=unit, doc_id=record.doc_id,
+               chunk_index=record.index, confidence=confidence,
+               text=record.text if text else None, meta=meta, vector=vector,
+               scores={} if scores is None else scores,
+               citation=citation or cite(record),
+               trust_level=str(meta.get("trust", "untrusted")), context=record.context)
+
+
+def cite(record: ChunkRecord) -> Citation:
+    """Where a stored chunk comes from (§7.7 ``citation``), from its document's metadata."""
     meta = record.meta
     uri = meta.get("uri") or meta.get("url")
     page = meta.get("page")
     title = meta.get("title")
-    citation = Citation(source=str(meta.get("source") or record.doc_id),
-                        uri=uri if isinstance(uri, str) else None,
-                        title=title if isinstance(title, str) else None,
-                        start=record.start, end=record.end,
-                        page=page if isinstance(page, int) and not isinstance(page, bool)
-                        else None)
-    return Hit(id=hit_id(record, unit), score=score, unit=unit, doc_id=record.doc_id,
-               chunk_index=record.index, confidence=confidence,
-               text=record.text if text else None, meta=meta, vector=vector,
-               scores={} if scores is None else scores, citation=citation,
-               trust_level=str(meta.get("trust", "untrusted")), context=record.context)
+    return Citation(source=str(meta.get("source") or record.doc_id),
+                    uri=uri if isinstance(uri, str) else None,
+                    title=title if isinstance(title, str) else None,
+                    start=record.start, end=record.end,
+                    page=page if isinstance(page, int) and not isinstance(page, bool) else None)
 
 
 def hit_id(record: ChunkRecord, unit: str) -> str:
