@@ -8,17 +8,20 @@ of every candidate, and a filter is validated once per request.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rcpkit import fusion
 from rcpkit.binding import bind
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import InvalidInput
-from rcpkit.engine.search import planner
+from rcpkit.engine.search import planner, stages
+from rcpkit.engine.search.recall import Candidate
 from rcpkit.engine.types import DocumentIn, SearchRequest
 from rcpkit.protocol import gating
 from rcpkit.server import Dispatcher
@@ -54,14 +57,76 @@ def _count_reads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
 def test_a_page_reads_the_records_of_its_hits_only(engine: Engine, mode: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    request = SearchRequest("honey flour telescope", k=3, mode=mode, candidate_k=30)
-    expected = engine.search(request)
     read = _count_reads(engine, monkeypatch)
-    result = engine.search(request)
-    assert [h.id for h in result.hits] == [h.id for h in expected.hits]
+    result = engine.search(SearchRequest("honey flour telescope", k=3, mode=mode,
+                                         candidate_k=30))
     assert len(result.hits) == 3
     assert len(read) == 3
     assert result.usage.candidates == 30
+
+
+def test_a_repeated_page_is_served_from_the_record_cache(engine: Engine,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    request = SearchRequest("honey flour telescope", k=3, mode="hybrid", candidate_k=30,
+                            include_vectors=True)
+    first = engine.search(request)
+    read = _count_reads(engine, monkeypatch)
+    floors: list[int] = []
+    gc_floor = engine._store.gc_floor
+    monkeypatch.setattr(engine._store, "gc_floor", lambda: floors.append(gc_floor()) or 0)
+    again = engine.search(request)
+    assert read == [] and floors == []  # no store query beyond the refresh
+    assert again.hits == first.hits
+    # A hit of a row not seen before is still read from the store.
+    engine.search(SearchRequest("compost soil", k=3, mode="sparse", candidate_k=30))
+    assert read
+
+
+def test_the_record_cache_can_be_turned_off(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", record_cache_size=0)
+    with Engine.open(config) as opened:
+        opened.add(CORPUS[:8])
+        read = _count_reads(opened, monkeypatch)
+        for _ in range(2):
+            opened.search(SearchRequest("honey", k=2, mode="sparse"))
+        assert len(read) == 4
+
+
+def test_a_repeated_filter_is_evaluated_once_per_version(engine: Engine,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    assert engine.indexes is not None
+    columns = engine.indexes.columns
+    evaluated: list[Any] = []
+    monkeypatch.setattr(columns, "mask", _counting(evaluated, columns.mask))
+    request = SearchRequest("honey flour telescope", k=20, mode="dense",
+                            filter={"field": "topic", "op": "eq", "value": "stars"})
+    first = engine.search(request)
+    assert engine.search(request).hits == first.hits
+    assert len(evaluated) == 1
+    assert len(first.hits) == 10 and {h.meta["topic"] for h in first.hits} == {"stars"}
+    other = engine.search(SearchRequest("honey", k=20, mode="sparse",
+                                        filter={"field": "n", "op": "lt", "value": 3}))
+    assert len(evaluated) == 2
+    assert sorted(h.meta["n"] for h in other.hits) == [0, 1, 2]
+    # A write publishes a new version: its rows are selected too.
+    engine.add([DocumentIn("stars note: telescope", id="new", meta={"topic": "stars"})])
+    after = engine.search(request)
+    assert len(evaluated) == 3
+    assert "new" in {h.doc_id for h in after.hits}
+
+
+def test_hits_without_text_still_pack_by_their_bodies(engine: Engine) -> None:
+    with_text = engine.search(SearchRequest("honey flour", k=6, mode="sparse", token_budget=30))
+    without = engine.search(SearchRequest("honey flour", k=6, mode="sparse", token_budget=30,
+                                          include_text=False))
+    assert [h.id for h in without.hits] == [h.id for h in with_text.hits]
+    assert 0 < len(without.hits) < 6
+    assert without.usage.tokens == with_text.usage.tokens
+    assert all(h.text is None for h in without.hits)
+    assert all(h.text for h in with_text.hits)
 
 
 def test_the_next_page_reads_only_its_own_records(engine: Engine,
@@ -197,3 +262,51 @@ def test_visibility_masks_agree_with_the_store_without_scanning_it(
         assert len(ids) == len(set(ids)) and not {"d7", "d8"} & set(ids)
         assert {f"d{i}" for i in range(5)} <= set(ids)
         assert all("rewritten" in hit.text for hit in hits if hit.doc_id in {"d0", "d1"})
+
+
+def _candidates(rng: random.Random, size: int) -> list[Candidate]:
+    """Candidates found by the dense list, the sparse one or both, with tied scores and row
+    ids whose string order differs from their numeric order (9 < 10, "10" < "9")."""
+    found = []
+    for rowid in rng.sample(range(1, 400), size):
+        scores: dict[str, float] = {}
+        side = rng.randrange(3)
+        if side != 1:
+            scores["dense"] = rng.choice([0.5, 0.25, rng.uniform(-1, 1)])
+        if side != 0:
+            scores["sparse"] = rng.choice([2.0, 0.0, rng.uniform(0, 9)])
+        found.append(Candidate(rowid, next(iter(scores.values())), scores))
+    return found
+
+
+def _reference(candidates: list[Candidate], method: str,
+               weights: list[float] | None, alpha: float, rrf_k: int) -> list[tuple[int, float]]:
+    """:mod:`rcpkit.fusion` itself over the two lists, as the engine once called it."""
+    lists = [sorted(((str(c.rowid), c.scores[name]) for c in candidates if name in c.scores),
+                    key=lambda item: (-item[1], int(item[0]))) for name in ("dense", "sparse")]
+    if method == "rrf":
+        fused = fusion.rrf(lists, weights, k=rrf_k)
+    elif method == "convex":
+        fused = fusion.convex(lists, [-1.0, 0.0], [alpha, 1.0 - alpha])
+    else:
+        fused = fusion.weighted(lists, weights or [alpha, 1.0 - alpha])
+    return [(int(item.key), item.score) for item in fused]
+
+
+@pytest.mark.parametrize("method", ["rrf", "weighted", "convex"])
+def test_hybrid_fusion_matches_the_fusion_module_to_the_bit(method: str) -> None:
+    rng = random.Random(19)
+    for trial in range(60):
+        candidates = _candidates(rng, rng.randrange(1, 60))
+        weights = {"dense": rng.uniform(0, 1), "sparse": rng.uniform(0, 1)} if trial % 3 else None
+        request = SearchRequest("q", mode="hybrid", fusion=method, weights=weights,
+                                alpha=rng.choice([None, 0.0, 0.3, 1.0]),
+                                rrf_k=rng.choice([0, 1, 60]))
+        alpha = 0.5 if request.alpha is None else request.alpha
+        expected = _reference(candidates, method,
+                              None if weights is None else [weights["dense"],
+                                                            weights["sparse"]],
+                              alpha, request.rrf_k)
+        ranked = stages.fuse(request, candidates, default_method="rrf", default_alpha=0.5)
+        assert [(c.rowid, c.score) for c in ranked] == expected
+        assert all(c.scores["fused"] == c.score for c in ranked)

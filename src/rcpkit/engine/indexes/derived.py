@@ -33,6 +33,7 @@ from rcpkit.engine.lru import Recent
 from rcpkit.engine.models.embedding import Embedder, available_cores
 from rcpkit.engine.store import IndexDelta, RowBatch, Store
 from rcpkit.engine.text import Analyzer
+from rcpkit.protocol.filters import FilterNode
 
 __all__ = ["BoolMask", "DerivedIndexes", "ReadWriteLock"]
 
@@ -101,6 +102,9 @@ class DerivedIndexes:
         record): the next save rewrites it even though no write moved the position."""
         self.writes_since_save = 0
         self._masks: Recent[int, BoolMask] = Recent(8)
+        self._filtered: Recent[tuple[int, str, tuple[str, ...]], BoolMask] = Recent(64)
+        """Visible-and-selected masks of recent (version, filter) pairs: a filter repeated at
+        a version (an agent's fixed scope) is not evaluated over every row again."""
 
     def _new_dense_index(self) -> SentenceWindowIndex:
         return SentenceWindowIndex.create(self._dimension,
@@ -220,6 +224,7 @@ class DerivedIndexes:
             self.position = position
         replaced.close()
         self._masks.clear()
+        self._filtered.clear()
 
     def catch_up(self) -> None:
         """Apply the write log after this process's position to the live indexes; below the
@@ -233,6 +238,7 @@ class DerivedIndexes:
             apply(self.lexical, self.dense, self.columns)
             self.position = delta.position
         self._masks.clear()
+        self._filtered.clear()
 
     def _delta_applier(self, delta: IndexDelta
                        ) -> Callable[[LexicalIndex, SentenceWindowIndex, FilterColumns], None]:
@@ -314,6 +320,20 @@ class DerivedIndexes:
         mask[hidden[hidden < len(mask)]] = False
         self._masks.put(seq, mask)
         return mask
+
+    def filtered_mask(self, seq: int, tree: FilterNode, schema: Mapping[str, str]) -> BoolMask:
+        """Rowids visible at ``seq`` that the §8 filter ``tree`` selects (cached like
+        :meth:`visible_mask`; the columns change only where both caches are cleared). The
+        key is the tree's ``repr``: equal trees of different value types (``1``, ``1.0``,
+        ``True``) compare equal but may not select the same rows."""
+        key = (seq, repr(tree), tuple(schema))
+        cached = self._filtered.get(key)
+        if cached is None:
+            mask = self.visible_mask(seq)
+            cached = mask & self.columns.mask(tree, len(mask), schema)
+            cached.flags.writeable = False  # shared by every request with this filter
+            self._filtered.put(key, cached)
+        return cached
 
     def close(self) -> None:
         """Stop background work (the dense graph build)."""

@@ -204,11 +204,12 @@ class SentenceWindowIndex:
                exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` ``(rowids int64, scores float32)``, best first, ties by smaller row id;
         ``allow`` and ``exact`` as in :meth:`DenseIndex.search`."""
-        owners = self._owners
         found = self.whole.search(query, k, allow=allow, exact=exact)
+        if not self.enabled or self.mix == 0.0:  # no windows kept, or they do not count
+            return found
         rowids, whole = found
-        window_ids, which = owners.windows_of(rowids)
-        if len(window_ids) == 0 or self.mix == 0.0:
+        window_ids, which = self._owners.windows_of(rowids)
+        if len(window_ids) == 0:
             return found
         unit = np.asarray(query, dtype=np.float32)
         norm = float(np.linalg.norm(unit))

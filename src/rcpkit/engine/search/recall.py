@@ -8,7 +8,7 @@ read the ``k`` chunks of one page, not all ``candidateK`` of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
@@ -18,14 +18,19 @@ import numpy.typing as npt
 
 from rcpkit.engine.errors import IndexUnavailable, SnapshotUnavailable
 from rcpkit.engine.indexes.derived import DerivedIndexes
+from rcpkit.engine.lru import Recent
 from rcpkit.engine.store import ChunkRecord, DatabaseSearch, Store
+from rcpkit.engine.types import Citation
 from rcpkit.protocol.filters import FilterNode
 
-__all__ = ["Candidate", "DatabaseRecall", "MemoryRecall", "Recall", "Scores", "load", "merge"]
+__all__ = ["Candidate", "DatabaseRecall", "Loaded", "MemoryRecall", "Recall", "Scores", "load",
+           "merge"]
 
 Scores = dict[int, float]
 """rowid → score of one recall list."""
 Vector = npt.NDArray[np.float32]
+Loaded = tuple[ChunkRecord, Vector, Citation]
+"""A candidate's stored record, its vector and the citation its hit carries."""
 
 
 @dataclass(slots=True)
@@ -35,7 +40,7 @@ class Candidate:
     rowid: int
     score: float
     scores: dict[str, float]
-    loaded: tuple[ChunkRecord, Vector] | None = None
+    loaded: Loaded | None = None
 
     @property
     def record(self) -> ChunkRecord:
@@ -46,6 +51,11 @@ class Candidate:
     def vector(self) -> Vector:
         assert self.loaded is not None, "candidate read before Recall.load"
         return self.loaded[1]
+
+    @property
+    def citation(self) -> Citation:
+        assert self.loaded is not None, "candidate read before Recall.load"
+        return self.loaded[2]
 
 
 class Recall(Protocol):
@@ -64,39 +74,51 @@ class Recall(Protocol):
 
 
 def merge(dense_hits: Scores, sparse_hits: Scores) -> list[Candidate]:
-    """One candidate per recalled row, with the score of each list that found it."""
-    candidates = []
-    for rowid in dict.fromkeys([*dense_hits, *sparse_hits]):
-        scores_of = {}
-        if rowid in dense_hits:
-            scores_of["dense"] = dense_hits[rowid]
-        if rowid in sparse_hits:
-            scores_of["sparse"] = sparse_hits[rowid]
-        first = dense_hits.get(rowid, sparse_hits.get(rowid, 0.0))
-        candidates.append(Candidate(rowid, first, scores_of))
-    return candidates
+    """One candidate per recalled row, with the score of each list that found it; dense
+    hits first, then the rows only the sparse list found."""
+    merged = {rowid: Candidate(rowid, score, {"dense": score})
+              for rowid, score in dense_hits.items()}
+    for rowid, score in sparse_hits.items():
+        found = merged.get(rowid)
+        if found is None:
+            merged[rowid] = Candidate(rowid, score, {"sparse": score})
+        else:
+            found.scores["sparse"] = score
+    return list(merged.values())
 
 
-def load(recall: Recall, store: Store, candidates: list[Candidate],
-         seq: int) -> list[Candidate]:
-    """``candidates`` with their stored records and vectors read (once per candidate); rows
-    the store no longer holds drop out."""
-    missing = [c.rowid for c in candidates if c.loaded is None]
-    if missing:
-        with recall.reading():
-            records = store.chunks(missing)
-            order = [rowid for rowid in missing if rowid in records]
-            try:
-                vectors = recall.vectors(order)
-            except IndexUnavailable as exc:  # indexes disagree with the record: a bug
-                raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
-            if seq < store.gc_floor():
-                # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
-                raise SnapshotUnavailable("indexVersion was garbage-collected during the read")
-        found = dict(zip(order, vectors, strict=True))
-        for candidate in candidates:
-            if candidate.loaded is None and candidate.rowid in found:
-                candidate.loaded = (records[candidate.rowid], found[candidate.rowid])
+def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
+         cache: Recent[int, Loaded], cite: Callable[[ChunkRecord], Citation]
+         ) -> list[Candidate]:
+    """``candidates`` with their stored records, vectors and citations (``cite``) read once
+    per candidate; rows the store no longer holds drop out. A row's record and vector never
+    change (a write adds rows, a delete marks them, collection removes them), so ``cache``
+    keeps those of recently returned rows: a page of popular chunks costs no store read."""
+    missing = []
+    for candidate in candidates:
+        if candidate.loaded is None:
+            candidate.loaded = cache.get(candidate.rowid)
+            if candidate.loaded is None:
+                missing.append(candidate.rowid)
+    if not missing:  # nothing read from the store: no row of the snapshot can be missing
+        return candidates
+    with recall.reading():
+        records = store.chunks(missing)
+        order = [rowid for rowid in missing if rowid in records]
+        try:
+            vectors = recall.vectors(order)
+        except IndexUnavailable as exc:  # indexes disagree with the record: a bug
+            raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
+        if seq < store.gc_floor():
+            # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
+            raise SnapshotUnavailable("indexVersion was garbage-collected during the read")
+    vectors.flags.writeable = False  # rows shared through the cache
+    found = dict(zip(order, vectors, strict=True))
+    for candidate in candidates:
+        if candidate.loaded is None and candidate.rowid in found:
+            record = records[candidate.rowid]
+            candidate.loaded = (record, found[candidate.rowid], cite(record))
+            cache.put(candidate.rowid, candidate.loaded)
     return [c for c in candidates if c.loaded is not None]
 
 
@@ -117,8 +139,7 @@ class MemoryRecall:
         # When the snapshot shows every indexed row (no hidden versions), the visibility mask
         # is a no-op the indexes skip when given None, using their precomputed statistics.
         visible = None if int(np.count_nonzero(mask)) == indexes.dense.count else mask
-        allow = visible if tree is None else mask & indexes.columns.mask(tree, len(mask),
-                                                                          schema)
+        allow = visible if tree is None else indexes.filtered_mask(seq, tree, schema)
         dense_hits: Scores = {}
         sparse_hits: Scores = {}
         if dense:

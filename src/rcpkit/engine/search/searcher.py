@@ -18,7 +18,7 @@ from rcpkit.engine.models.rerank import Reranker
 from rcpkit.engine.search import stages
 from rcpkit.engine.search.cursors import Cursors, CursorState
 from rcpkit.engine.search.planner import Plan, Planner, checked_filter
-from rcpkit.engine.search.recall import Candidate, Recall, load, merge
+from rcpkit.engine.search.recall import Candidate, Loaded, Recall, load, merge
 from rcpkit.engine.search.sessions import Sessions
 from rcpkit.engine.snapshots import Snapshots
 from rcpkit.engine.store import Store
@@ -52,6 +52,8 @@ class Searcher:
         self._recalled: Recent[tuple[str, str], tuple[list[Candidate], int]] = Recent(64)
         """First pages recalled approximately (HNSW), kept so their cursor pages replay the
         very same candidates instead of an exact recall that could differ (§10)."""
+        self._loaded: Recent[int, Loaded] = Recent(config.record_cache_size)
+        """Records, vectors and citations of recently returned rows (:func:`load`)."""
 
     def search(self, request: SearchRequest, *, progress: Progress | None = None,
                cancelled: Callable[[], bool] | None = None) -> SearchResult:
@@ -107,14 +109,15 @@ class Searcher:
         if request.session_id is not None and request.cursor is None:
             seen = self._sessions.seen((request.caller, request.session_id))
             ranked = [c for c in ranked if stages.hit_id(c.record, request.unit) not in seen]
-        page = [stages.hit(c, request, query_vector)
+        packing = request.token_budget is not None
+        page = [stages.hit(c, request, query_vector, text=request.include_text or packing)
                 for c in self._load(ranked[plan.offset:plan.offset + plan.k], seq)]
         tokens: int | None = None
         if request.token_budget is not None:
             page, tokens = stages.pack(page, request.token_budget)
+            if not request.include_text:  # the bodies were needed only to count tokens
+                page = [replace(found, text=None) for found in page]
         end = plan.offset + len(page)
-        if not request.include_text:
-            page = [replace(found, text=None) for found in page]
         next_cursor = None
         if page and end < len(ranked):
             fingerprint = plan.fingerprint or self._cursors.fingerprint(request)
@@ -156,4 +159,4 @@ class Searcher:
         return merge(dense_hits, sparse_hits), seq
 
     def _load(self, candidates: list[Candidate], seq: int) -> list[Candidate]:
-        return load(self.recall, self._store, candidates, seq)
+        return load(self.recall, self._store, candidates, seq, self._loaded, stages.cite)

@@ -9,12 +9,11 @@ poison policy scale them down, and MMR caps them so they never increase down the
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
-from rcpkit import fusion
 from rcpkit.engine.errors import InvalidInput
 from rcpkit.engine.models.rerank import Reranker
 from rcpkit.engine.search.mmr import mmr
@@ -24,7 +23,7 @@ from rcpkit.engine.store import ChunkRecord
 from rcpkit.engine.text import count_tokens
 from rcpkit.engine.types import Citation, Hit, SearchRequest
 
-__all__ = ["adjust", "best_per_document", "diversify", "fuse", "hit", "hit_id", "pack",
+__all__ = ["adjust", "best_per_document", "cite", "diversify", "fuse", "hit", "hit_id", "pack",
            "record_hit", "rerank"]
 
 # Theoretical score minima for convex fusion (§6.1 scoreFloor, §16.3): cosine, BM25.
@@ -43,30 +42,76 @@ def fuse(request: SearchRequest, candidates: list[Candidate], *, default_method:
     """
     if request.mode != "hybrid":
         return sorted(candidates, key=lambda c: (-c.score, c.rowid))
-    by_key = {str(c.rowid): c for c in candidates}
-    lists = [sorted(((str(c.rowid), c.scores[name]) for c in candidates
-                     if name in c.scores), key=lambda item: (-item[1], int(item[0])))
-             for name in ("dense", "sparse")]
     weights = None
     if request.weights is not None:
-        weights = [float(request.weights.get("dense", 0.5)),
-                   float(request.weights.get("sparse", 0.5))]
+        weights = (float(request.weights.get("dense", 0.5)),
+                   float(request.weights.get("sparse", 0.5)))
     alpha = default_alpha if request.alpha is None else request.alpha
     method = request.fusion or default_method
     if method == "rrf":
-        fused = fusion.rrf(lists, weights, k=request.rrf_k)
+        rrf_k = request.rrf_k
+        fused = _fuse_lists(candidates, weights or (1.0, 1.0),
+                            lambda _name, ranks, _scores: 1.0 / (rrf_k + ranks))
     elif method == "convex":
-        fused = fusion.convex(lists, [_FLOORS["dense"], _FLOORS["sparse"]],
-                              [alpha, 1.0 - alpha])
+        fused = _fuse_lists(candidates, (alpha, 1.0 - alpha), _convex)
     else:
-        fused = fusion.weighted(lists, weights or [alpha, 1.0 - alpha])
+        fused = _fuse_lists(candidates, weights or (alpha, 1.0 - alpha), _min_max)
     ranked = []
-    for item in fused:
-        candidate = by_key[item.key]
-        candidate.score = float(item.score)
-        candidate.scores["fused"] = float(item.score)
+    for position, score in zip(*(part.tolist() for part in fused), strict=True):
+        candidate = candidates[position]
+        candidate.score = score
+        candidate.scores["fused"] = score
         ranked.append(candidate)
     return ranked
+
+
+Floats = npt.NDArray[np.float64]
+Normalise = Callable[[str, Floats, Floats], Floats | float]
+"""``normalise(list_name, ranks, scores)``: the contributions of one list's members (1-based
+ranks, raw scores) before weighting, as :mod:`rcpkit.fusion`'s normalisers compute them."""
+
+
+def _min_max(_name: str, _ranks: Floats, scores: Floats) -> Floats | float:
+    low, high = scores.min(), scores.max()
+    return 1.0 if high == low else (scores - low) / (high - low)
+
+
+def _convex(name: str, _ranks: Floats, scores: Floats) -> Floats | float:
+    floor, high = _FLOORS[name], scores.max()
+    return 0.0 if high <= floor else (scores - floor) / (high - floor)
+
+
+def _fuse_lists(candidates: list[Candidate], weights: tuple[float, float],
+                normalise: Normalise) -> tuple[npt.NDArray[np.intp], Floats]:
+    """:mod:`rcpkit.fusion` of the dense and sparse lists (each best first, ties by row id)
+    with arrays: positions in ``candidates``, best first, and their fused scores. The same
+    sums in the same order give the same floats, sorted in the same §16.3 order (score, then
+    summed weight, then the key as a string), at a fraction of the cost of ranking some 200
+    candidates object by object."""
+    count = len(candidates)
+    totals = np.zeros(count)
+    weight_sums = np.zeros(count)
+    rowids = np.fromiter((c.rowid for c in candidates), np.int64, count)
+    found: dict[str, tuple[list[int], list[float]]] = {"dense": ([], []), "sparse": ([], [])}
+    dense, sparse = found["dense"], found["sparse"]
+    for position, candidate in enumerate(candidates):
+        of = candidate.scores
+        if "dense" in of:
+            dense[0].append(position)
+            dense[1].append(of["dense"])
+        if "sparse" in of:
+            sparse[0].append(position)
+            sparse[1].append(of["sparse"])
+    for (name, (members, scores)), weight in zip(found.items(), weights, strict=True):
+        if not members:
+            continue
+        rows, values = np.asarray(members), np.asarray(scores, dtype=np.float64)
+        ranks = np.empty(len(rows))
+        ranks[np.lexsort((rowids[rows], -values))] = np.arange(1, len(rows) + 1)
+        totals[rows] += weight * normalise(name, ranks, values)
+        weight_sums[rows] += weight
+    order = np.lexsort((rowids.astype(str), -weight_sums, -totals))
+    return order, totals[order]
 
 
 def rerank(query: str, head: list[Candidate], reranker: Reranker) -> list[Candidate]:
@@ -154,30 +199,44 @@ def pack(hits: list[Hit], budget: int) -> tuple[list[Hit], int]:
 
 
 def hit(candidate: Candidate, request: SearchRequest,
-        query_vector: npt.NDArray[np.float32]) -> Hit:
-    """The hit of a loaded candidate, with its confidence and per-stage scores."""
-    cosine = float(np.dot(candidate.vector, query_vector))
-    return replace(
-        record_hit(candidate.record, candidate.score, request.unit),
-        confidence=min(1.0, max(0.0, cosine)),
-        vector=candidate.vector.tolist() if request.include_vectors else None,
-        scores=dict(candidate.scores))
+        query_vector: npt.NDArray[np.float32], *, text: bool = True) -> Hit:
+    """The hit of a loaded candidate, with its confidence and per-stage scores; ``text``
+    False leaves the body out (``includeText: false``)."""
+    vector = candidate.vector
+    cosine = float(np.dot(vector, query_vector))
+    return record_hit(candidate.record, candidate.score, request.unit, text=text,
+                      citation=candidate.citation, confidence=min(1.0, max(0.0, cosine)),
+                      vector=vector.tolist() if request.include_vectors else None,
+                      scores=dict(candidate.scores))
 
 
-def record_hit(record: ChunkRecord, score: float, unit: str = "chunk") -> Hit:
-    """The §7.7 hit of a stored chunk (text, metadata, citation, trust) with ``score``."""
+def record_hit(record: ChunkRecord, score: float, unit: str = "chunk", *, text: bool = True,
+               citation: Citation | None = None, confidence: float | None = None,
+               vector: list[float] | None = None,
+               scores: dict[str, float] | None = None) -> Hit:
+    """The §7.7 hit of a stored chunk (text, metadata, citation, trust) with ``score``; built
+    in one go, as it is per hit on every request (``dataclasses.replace`` costs ~10 µs), from
+    the record's ``citation`` when already made."""
+    meta = record.meta
+    return Hit(id=hit_id(record, unit), score=score, unit=unit, doc_id=record.doc_id,
+               chunk_index=record.index, confidence=confidence,
+               text=record.text if text else None, meta=meta, vector=vector,
+               scores={} if scores is None else scores,
+               citation=citation or cite(record),
+               trust_level=str(meta.get("trust", "untrusted")), context=record.context)
+
+
+def cite(record: ChunkRecord) -> Citation:
+    """Where a stored chunk comes from (§7.7 ``citation``), from its document's metadata."""
     meta = record.meta
     uri = meta.get("uri") or meta.get("url")
     page = meta.get("page")
-    citation = Citation(source=str(meta.get("source") or record.doc_id),
-                        uri=uri if isinstance(uri, str) else None,
-                        title=meta["title"] if isinstance(meta.get("title"), str) else None,
-                        start=record.start, end=record.end,
-                        page=page if isinstance(page, int) and not isinstance(page, bool)
-                        else None)
-    return Hit(id=hit_id(record, unit), score=score, unit=unit, doc_id=record.doc_id,
-               chunk_index=record.index, text=record.text, meta=meta, citation=citation,
-               trust_level=str(meta.get("trust", "untrusted")), context=record.context)
+    title = meta.get("title")
+    return Citation(source=str(meta.get("source") or record.doc_id),
+                    uri=uri if isinstance(uri, str) else None,
+                    title=title if isinstance(title, str) else None,
+                    start=record.start, end=record.end,
+                    page=page if isinstance(page, int) and not isinstance(page, bool) else None)
 
 
 def hit_id(record: ChunkRecord, unit: str) -> str:
