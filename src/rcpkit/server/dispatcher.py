@@ -167,7 +167,8 @@ class Dispatcher:
             rid = parsed.id if isinstance(parsed, Request) else None
             return self._encode(messages.error_response(
                 rid, InvalidRequest("the method in the body does not match the URL path")))
-        outcome = self._begin(parsed, notify, caller)
+        outcome = (self._begin_request(parsed, notify, caller) if type(parsed) is Request
+                   else self._begin(parsed, notify, caller))
         if outcome is None:
             return None
         reply = await outcome if isinstance(outcome, asyncio.Task) else outcome

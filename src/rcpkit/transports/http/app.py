@@ -125,23 +125,25 @@ class Endpoint:
         parsed = messages.parse(body)
         if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
             return 400, [], error_body(parsed.error)
+        sessions = self.sessions
         token = headers.get(_SESSION_KEY)
         presented = token.decode("latin-1") if token is not None else None
-        dispatcher = self.sessions.dispatcher_for(presented)
-        wait = self.sessions.retry_after(dispatcher)
-        if wait is not None:
-            return shed(wait, "every session is in use")
-        if self.sessions.policy == "token" and presented is not None \
-                and dispatcher.session.token != presented:
-            parsed = refuse_unknown_session(parsed)
-        caller = principal if self.sessions.policy == "stateless" else None
+        dispatcher = sessions.dispatcher_for(presented)
+        tokens = sessions.policy == "token"  # only token sessions are kept or refused here
+        if tokens:
+            wait = sessions.retry_after(dispatcher)
+            if wait is not None:
+                return shed(wait, "every session is in use")
+            if presented is not None and dispatcher.session.token != presented:
+                parsed = refuse_unknown_session(parsed)
+        caller = principal if sessions.policy == "stateless" else None
         if stream is not None and isinstance(parsed, RpcRequest) \
                 and wants_sse(headers.get(b"accept", b""), dispatcher, self.server.capabilities):
-            await stream_call(*stream, dispatcher, parsed, path_method, caller,
-                              self.sessions.after)
+            await stream_call(*stream, dispatcher, parsed, path_method, caller, sessions.after)
             return None
         reply = await dispatcher.handle_message(parsed, path_method=path_method, caller=caller)
-        self.sessions.after(dispatcher)
+        if tokens:
+            sessions.after(dispatcher)
         return (204, [], b"") if reply is None else (200, [], reply)
 
 

@@ -116,10 +116,20 @@ class _Exchange:
     """One request/response on a connection: the ASGI ``receive``/``send`` pair, or the
     buffered body of a request claimed by the direct route (``route`` set)."""
 
-    __slots__ = ("body_delivered", "buffered", "chunked", "chunks", "conn", "direct_headers",
-                 "disconnected", "expect_continue", "head", "head_only", "http_version",
-                 "keep_alive", "request_complete", "response_complete", "response_started",
-                 "route", "scope", "started", "task", "waiter")
+    # The state every exchange starts in, as class attributes: a small request sets only
+    # what differs (no __slots__, which could not default them).
+    direct_headers: dict[bytes, bytes]
+    started = False
+    task: asyncio.Task[None] | None = None  # once it waits for something
+    buffered = 0
+    request_complete = False
+    body_delivered = False
+    disconnected = False
+    waiter: asyncio.Future[None] | None = None
+    response_started = False
+    response_complete = False
+    chunked = False
+    head = b""
 
     def __init__(self, conn: _Connection, scope: dict[str, Any] | None, keep_alive: bool,
                  expect_continue: bool, http_version: str, head_only: bool,
@@ -127,23 +137,11 @@ class _Exchange:
         self.conn = conn
         self.scope = scope
         self.route = route
-        self.direct_headers: dict[bytes, bytes] = {}
-        self.started = False
-        self.task: asyncio.Task[None] | None = None  # once it waits for something
         self.keep_alive = keep_alive
         self.http_version = http_version
         self.expect_continue = expect_continue
-        self.chunks: collections.deque[bytes] = collections.deque()
-        self.buffered = 0
-        self.request_complete = False
-        self.body_delivered = False
-        self.disconnected = False
-        self.waiter: asyncio.Future[None] | None = None
-        self.response_started = False
-        self.response_complete = False
-        self.chunked = False
         self.head_only = head_only
-        self.head = b""
+        self.chunks: collections.deque[bytes] = collections.deque()
 
     def wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
@@ -390,8 +388,11 @@ class _Connection(asyncio.Protocol):
         keep_alive = parser.should_keep_alive()
         self.reading_head = False
         self.head_bytes = 0
-        self.read_started = self.loop.time()  # now the body's deadline
-        headers = header_map(self.headers)
+        self.read_started = self.idle_since  # now the body's deadline
+        pairs = self.headers  # names lowered already (on_header)
+        headers = dict(pairs)
+        if len(headers) != len(pairs):
+            headers = header_map(pairs)
         expect = headers.get(b"expect", b"").lower() == b"100-continue"
         if b"upgrade" in headers and b"upgrade" in headers.get(b"connection", b"").lower():
             length = headers.get(b"content-length", b"0")
@@ -430,7 +431,8 @@ class _Connection(asyncio.Protocol):
         exchange.buffered += len(body)
         if exchange.route is None and exchange.buffered > _BODY_HIGH_WATER:
             self.pause_reading()
-        exchange.wake()
+        if exchange.waiter is not None:
+            exchange.wake()
 
     def on_message_complete(self) -> None:
         if self.upgrade_body:  # the parser ends an Upgrade request at its head
@@ -443,7 +445,8 @@ class _Connection(asyncio.Protocol):
         if exchange is None:
             return
         exchange.request_complete = True
-        exchange.wake()
+        if exchange.waiter is not None:
+            exchange.wake()
 
     # ── running exchanges ───────────────────────────────────────────────────
     def _start(self) -> None:
@@ -488,11 +491,10 @@ class _Connection(asyncio.Protocol):
             return  # the client left, or the graceful stop ran out of time
         except Exception:
             logger.exception("HTTP application failure")
+            exchange.fail()
         else:
-            exchange.response_started = True
+            exchange.response_started = exchange.response_complete = True
             self.write(exchange.encode_head(status, headers, len(body)) + body)
-            exchange.response_complete = True
-        exchange.fail()
         self._next(exchange)
 
     def _next(self, exchange: _Exchange) -> None:
@@ -504,8 +506,10 @@ class _Connection(asyncio.Protocol):
         if not exchange.keep_alive or self.server.stopping:
             self.transport.close()
             return
-        self.resume_reading()
-        self._start()
+        if self.reading_paused:
+            self.resume_reading()
+        if self.queue:
+            self._start()
 
     def refuse(self, status: int, reason: bytes) -> None:
         """Answer ``status`` without reading further and close the connection (a request we
