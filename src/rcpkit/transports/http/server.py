@@ -62,27 +62,18 @@ _MAX_PIPELINE = 16
 """Stop reading from a client with this many requests queued behind the current one."""
 
 _SWEEP_S = 1.0
-"""How often read deadlines are checked (their precision)."""
+"""How often read deadlines are checked (their precision) and the ``Date`` is renewed."""
 _SLOW_HEAD_S = 1.0
 """At the connection cap, a head still arriving after this long gives way to a newcomer."""
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
+_STATUS_LINES = {code: b"HTTP/1.1 %d %s\r\n" % (code, reason) for code, reason in _REASONS.items()}
 _NO_BODY_STATUSES = frozenset({204, 304})
 
 
-class _DateHeader:
-    """The ``Date`` header (RFC 9110 §6.6.1), formatted at most once per second."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._line = b""
-
-    def line(self) -> bytes:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._line = b"date: " + email.utils.formatdate(now, usegmt=True).encode() + b"\r\n"
-        return self._line
+def _date_line() -> bytes:
+    """The ``Date`` header (RFC 9110 §6.6.1) of this second."""
+    return b"date: " + email.utils.formatdate(time.time(), usegmt=True).encode() + b"\r\n"
 
 
 def header_map(pairs: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
@@ -206,12 +197,13 @@ class _Exchange:
                     length: int | None = None) -> bytes:
         """Status line and headers; framing decided here (length, chunked or none).
         ``length``: add a ``content-length`` of that value."""
-        lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"")),
-                 self.conn.server.date.line()]
+        # Concatenation, not a list joined: a head has a handful of short lines.
+        head = (_STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status) \
+            + self.conn.server.date_line
         has_length = False
         if length is not None and status not in _NO_BODY_STATUSES:
             has_length = True
-            lines.append(b"content-length: %d\r\n" % length)
+            head += b"content-length: %d\r\n" % length
         for name, value in headers:
             lowered = name.lower()
             if lowered == b"content-length":
@@ -219,18 +211,17 @@ class _Exchange:
             elif lowered == b"connection" and value.lower() == b"close":
                 self.keep_alive = False
                 continue
-            lines.append(name + b": " + value + b"\r\n")
+            head += b"%s: %s\r\n" % (name, value)
         framed = has_length or self.head_only or status in _NO_BODY_STATUSES or status < 200
         if not framed:
             if self.keep_alive and self.http_version == "1.1":
                 self.chunked = True
-                lines.append(b"transfer-encoding: chunked\r\n")
+                head += b"transfer-encoding: chunked\r\n"
             else:
                 self.keep_alive = False  # the body ends where the connection does
         if not self.keep_alive:
-            lines.append(b"connection: close\r\n")
-        lines.append(b"\r\n")
-        return b"".join(lines)
+            head += b"connection: close\r\n"
+        return head + b"\r\n"
 
     def _finish(self) -> None:
         self.response_complete = True
@@ -638,7 +629,8 @@ class HttpServer:
         self.max_header_bytes = max_header_bytes
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
-        self.date = _DateHeader()
+        self.date_line = _date_line()
+        """Refreshed by the deadline sweep, so a response's ``Date`` is at most a tick old."""
         self.connections: set[_Connection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.stopping = False
@@ -693,6 +685,7 @@ class HttpServer:
     async def _sweep_deadlines(self) -> None:
         while True:
             await asyncio.sleep(_SWEEP_S)
+            self.date_line = _date_line()
             now = self.loop.time()
             for conn in list(self.connections):
                 conn.check_read_deadline(now)
