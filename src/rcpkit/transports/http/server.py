@@ -384,7 +384,7 @@ class _Connection(asyncio.Protocol):
         headers = dict(pairs)
         if len(headers) != len(pairs):
             headers = header_map(pairs)
-        expect = headers.get(b"expect", b"").lower() == b"100-continue"
+        expect = b"expect" in headers and headers[b"expect"].lower() == b"100-continue"
         if b"upgrade" in headers and b"upgrade" in headers.get(b"connection", b"").lower():
             length = headers.get(b"content-length", b"0")
             self.upgrade_body = int(length) if length.isdigit() else 0
