@@ -18,6 +18,7 @@ directly reaches the ASGI entry, which asks the same function and gets the same 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from .replies import reply_headers
@@ -85,8 +86,19 @@ class EndpointDirectRoute:
         route = self.routing.decide(method, target.decode("latin-1"), headers)
         return route.method if route.kind == "direct" else None
 
-    async def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Reply:
-        reply = await self.endpoint.answer(route or None, headers, body, None)
-        assert reply is not None, "without a stream every reply is buffered"
-        status, extra, payload = reply
-        return status, reply_headers(status, extra), payload
+    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
+               ) -> Reply | Awaitable[Reply]:
+        outcome = self.endpoint.answer(route or None, headers, body, None)
+        if outcome is None or isinstance(outcome, tuple):
+            return _framed(outcome)
+        return _framed_later(outcome)
+
+
+def _framed(reply: Reply | None) -> Reply:
+    assert reply is not None, "without a stream every reply is buffered"
+    status, extra, payload = reply
+    return status, reply_headers(status, extra), payload
+
+
+async def _framed_later(outcome: Awaitable[Reply | None]) -> Reply:
+    return _framed(await outcome)

@@ -31,7 +31,8 @@ Two shortcuts keep a small request cheap (the RCP hot path is a ~40-byte JSON bo
   ``http.disconnect`` instead);
 - every request runs eagerly, up to its first suspension, from the parser callback;
   only a request that actually waits becomes a task (what ``asyncio``'s eager task
-  factory does from Python 3.12 on).
+  factory does from Python 3.12 on), and a direct request the route answers at once
+  (a reply, not an awaitable, from :meth:`DirectRoute.answer`) costs no coroutine at all.
 """
 
 from __future__ import annotations
@@ -99,8 +100,10 @@ class DirectRoute(Protocol):
         headers) is answered by :meth:`answer`, else None for the ASGI app. Only requests
         with a ``content-length`` the route accepts may be claimed: the server buffers them."""
 
-    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Awaitable[Reply]:
-        """The response to a claimed request."""
+    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
+               ) -> Reply | Awaitable[Reply]:
+        """The response to a claimed request: the reply itself when it is ready at once,
+        else an awaitable of it."""
 
 
 class _Exchange:
@@ -458,9 +461,10 @@ class _Connection(asyncio.Protocol):
                                         and not exchange.request_complete):
                     return
                 exchange.started = True
-                exchange.task = self.server.spawn(
-                    self._run_direct(exchange) if exchange.route is not None
-                    else self._run(exchange))
+                if exchange.route is None:
+                    exchange.task = self.server.spawn(self._run(exchange))
+                else:
+                    self._answer_direct(exchange)
         finally:
             self.starting = False
 
@@ -473,19 +477,42 @@ class _Connection(asyncio.Protocol):
         exchange.fail()
         self._next(exchange)
 
-    async def _run_direct(self, exchange: _Exchange) -> None:
+    def _answer_direct(self, exchange: _Exchange) -> None:
+        """Answer a direct request now if the route can, else once its awaitable is done
+        (in a task when it waits); either way in a context of its own, as :meth:`spawn`."""
         assert exchange.route is not None and self.server.direct is not None
+        context = contextvars.copy_context()
         try:
-            status, headers, body = await self.server.direct.answer(
-                exchange.route, exchange.direct_headers, b"".join(exchange.chunks))
+            outcome = context.run(self.server.direct.answer, exchange.route,
+                                  exchange.direct_headers, b"".join(exchange.chunks))
+        except Exception:
+            self._direct_failed(exchange)
+            return
+        if isinstance(outcome, tuple):
+            self._reply_direct(exchange, outcome)
+        else:
+            exchange.task = self.server.spawn(self._await_direct(exchange, outcome), context)
+
+    async def _await_direct(self, exchange: _Exchange, outcome: Awaitable[Reply]) -> None:
+        try:
+            reply = await outcome
         except asyncio.CancelledError:
             return  # the client left, or the graceful stop ran out of time
         except Exception:
-            logger.exception("HTTP application failure")
-            exchange.fail()
-        else:
-            exchange.response_started = exchange.response_complete = True
-            self.write(exchange.encode_head(status, headers, len(body)) + body)
+            self._direct_failed(exchange)
+            return
+        self._reply_direct(exchange, reply)
+
+    def _reply_direct(self, exchange: _Exchange, reply: Reply) -> None:
+        status, headers, body = reply
+        exchange.response_started = exchange.response_complete = True
+        self.write(exchange.encode_head(status, headers, len(body)) + body)
+        self._next(exchange)
+
+    def _direct_failed(self, exchange: _Exchange) -> None:
+        """Called while handling the route's exception: logged, then a 500 (and close)."""
+        logger.exception("HTTP application failure")
+        exchange.fail()
         self._next(exchange)
 
     def _next(self, exchange: _Exchange) -> None:
@@ -644,11 +671,13 @@ class HttpServer:
             raise RuntimeError("the HTTP server is not running")
         return self._loop
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
+    def spawn(self, coro: Coroutine[Any, Any, None], context: contextvars.Context | None = None
+              ) -> asyncio.Task[None] | None:
         """Run ``coro`` now up to its first suspension; only then does it become a task
         (returned, and tracked for the graceful stop). Either way it runs in a context of
-        its own."""
-        context = contextvars.copy_context()
+        its own: ``context``, else a copy of the current one."""
+        if context is None:
+            context = contextvars.copy_context()
         try:
             pending = context.run(coro.send, None)
         except StopIteration:
