@@ -66,7 +66,7 @@ class FixedReply:
     def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
         return "ping"
 
-    async def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Reply:
+    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Reply:
         return 200, [(b"content-type", b"application/json")], REPLY
 
 
@@ -85,8 +85,10 @@ class Callbacks:
     def on_message_complete(self) -> None: ...
 
 
-def finish(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine that never waits (a ping) to its end."""
+def finish(coro: Any) -> Any:
+    """Run a coroutine that never waits (a ping) to its end; a reply given at once is kept."""
+    if not isinstance(coro, Coroutine):
+        return coro
     try:
         coro.send(None)
     except StopIteration as done:
