@@ -8,13 +8,21 @@ connections (the reference closes each connection after its response, so wrk rec
 it, as any HTTP/1.1 client would). Each round runs rcpkit then the reference back to back;
 the median of the per-round ratios is printed next to the best rates.
 
-    python benchmarks/bench_http_wrk.py --seconds 3 --rounds 3 [--workers 2]
+Where the CPU goes is printed too (Linux ``/proc``): the server's CPU per request (every
+worker process included) and wrk's own, since wrk shares the machine's cores with the
+server. ``--floor`` adds a ceiling for any Python server on this machine: ``FLOOR``, the
+same event loop and HTTP parser as rcpkit (uvloop + httptools) answering every request
+with a fixed ping reply, with no routing, JSON or dispatch at all.
+
+    python benchmarks/bench_http_wrk.py --seconds 3 --rounds 3 [--workers 2] [--floor]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -31,29 +39,76 @@ wrk.path = "/rcp/ping"
 wrk.headers["Content-Type"] = "application/json"
 wrk.body = '{PING.decode()}'
 """
+FLOOR = """
+import asyncio, socket, sys
+import httptools, uvloop
+REPLY = (b"HTTP/1.1 200 OK\\r\\ncontent-type: application/json\\r\\ncontent-length: 36\\r\\n\\r\\n"
+         b'{"jsonrpc":"2.0","id":1,"result":{}}')
+class Ping(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport, self.parser = transport, httptools.HttpRequestParser(self)
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def data_received(self, data):
+        self.parser.feed_data(data)
+    def on_message_complete(self):
+        self.transport.write(REPLY)
+async def main():
+    await asyncio.get_running_loop().create_server(Ping, "127.0.0.1", int(sys.argv[1]))
+    await asyncio.Event().wait()
+uvloop.run(main())
+"""
 SCENARIOS = (("1 connection", 1, 1), ("16 connections", 16, 2))
 _RATE = re.compile(r"Requests/sec:\s+([0-9.]+)")
+_TOTAL = re.compile(r"(\d+) requests in")
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+class Run:
+    """One wrk run: requests/s, and CPU µs per request of the server and of wrk."""
+
+    def __init__(self, rate: float, server_us: float, wrk_us: float) -> None:
+        self.rate, self.server_us, self.wrk_us = rate, server_us, wrk_us
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its child processes (the workers) so far."""
+    total = 0
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    for each in (pid, *map(int, children)):
+        fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _TICK
 
 
 def wrk_rate(code: str, args: list[str], connections: int, threads: int, seconds: float,
-             script: Path) -> float:
-    """Requests/s wrk gets from a server started from ``code`` on a free loopback port."""
+             script: Path) -> Run:
+    """What wrk gets from a server started from ``code`` on a free loopback port."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-c", code, str(port), *args],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port)
+        subprocess.run(  # a warm-up, which also lets every worker start before CPU is counted
+            ["wrk", "-t1", f"-c{connections}", "-d1s", "-s", str(script),
+             f"http://127.0.0.1:{port}/rcp/ping"], check=True, capture_output=True)
+        server_before = process_cpu(server.pid)
+        wrk_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(
             ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "-s", str(script),
              f"http://127.0.0.1:{port}/rcp/ping"],
             check=True, capture_output=True, text=True, timeout=seconds + 30).stdout
+        wrk_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        server_cpu = process_cpu(server.pid) - server_before
     finally:
         server.terminate()
         server.wait(10)
-    found = _RATE.search(out)
-    if found is None:
+    found, total = _RATE.search(out), _TOTAL.search(out)
+    if found is None or total is None:
         raise RuntimeError(f"no rate in wrk's output:\n{out}")
-    return float(found.group(1))
+    requests = int(total.group(1))
+    wrk_cpu = (wrk_after.ru_utime + wrk_after.ru_stime
+               - wrk_before.ru_utime - wrk_before.ru_stime)
+    return Run(float(found.group(1)), 1e6 * server_cpu / requests, 1e6 * wrk_cpu / requests)
 
 
 def main() -> None:
@@ -62,6 +117,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=0,
                         help="also run rcpkit with --workers N (16 connections)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also run FLOOR, a fixed-reply uvloop + httptools server")
     options = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian: apt-get install wrk)")
@@ -73,15 +130,30 @@ def main() -> None:
         script = Path(tmp) / "ping.lua"
         script.write_text(LUA)
         print(f"{'scenario (ping)':34} {'rcpkit/s':>10} {'reference/s':>12} {'best ratio':>11} "
-              f"{'median ratio':>13}")
+              f"{'median ratio':>13}  CPU µs/request: {'rcpkit':>6} {'wrk':>4} | "
+              f"{'reference':>9} {'wrk':>4}" + ("  | floor/s  µs  wrk" if options.floor else ""))
         for name, code, args, connections, threads in ours:
-            pairs = [(wrk_rate(code, args, connections, threads, options.seconds, script),
-                      wrk_rate(REFERENCE, [], connections, threads, options.seconds, script))
-                     for _ in range(options.rounds)]
-            best_ours, best_reference = max(p[0] for p in pairs), max(p[1] for p in pairs)
-            median = statistics.median(p[0] / p[1] for p in pairs)
-            print(f"{name:34} {best_ours:10,.0f} {best_reference:12,.0f} "
-                  f"{best_ours / best_reference:10.2f}x {median:12.2f}x", flush=True)
+            rounds = [(wrk_rate(code, args, connections, threads, options.seconds, script),
+                       wrk_rate(REFERENCE, [], connections, threads, options.seconds, script),
+                       wrk_rate(FLOOR, [], connections, threads, options.seconds, script)
+                       if options.floor and not args else None)
+                      for _ in range(options.rounds)]
+            mine, theirs = [r[0] for r in rounds], [r[1] for r in rounds]
+            best_ours, best_reference = max(r.rate for r in mine), max(r.rate for r in theirs)
+            median = statistics.median(o.rate / r.rate for o, r, _ in rounds)
+            line = (f"{name:34} {best_ours:10,.0f} {best_reference:12,.0f} "
+                    f"{best_ours / best_reference:10.2f}x {median:12.2f}x  "
+                    f"{'':16}{_median(mine, 'server_us'):6.1f} {_median(mine, 'wrk_us'):4.1f} | "
+                    f"{_median(theirs, 'server_us'):9.1f} {_median(theirs, 'wrk_us'):4.1f}")
+            floors = [r[2] for r in rounds if r[2] is not None]
+            if floors:
+                line += (f"  | {max(r.rate for r in floors):7,.0f} "
+                         f"{_median(floors, 'server_us'):4.1f} {_median(floors, 'wrk_us'):4.1f}")
+            print(line, flush=True)
+
+
+def _median(runs: list[Run], field: str) -> float:
+    return statistics.median(getattr(run, field) for run in runs)
 
 
 if __name__ == "__main__":

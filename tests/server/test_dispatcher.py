@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from rcpkit.protocol import messages
 from rcpkit.protocol.errors import UsageError
 from rcpkit.protocol.types import Hit, RetrieveResult, Usage
 from rcpkit.server import Context, Dispatcher, Server
@@ -292,6 +293,22 @@ async def test_slow_handler_does_not_block_and_pings_are_inline() -> None:
     d.feed(frame("notifications/cancel", {"id": "slow", "reason": "test"}, id_=None))
     await asyncio.wait_for(d.drain(), 5)
     assert code(sink.replies()["slow"]) == -32006
+
+
+async def test_handle_now_answers_inline_requests_at_once() -> None:
+    d = await ready()
+    pinged = d.handle_now(messages.parse(frame("ping", {"nonce": "n"}, id_=7)),
+                          path_method="ping")
+    assert isinstance(pinged, bytes)
+    assert json.loads(pinged) == {"jsonrpc": "2.0", "id": 7, "result": {"nonce": "n"}}
+    mismatch = d.handle_now(messages.parse(frame("ping")), path_method="info")
+    assert isinstance(mismatch, bytes) and code(json.loads(mismatch)) == -32600
+    assert d.handle_now(messages.parse(frame("notifications/x", id_=None))) is None
+    # a handler runs in a task: its reply is awaited, and is the one handle() gives
+    pending = d.handle_now(messages.parse(frame("retrieve", {"query": "json", "k": 1})))
+    assert not isinstance(pending, bytes) and pending is not None
+    retrieved = json.loads(await pending)
+    assert retrieved == await call(d, frame("retrieve", {"query": "json", "k": 1}))
 
 
 async def test_cancel_sync_handler_and_unknown_ids() -> None:

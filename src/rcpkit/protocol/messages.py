@@ -191,6 +191,8 @@ def parse(data: bytes | str, *, allow_compact: bool = True) -> Message | list[Me
         if not obj:
             return Invalid(None, InvalidRequest("an empty batch is not a valid request"))
         return [_classify(item, allow_compact, lenient) for item in obj]
+    if not lenient:  # orjson's strings are valid Unicode: nothing more to check
+        return classify(obj, allow_compact=allow_compact)
     return _classify(obj, allow_compact, lenient)
 
 

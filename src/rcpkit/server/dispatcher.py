@@ -23,7 +23,8 @@ the ``rcpkit.server`` logger (stderr), never to the client.
 Two ways to drive it:
 
 - :meth:`Dispatcher.handle` — one complete frame in, the encoded reply out
-  (``None`` when nothing is to be answered); used by the HTTP transport.
+  (``None`` when nothing is to be answered); used by the HTTP transport, which calls
+  :meth:`Dispatcher.handle_now` to have a request no handler runs for answered at once.
 - :meth:`Dispatcher.start` + :meth:`Dispatcher.feed` + :meth:`Dispatcher.drain`
   — a stream: replies are emitted as each request completes (stdio).
 """
@@ -36,7 +37,7 @@ import logging
 import math
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,6 +154,16 @@ class Dispatcher:
                              caller: str | None = None) -> bytes | None:
         """:meth:`handle` for a frame already parsed by ``messages.parse``. ``caller`` names
         who sent it when the session is shared by several (:attr:`Context.caller`)."""
+        outcome = self.handle_now(parsed, notify=notify, path_method=path_method,
+                                  caller=caller)
+        return outcome if outcome is None or isinstance(outcome, bytes) else await outcome
+
+    def handle_now(self, parsed: Message | list[Message], *, notify: Notify | None = None,
+                   path_method: str | None = None, caller: str | None = None
+                   ) -> bytes | Awaitable[bytes | None] | None:
+        """:meth:`handle_message` without a coroutine where none is needed: the encoded
+        reply (or None) at once when no handler runs — built-ins, refusals, notifications —
+        else an awaitable of it, once the handler's task has started."""
         if isinstance(parsed, list):
             if path_method is not None:
                 return self._encode(messages.error_response(
@@ -160,18 +171,26 @@ class Dispatcher:
             started = self._begin_batch(parsed, notify, caller)
             if isinstance(started, dict):
                 return self._encode(started)
-            replies = await self._collect(started)
-            return self._encode(replies) if replies else None
+            return self._encode_batch(started)
         if path_method is not None and not isinstance(parsed, Invalid) and \
                 getattr(parsed, "method", path_method) != path_method:
             rid = parsed.id if isinstance(parsed, Request) else None
             return self._encode(messages.error_response(
                 rid, InvalidRequest("the method in the body does not match the URL path")))
-        outcome = self._begin(parsed, notify, caller)
+        outcome = (self._begin_request(parsed, notify, caller) if type(parsed) is Request
+                   else self._begin(parsed, notify, caller))
         if outcome is None:
             return None
-        reply = await outcome if isinstance(outcome, asyncio.Task) else outcome
-        return self._encode(reply)
+        return self._encode_task(outcome) if isinstance(outcome, asyncio.Task) \
+            else self._encode(outcome)
+
+    async def _encode_batch(self, outcomes: list[Reply | asyncio.Task[Reply] | None]
+                            ) -> bytes | None:
+        replies = await self._collect(outcomes)
+        return self._encode(replies) if replies else None
+
+    async def _encode_task(self, task: asyncio.Task[Reply]) -> bytes:
+        return self._encode(await task)
 
     # ── stream API (stdio) ──────────────────────────────────────────────────
     def start(self, emit: Emit) -> None:

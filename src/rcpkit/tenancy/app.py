@@ -10,7 +10,7 @@ exactly as a collection the caller may not see (403, ``-32012``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -21,7 +21,7 @@ from ..server.context import Context
 from ..server.framework import Server
 from ..transports.http import create_app
 from ..transports.http.metrics import Metrics
-from ..transports.http.server import Reply
+from ..transports.http.server import DirectRoute, Reply
 from .access import Access, CollectionGate
 from .collections import is_reserved_segment
 
@@ -84,10 +84,11 @@ class CollectionsApp:
             if direct is not None else None
         return None if route is None else f"{name}\n{route}"
 
-    async def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Reply:
+    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
+               ) -> Reply | Awaitable[Reply]:
         name, _, inner = route.partition("\n")
-        reply: Reply = await self._app(name).direct.answer(inner, headers, body)
-        return reply
+        direct: DirectRoute = self._app(name).direct
+        return direct.answer(inner, headers, body)
 
 
 class _Directory(Server):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -16,7 +16,7 @@ from ...protocol import messages
 from ...protocol.errors import InternalError, ParseError, PayloadTooLarge
 from ...protocol.messages import Invalid
 from ...protocol.messages import Request as RpcRequest
-from ...server.dispatcher import Authorize
+from ...server.dispatcher import Authorize, Dispatcher
 from ...server.framework import Server
 from .auth import Authenticator, Gate, cors_middleware
 from .direct import EndpointDirectRoute, Routing
@@ -77,14 +77,16 @@ class Endpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry; ``scope["path_params"]["method"]`` is the method named by the path."""
-        reply = await self.answer(scope.get("path_params", {}).get("method"),
-                                  header_map(scope["headers"]), receive, (receive, send))
+        outcome = self.answer(scope.get("path_params", {}).get("method"),
+                              header_map(scope["headers"]), receive, (receive, send))
+        reply = outcome if outcome is None or isinstance(outcome, tuple) else await outcome
         if reply is not None:
             await respond(send, *reply)
 
-    async def answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
-                     stream: Stream | None) -> Reply | None:
-        """The reply to one POST, or None once it went out as SSE on ``stream``.
+    def answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
+               stream: Stream | None) -> Reply | Awaitable[Reply | None] | None:
+        """The reply to one POST, or None once it went out as SSE on ``stream``: at once
+        when nothing is waited for (the body at hand, no handler to run), else an awaitable.
 
         ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
         ``stream`` the reply is always buffered. The gate goes first (credentials and
@@ -99,50 +101,89 @@ class Endpoint:
             return shed(_PENDING_RETRY_S, "server busy")
         self.pending += 1
         try:
-            if not isinstance(body, bytes):
-                received = await self.read_body(headers, body)
-                if received is None:
-                    return self.too_large()
-                body = received
-            return await self.dispatch(path_method, headers, body, stream, principal)
+            outcome = (self.dispatch(path_method, headers, body, stream, principal)
+                       if isinstance(body, bytes)
+                       else self._read_and_dispatch(path_method, headers, body, stream,
+                                                    principal))
+        except Exception:
+            self._done(principal)
+            return _failed()
+        if outcome is None or isinstance(outcome, tuple):
+            self._done(principal)
+            return outcome
+        return self._finish(outcome, principal)
+
+    async def _read_and_dispatch(self, path_method: str | None, headers: Headers,
+                                 receive: Receive, stream: Stream | None,
+                                 principal: str | None) -> Reply | None:
+        body = await self.read_body(headers, receive)
+        if body is None:
+            return self.too_large()
+        outcome = self.dispatch(path_method, headers, body, stream, principal)
+        return outcome if outcome is None or isinstance(outcome, tuple) else await outcome
+
+    async def _finish(self, outcome: Awaitable[Reply | None],
+                      principal: str | None) -> Reply | None:
+        """The reply :meth:`answer` could not give at once; the request ends with it."""
+        try:
+            return await outcome
         except ClientDisconnect:
             return None
         except Exception:
-            logger.exception("HTTP transport failure")
-            return 500, [], error_body(InternalError())
+            return _failed()
         finally:
-            self.pending -= 1
-            self.auth.release(principal)
+            self._done(principal)
+
+    def _done(self, principal: str | None) -> None:
+        self.pending -= 1
+        self.auth.release(principal)
 
     def too_large(self) -> Reply:
         return 413, [], error_body(PayloadTooLarge(
             f"the body exceeds {self.max_body_bytes} bytes", data={"limit": self.max_body_bytes}))
 
-    async def dispatch(self, path_method: str | None, headers: Headers, body: bytes,
-                       stream: Stream | None, principal: str | None) -> Reply | None:
+    def dispatch(self, path_method: str | None, headers: Headers, body: bytes,
+                 stream: Stream | None, principal: str | None
+                 ) -> Reply | Awaitable[Reply | None] | None:
         """``principal`` is the caller of a stateless request, whose session all share; a
-        token or single session is the caller itself."""
+        token or single session is the caller itself. The reply comes at once when the
+        dispatcher gives it so (:meth:`~rcpkit.server.dispatcher.Dispatcher.handle_now`)."""
         parsed = messages.parse(body)
         if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
             return 400, [], error_body(parsed.error)
+        sessions = self.sessions
         token = headers.get(_SESSION_KEY)
         presented = token.decode("latin-1") if token is not None else None
-        dispatcher = self.sessions.dispatcher_for(presented)
-        wait = self.sessions.retry_after(dispatcher)
-        if wait is not None:
-            return shed(wait, "every session is in use")
-        if self.sessions.policy == "token" and presented is not None \
-                and dispatcher.session.token != presented:
-            parsed = refuse_unknown_session(parsed)
-        caller = principal if self.sessions.policy == "stateless" else None
+        dispatcher = sessions.dispatcher_for(presented)
+        if sessions.policy == "token":  # only token sessions can be full or unknown
+            wait = sessions.retry_after(dispatcher)
+            if wait is not None:
+                return shed(wait, "every session is in use")
+            if presented is not None and dispatcher.session.token != presented:
+                parsed = refuse_unknown_session(parsed)
+        caller = principal if sessions.policy == "stateless" else None
         if stream is not None and isinstance(parsed, RpcRequest) \
                 and wants_sse(headers.get(b"accept", b""), dispatcher, self.server.capabilities):
-            await stream_call(*stream, dispatcher, parsed, path_method, caller,
-                              self.sessions.after)
-            return None
-        reply = await dispatcher.handle_message(parsed, path_method=path_method, caller=caller)
-        self.sessions.after(dispatcher)
+            return stream_call(*stream, dispatcher, parsed, path_method, caller, sessions.after)
+        reply = dispatcher.handle_now(parsed, path_method=path_method, caller=caller)
+        if reply is None or isinstance(reply, bytes):
+            return self._replied(dispatcher, reply)
+        return self._replied_later(dispatcher, reply)
+
+    def _replied(self, dispatcher: Dispatcher, reply: bytes | None) -> Reply:
+        if self.sessions.policy == "token":  # keeps a session that just initialized
+            self.sessions.after(dispatcher)
         return (204, [], b"") if reply is None else (200, [], reply)
+
+    async def _replied_later(self, dispatcher: Dispatcher,
+                             reply: Awaitable[bytes | None]) -> Reply:
+        return self._replied(dispatcher, await reply)
+
+
+def _failed() -> Reply:
+    """A failure of the transport itself (called while handling it): logged, then 500."""
+    logger.exception("HTTP transport failure")
+    return 500, [], error_body(InternalError())
 
 
 class RcpApp(Starlette):

@@ -18,6 +18,7 @@ directly reaches the ASGI entry, which asks the same function and gets the same 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from .replies import reply_headers
@@ -38,6 +39,9 @@ class Route(NamedTuple):
 
 
 _FRAMEWORK = Route("framework")
+_KEPT_PATHS = 256
+"""How many paths under the base keep their routes (a server has a few dozen methods): past
+that, paths a client makes up are decided afresh, never kept."""
 
 
 class Routing:
@@ -48,6 +52,7 @@ class Routing:
         self._prefix = base + "/"
         self.max_body_bytes = max_body_bytes
         self.cors = cors
+        self._kept: dict[str, tuple[Route, Route]] = {}
 
     def decide(self, verb: bytes, path: str, headers: dict[bytes, bytes] | None = None
                ) -> Route:
@@ -57,17 +62,28 @@ class Routing:
         is never ``direct``."""
         if self.cors or verb != b"POST":
             return _FRAMEWORK
+        routes = self._kept.get(path) or self._under_base(path)
+        if routes is None:
+            return _FRAMEWORK
+        endpoint, direct = routes
+        if headers is None or b"text/event-stream" in headers.get(b"accept", b""):
+            return endpoint
+        length = headers.get(b"content-length", b"")
+        return direct if length.isdigit() and int(length) <= self.max_body_bytes else endpoint
+
+    def _under_base(self, path: str) -> tuple[Route, Route] | None:
+        """The ``endpoint`` and ``direct`` routes of a POST to ``path``; None outside the
+        base. Kept for the first :data:`_KEPT_PATHS` paths, so a request does not build them."""
         if path == self.base:
             method = ""
         elif path.startswith(self._prefix) and len(path) > len(self._prefix):
             method = path[len(self._prefix):]
         else:
-            return _FRAMEWORK
-        if headers is None or b"text/event-stream" in headers.get(b"accept", b""):
-            return Route("endpoint", method)
-        length = headers.get(b"content-length", b"")
-        direct = length.isdigit() and int(length) <= self.max_body_bytes
-        return Route("direct" if direct else "endpoint", method)
+            return None
+        routes = Route("endpoint", method), Route("direct", method)
+        if len(self._kept) < _KEPT_PATHS:
+            self._kept[path] = routes
+        return routes
 
 
 class EndpointDirectRoute:
@@ -85,8 +101,19 @@ class EndpointDirectRoute:
         route = self.routing.decide(method, target.decode("latin-1"), headers)
         return route.method if route.kind == "direct" else None
 
-    async def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Reply:
-        reply = await self.endpoint.answer(route or None, headers, body, None)
-        assert reply is not None, "without a stream every reply is buffered"
-        status, extra, payload = reply
-        return status, reply_headers(status, extra), payload
+    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
+               ) -> Reply | Awaitable[Reply]:
+        outcome = self.endpoint.answer(route or None, headers, body, None)
+        if outcome is None or isinstance(outcome, tuple):
+            return _framed(outcome)
+        return _framed_later(outcome)
+
+
+def _framed(reply: Reply | None) -> Reply:
+    assert reply is not None, "without a stream every reply is buffered"
+    status, extra, payload = reply
+    return status, reply_headers(status, extra), payload
+
+
+async def _framed_later(outcome: Awaitable[Reply | None]) -> Reply:
+    return _framed(await outcome)

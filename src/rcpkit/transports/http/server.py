@@ -31,7 +31,8 @@ Two shortcuts keep a small request cheap (the RCP hot path is a ~40-byte JSON bo
   ``http.disconnect`` instead);
 - every request runs eagerly, up to its first suspension, from the parser callback;
   only a request that actually waits becomes a task (what ``asyncio``'s eager task
-  factory does from Python 3.12 on).
+  factory does from Python 3.12 on), and a direct request the route answers at once
+  (a reply, not an awaitable, from :meth:`DirectRoute.answer`) costs no coroutine at all.
 """
 
 from __future__ import annotations
@@ -62,27 +63,18 @@ _MAX_PIPELINE = 16
 """Stop reading from a client with this many requests queued behind the current one."""
 
 _SWEEP_S = 1.0
-"""How often read deadlines are checked (their precision)."""
+"""How often read deadlines are checked (their precision) and the ``Date`` is renewed."""
 _SLOW_HEAD_S = 1.0
 """At the connection cap, a head still arriving after this long gives way to a newcomer."""
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
+_STATUS_LINES = {code: b"HTTP/1.1 %d %s\r\n" % (code, reason) for code, reason in _REASONS.items()}
 _NO_BODY_STATUSES = frozenset({204, 304})
 
 
-class _DateHeader:
-    """The ``Date`` header (RFC 9110 §6.6.1), formatted at most once per second."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._line = b""
-
-    def line(self) -> bytes:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._line = b"date: " + email.utils.formatdate(now, usegmt=True).encode() + b"\r\n"
-        return self._line
+def _date_line() -> bytes:
+    """The ``Date`` header (RFC 9110 §6.6.1) of this second."""
+    return b"date: " + email.utils.formatdate(time.time(), usegmt=True).encode() + b"\r\n"
 
 
 def header_map(pairs: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
@@ -108,18 +100,30 @@ class DirectRoute(Protocol):
         headers) is answered by :meth:`answer`, else None for the ASGI app. Only requests
         with a ``content-length`` the route accepts may be claimed: the server buffers them."""
 
-    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Awaitable[Reply]:
-        """The response to a claimed request."""
+    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
+               ) -> Reply | Awaitable[Reply]:
+        """The response to a claimed request: the reply itself when it is ready at once,
+        else an awaitable of it."""
 
 
 class _Exchange:
     """One request/response on a connection: the ASGI ``receive``/``send`` pair, or the
     buffered body of a request claimed by the direct route (``route`` set)."""
 
-    __slots__ = ("body_delivered", "buffered", "chunked", "chunks", "conn", "direct_headers",
-                 "disconnected", "expect_continue", "head", "head_only", "http_version",
-                 "keep_alive", "request_complete", "response_complete", "response_started",
-                 "route", "scope", "started", "task", "waiter")
+    # The state every exchange starts in, as class attributes: a small request sets only
+    # what differs (no __slots__, which could not default them).
+    direct_headers: dict[bytes, bytes]
+    started = False
+    task: asyncio.Task[None] | None = None  # once it waits for something
+    buffered = 0
+    request_complete = False
+    body_delivered = False
+    disconnected = False
+    waiter: asyncio.Future[None] | None = None
+    response_started = False
+    response_complete = False
+    chunked = False
+    head = b""
 
     def __init__(self, conn: _Connection, scope: dict[str, Any] | None, keep_alive: bool,
                  expect_continue: bool, http_version: str, head_only: bool,
@@ -127,23 +131,11 @@ class _Exchange:
         self.conn = conn
         self.scope = scope
         self.route = route
-        self.direct_headers: dict[bytes, bytes] = {}
-        self.started = False
-        self.task: asyncio.Task[None] | None = None  # once it waits for something
         self.keep_alive = keep_alive
         self.http_version = http_version
         self.expect_continue = expect_continue
-        self.chunks: collections.deque[bytes] = collections.deque()
-        self.buffered = 0
-        self.request_complete = False
-        self.body_delivered = False
-        self.disconnected = False
-        self.waiter: asyncio.Future[None] | None = None
-        self.response_started = False
-        self.response_complete = False
-        self.chunked = False
         self.head_only = head_only
-        self.head = b""
+        self.chunks: collections.deque[bytes] = collections.deque()
 
     def wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
@@ -208,12 +200,13 @@ class _Exchange:
                     length: int | None = None) -> bytes:
         """Status line and headers; framing decided here (length, chunked or none).
         ``length``: add a ``content-length`` of that value."""
-        lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"")),
-                 self.conn.server.date.line()]
+        # Concatenation, not a list joined: a head has a handful of short lines.
+        head = (_STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status) \
+            + self.conn.server.date_line
         has_length = False
         if length is not None and status not in _NO_BODY_STATUSES:
             has_length = True
-            lines.append(b"content-length: %d\r\n" % length)
+            head += b"content-length: %d\r\n" % length
         for name, value in headers:
             lowered = name.lower()
             if lowered == b"content-length":
@@ -221,18 +214,17 @@ class _Exchange:
             elif lowered == b"connection" and value.lower() == b"close":
                 self.keep_alive = False
                 continue
-            lines.append(name + b": " + value + b"\r\n")
+            head += b"%s: %s\r\n" % (name, value)
         framed = has_length or self.head_only or status in _NO_BODY_STATUSES or status < 200
         if not framed:
             if self.keep_alive and self.http_version == "1.1":
                 self.chunked = True
-                lines.append(b"transfer-encoding: chunked\r\n")
+                head += b"transfer-encoding: chunked\r\n"
             else:
                 self.keep_alive = False  # the body ends where the connection does
         if not self.keep_alive:
-            lines.append(b"connection: close\r\n")
-        lines.append(b"\r\n")
-        return b"".join(lines)
+            head += b"connection: close\r\n"
+        return head + b"\r\n"
 
     def _finish(self) -> None:
         self.response_complete = True
@@ -390,9 +382,12 @@ class _Connection(asyncio.Protocol):
         keep_alive = parser.should_keep_alive()
         self.reading_head = False
         self.head_bytes = 0
-        self.read_started = self.loop.time()  # now the body's deadline
-        headers = header_map(self.headers)
-        expect = headers.get(b"expect", b"").lower() == b"100-continue"
+        self.read_started = self.idle_since  # now the body's deadline
+        pairs = self.headers  # names lowered already (on_header)
+        headers = dict(pairs)
+        if len(headers) != len(pairs):
+            headers = header_map(pairs)
+        expect = b"expect" in headers and headers[b"expect"].lower() == b"100-continue"
         if b"upgrade" in headers and b"upgrade" in headers.get(b"connection", b"").lower():
             length = headers.get(b"content-length", b"0")
             self.upgrade_body = int(length) if length.isdigit() else 0
@@ -430,7 +425,8 @@ class _Connection(asyncio.Protocol):
         exchange.buffered += len(body)
         if exchange.route is None and exchange.buffered > _BODY_HIGH_WATER:
             self.pause_reading()
-        exchange.wake()
+        if exchange.waiter is not None:
+            exchange.wake()
 
     def on_message_complete(self) -> None:
         if self.upgrade_body:  # the parser ends an Upgrade request at its head
@@ -443,7 +439,8 @@ class _Connection(asyncio.Protocol):
         if exchange is None:
             return
         exchange.request_complete = True
-        exchange.wake()
+        if exchange.waiter is not None:
+            exchange.wake()
 
     # ── running exchanges ───────────────────────────────────────────────────
     def _start(self) -> None:
@@ -464,9 +461,10 @@ class _Connection(asyncio.Protocol):
                                         and not exchange.request_complete):
                     return
                 exchange.started = True
-                exchange.task = self.server.spawn(
-                    self._run_direct(exchange) if exchange.route is not None
-                    else self._run(exchange))
+                if exchange.route is None:
+                    exchange.task = self.server.spawn(self._run(exchange))
+                else:
+                    self._answer_direct(exchange)
         finally:
             self.starting = False
 
@@ -479,19 +477,41 @@ class _Connection(asyncio.Protocol):
         exchange.fail()
         self._next(exchange)
 
-    async def _run_direct(self, exchange: _Exchange) -> None:
+    def _answer_direct(self, exchange: _Exchange) -> None:
+        """Answer a direct request now if the route can, else once its awaitable is done
+        (in a task when it waits); either way in a context of its own, as :meth:`spawn`."""
         assert exchange.route is not None and self.server.direct is not None
+        context = contextvars.copy_context()
         try:
-            status, headers, body = await self.server.direct.answer(
-                exchange.route, exchange.direct_headers, b"".join(exchange.chunks))
+            outcome = context.run(self.server.direct.answer, exchange.route,
+                                  exchange.direct_headers, b"".join(exchange.chunks))
+        except Exception:
+            self._direct_failed(exchange)
+            return
+        if isinstance(outcome, tuple):
+            self._reply_direct(exchange, outcome)
+        else:
+            exchange.task = self.server.spawn(self._await_direct(exchange, outcome), context)
+
+    async def _await_direct(self, exchange: _Exchange, outcome: Awaitable[Reply]) -> None:
+        try:
+            reply = await outcome
         except asyncio.CancelledError:
             return  # the client left, or the graceful stop ran out of time
         except Exception:
-            logger.exception("HTTP application failure")
-        else:
-            exchange.response_started = True
-            self.write(exchange.encode_head(status, headers, len(body)) + body)
-            exchange.response_complete = True
+            self._direct_failed(exchange)
+            return
+        self._reply_direct(exchange, reply)
+
+    def _reply_direct(self, exchange: _Exchange, reply: Reply) -> None:
+        status, headers, body = reply
+        exchange.response_started = exchange.response_complete = True
+        self.write(exchange.encode_head(status, headers, len(body)) + body)
+        self._next(exchange)
+
+    def _direct_failed(self, exchange: _Exchange) -> None:
+        """Called while handling the route's exception: logged, then a 500 (and close)."""
+        logger.exception("HTTP application failure")
         exchange.fail()
         self._next(exchange)
 
@@ -504,8 +524,10 @@ class _Connection(asyncio.Protocol):
         if not exchange.keep_alive or self.server.stopping:
             self.transport.close()
             return
-        self.resume_reading()
-        self._start()
+        if self.reading_paused:
+            self.resume_reading()
+        if self.queue:
+            self._start()
 
     def refuse(self, status: int, reason: bytes) -> None:
         """Answer ``status`` without reading further and close the connection (a request we
@@ -634,7 +656,8 @@ class HttpServer:
         self.max_header_bytes = max_header_bytes
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
-        self.date = _DateHeader()
+        self.date_line = _date_line()
+        """Refreshed by the deadline sweep, so a response's ``Date`` is at most a tick old."""
         self.connections: set[_Connection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.stopping = False
@@ -648,11 +671,13 @@ class HttpServer:
             raise RuntimeError("the HTTP server is not running")
         return self._loop
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
+    def spawn(self, coro: Coroutine[Any, Any, None], context: contextvars.Context | None = None
+              ) -> asyncio.Task[None] | None:
         """Run ``coro`` now up to its first suspension; only then does it become a task
         (returned, and tracked for the graceful stop). Either way it runs in a context of
-        its own."""
-        context = contextvars.copy_context()
+        its own: ``context``, else a copy of the current one."""
+        if context is None:
+            context = contextvars.copy_context()
         try:
             pending = context.run(coro.send, None)
         except StopIteration:
@@ -689,6 +714,7 @@ class HttpServer:
     async def _sweep_deadlines(self) -> None:
         while True:
             await asyncio.sleep(_SWEEP_S)
+            self.date_line = _date_line()
             now = self.loop.time()
             for conn in list(self.connections):
                 conn.check_read_deadline(now)

@@ -102,9 +102,10 @@ class Sessions:
             self._forget(token)
 
     def retry_after(self, dispatcher: Dispatcher) -> float | None:
-        """Token mode at ``max_sessions`` with every session in recent use: the seconds until
-        a newcomer may take the least recently used one's place; None when it is served."""
-        if self.policy != "token" or len(self._by_token) < self.max_sessions \
+        """Token mode (only asked then) at ``max_sessions`` with every session in recent use:
+        the seconds until a newcomer may take the least recently used one's place; None when
+        it is served."""
+        if len(self._by_token) < self.max_sessions \
                 or dispatcher.session.token in self._by_token or self._unused:
             return None
         oldest = next(iter(self._by_token.values())).session.last_used
