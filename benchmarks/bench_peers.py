@@ -28,6 +28,8 @@ The peers are heavy; they live in their own virtualenv (the ``peers`` extra)::
     python3 -m venv ../venv-peers && ../venv-peers/bin/pip install -e '.[peers]'
     OPENBLAS_NUM_THREADS=1 ../venv-peers/bin/python benchmarks/bench_peers.py
     ../venv-peers/bin/python benchmarks/bench_peers.py --sizes 2000 --queries 30   # smoke run
+    OPENBLAS_NUM_THREADS=1 ../venv-peers/bin/python benchmarks/bench_peers.py --sizes 10000 \
+        --engines rcpkit numpy+bm25s --cpu-time   # rcpkit against the floor, by CPU time
 
 The first run embeds ~50k texts with MiniLM (minutes) and caches the vectors.
 """
