@@ -163,7 +163,7 @@ class Dispatcher:
                    ) -> bytes | Awaitable[bytes | None] | None:
         """:meth:`handle_message` without a coroutine where none is needed: the encoded
         reply (or None) at once when no handler runs — built-ins, refusals, notifications —
-        else an awaitable of it, once the handler's task has started."""
+        else an awaitable of it (the handler's task is already scheduled)."""
         if isinstance(parsed, list):
             if path_method is not None:
                 return self._encode(messages.error_response(
