@@ -26,7 +26,7 @@ from functools import partial
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from rcpkit.engine.indexes.dense import DenseIndex
+from rcpkit.engine.indexes.dense import BUILD_BATCH, DenseIndex
 from rcpkit.engine.models.embedding import minilm
 
 DIMENSION = 384
@@ -180,6 +180,21 @@ def bench_build(kind: str, n: int, seed: int, thread_counts: list[int]) -> None:
                 print(f"speed-up with {threads} threads: {seconds[1] / seconds[threads]:.2f}x")
 
 
+def bench_usearch_alone(kind: str, n: int, seed: int, threads: int) -> None:
+    """usearch's own build rate with DenseIndex's graph settings and no self-check, no
+    queries: the ceiling the background build is measured against."""
+    corpus = make_corpus(kind, n, np.random.default_rng(seed))
+    probe = DenseIndex(DIMENSION)
+    graph = probe._new_graph()
+    began = time.perf_counter()
+    for start in range(0, n, BUILD_BATCH):
+        graph.add(np.arange(start, min(n, start + BUILD_BATCH)),
+                  corpus[start:start + BUILD_BATCH], threads=threads)
+    seconds = time.perf_counter() - began
+    print(f"usearch alone, {kind} n={n:,}, {threads} thread(s): {seconds:.1f} s "
+          f"({n / seconds:,.0f} rows/s)")
+
+
 def bench_embed(n_short: int, n_long: int) -> None:
     embedder = minilm()
     embedder.embed(["warm up"])
@@ -211,6 +226,8 @@ def main() -> None:
     parser.add_argument("--skip-writes", action="store_true")
     parser.add_argument("--build", type=int, nargs="*", default=[], metavar="N",
                         help="also time graph builds of N vectors (see --build-threads)")
+    parser.add_argument("--usearch-alone", action="store_true",
+                        help="with --build, also time usearch's own build (the ceiling)")
     parser.add_argument("--build-threads", type=int, nargs="+", default=[1, 2],
                         help="build-thread counts to time, side by side")
     parser.add_argument("--embed-short", type=int, default=1000)
@@ -223,6 +240,9 @@ def main() -> None:
                 bench_writes(kind, n, args.seed)
         for n in args.build:
             bench_build(kind, n, args.seed, args.build_threads)
+            if args.usearch_alone:
+                for threads in args.build_threads:
+                    bench_usearch_alone(kind, n, args.seed, threads)
     if not args.skip_embed:
         bench_embed(args.embed_short, args.embed_long)
 
