@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from rcpkit.binding.convert import reply, wire_hit
 from rcpkit.binding.errors import answering
 from rcpkit.engine.core import Engine
-from rcpkit.engine.memory import MEMORY_SCOPES, KnowledgeMemory, Recall
 from rcpkit.engine.search.stages import record_hit
 from rcpkit.protocol.errors import InvalidParams
 from rcpkit.protocol.types import MemoryBuildParams, MemoryRecallParams
@@ -29,6 +28,7 @@ from rcpkit.server import Context, Server
 if TYPE_CHECKING:
     from rcpkit.engine.graph import ConceptGraph
     from rcpkit.engine.graph.view import GraphView
+    from rcpkit.engine.memory import KnowledgeMemory, Recall
 
 __all__ = ["register"]
 
@@ -37,7 +37,10 @@ _DEFAULT_CLUES = 5
 
 
 def register(server: Server, engine: Engine, graph: ConceptGraph) -> None:
-    """Serve §7.17 on ``server``; the memory file stays open for the engine's lifetime."""
+    """Serve §7.17 on ``server``; the memory file stays open for the engine's lifetime.
+    Called only once the ``graph`` extra imported (the memory is built on the concept
+    graph), so its engine module is imported here, not with this one."""
+    from rcpkit.engine.memory import MEMORY_SCOPES, KnowledgeMemory
 
     def live_view() -> tuple[GraphView, str]:
         seq = engine.snapshot()

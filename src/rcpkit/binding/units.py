@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rcpkit.engine.core import Engine
-from rcpkit.engine.tree import SummaryTree
 from rcpkit.protocol.content import plain_text
 from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
 from rcpkit.protocol.types import RetrieveParams
@@ -26,6 +25,7 @@ from rcpkit.server import Context, Server
 
 if TYPE_CHECKING:
     from rcpkit.engine.graph import ConceptGraph
+    from rcpkit.engine.tree import SummaryTree
 
 __all__ = ["HIERARCHICAL_UNITS", "UnitRetriever", "register"]
 
@@ -35,7 +35,11 @@ _NODE_LEAVES = 8
 
 
 def register(server: Server, engine: Engine, graph: ConceptGraph) -> UnitRetriever:
-    """Advertise the hierarchical units in ``retrieve`` and return what serves them."""
+    """Advertise the hierarchical units in ``retrieve`` and return what serves them (only
+    once the ``graph`` extra imported: the tree clusters with scipy, so it is imported
+    here, not with this module)."""
+    from rcpkit.engine.tree import SummaryTree
+
     tree = SummaryTree(engine.config.data_dir, engine.store, levels=graph.levels)
     retrieve = dict(server.capabilities["retrieve"])
     retrieve["units"] = [*retrieve.get("units", ["chunk"]), *HIERARCHICAL_UNITS]
