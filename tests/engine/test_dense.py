@@ -597,3 +597,153 @@ def test_an_int8_graph_finds_the_exact_top_10_after_rescoring(tmp_path: Path) ->
     assert loaded.search(queries[0], 10)[0].tolist() == index.search(queries[0], 10)[0].tolist()
     index.close()
     loaded.close()
+
+
+def saved_graph(directory: Path) -> tuple[dict[str, object], int]:
+    """The saved manifest and the size of its graph file."""
+    meta = json.loads((directory / "dense.json").read_text())
+    return meta, (directory / meta["files"]["graph"]).stat().st_size
+
+
+def record_of(rowids: np.ndarray, vectors: np.ndarray) -> dict[int, np.ndarray]:
+    """A record holding the vectors the index was given."""
+    return dict(zip(rowids.tolist(), vectors, strict=True))
+
+
+def reader(record: dict[int, np.ndarray]) -> dense.StoredVectors:
+    def stored(rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        kept = np.array([r for r in rowids.tolist() if r in record], dtype=np.int64)
+        return kept, np.stack([record[r] for r in kept.tolist()])
+    return stored
+
+
+@pytest.fixture(params=["f16", "i8"])
+def wide_graph(request: pytest.FixtureRequest) -> Iterator[tuple[DenseIndex, np.ndarray]]:
+    """1500 rows of 64 dimensions past a 500-row threshold, two of them removed since the
+    graph was built (the graph still holds them)."""
+    vectors = clustered_vectors(1500, seed=7)
+    index = DenseIndex(64, exact_threshold=500, graph_dtype=request.param)
+    index.add(np.arange(1500), vectors)
+    assert index.wait_for_graph(60) and index.uses_graph
+    index.remove(np.array([3, 4]))
+    yield index, vectors
+    index.close()
+
+
+@pytest.mark.parametrize("save_vectors", [False, True])
+def test_a_saved_graph_leaves_out_the_vectors_the_index_holds(
+    tmp_path: Path, wide_graph: tuple[DenseIndex, np.ndarray], save_vectors: bool
+) -> None:
+    """Only the removed rows' codes are kept: every other slot's bytes are rebuilt from the
+    index's own vectors (usearch's f16 and i8 conversions reproduced exactly), and the graph
+    loaded back is the one saved, byte for byte."""
+    index, vectors = wide_graph
+    graph = index._view.graph
+    assert graph is not None
+    bytes_per_vector = 128 if index.graph_dtype == "f16" else 64
+    index.save(tmp_path, vectors=save_vectors)
+    meta, size = saved_graph(tmp_path)
+    lean = meta["graph_vectors"]
+    assert isinstance(lean, dict)
+    assert lean["rows"] == 1500 and lean["kept"] == 2
+    assert lean["bytes_per_vector"] == bytes_per_vector
+    assert size <= graph.index.serialized_length - 1498 * bytes_per_vector + 2 * 4
+    record = record_of(np.arange(1500), vectors)
+    loaded = DenseIndex.load(tmp_path, vectors=None if save_vectors else reader(record),
+                             graph_dtype=index.graph_dtype)
+    assert loaded.uses_graph and loaded.graph_tail == 0
+    loaded_graph = loaded._view.graph
+    assert loaded_graph is not None
+    assert loaded_graph.index.save() == graph.index.save()
+    for query in unit_vectors(10, seed=31, dim=64):
+        found, scores = loaded.search(query, 10)
+        expected, expected_scores = index.search(query, 10)
+        assert found.tolist() == expected.tolist()
+        np.testing.assert_array_equal(scores, expected_scores)
+    loaded.close()
+
+
+def test_codes_that_do_not_match_are_kept_verbatim(
+    tmp_path: Path, wide_graph: tuple[DenseIndex, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slot whose rebuilt codes differ from usearch's (here: every tenth row's, forced) is
+    kept in the file as usearch wrote it, so the loaded graph is still the saved one."""
+    index, vectors = wide_graph
+    graph = index._view.graph
+    assert graph is not None
+    codes = dense._graph_codes
+
+    def tenth_row_differs(rows: np.ndarray, dtype: str) -> np.ndarray:
+        changed = codes(rows, dtype).copy()
+        changed[::10, 0] ^= 1
+        return changed
+
+    monkeypatch.setattr(dense, "_graph_codes", tenth_row_differs)
+    index.save(tmp_path, vectors=False)
+    monkeypatch.setattr(dense, "_graph_codes", codes)
+    lean = saved_graph(tmp_path)[0]["graph_vectors"]
+    assert isinstance(lean, dict) and 150 <= lean["kept"] <= 155
+    loaded = DenseIndex.load(tmp_path, vectors=reader(record_of(np.arange(1500), vectors)),
+                             graph_dtype=index.graph_dtype)
+    loaded_graph = loaded._view.graph
+    assert loaded_graph is not None and loaded_graph.index.save() == graph.index.save()
+    loaded.close()
+
+
+@pytest.mark.parametrize("unrecognised", ["codes", "layout"])
+def test_a_graph_this_code_cannot_rebuild_is_saved_whole(
+    tmp_path: Path, wide_graph: tuple[DenseIndex, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+    unrecognised: str,
+) -> None:
+    """Another conversion or file layout (a future usearch) costs disk, never answers: the
+    graph file is written exactly as usearch saves it, and loads as before."""
+    index, vectors = wide_graph
+    graph = index._view.graph
+    assert graph is not None
+    if unrecognised == "codes":
+        monkeypatch.setattr(dense, "_graph_codes",
+                            lambda rows, dtype: np.zeros((len(rows), 1), dtype=np.uint8))
+    else:
+        monkeypatch.setattr(dense, "_graph_layout", lambda serialised: None)
+    index.save(tmp_path, vectors=False)
+    meta, size = saved_graph(tmp_path)
+    assert meta["format"] == 2 and "graph_vectors" not in meta
+    assert size == graph.index.serialized_length
+    loaded = DenseIndex.load(tmp_path, vectors=reader(record_of(np.arange(1500), vectors)),
+                             graph_dtype=index.graph_dtype)
+    assert loaded.uses_graph and loaded.graph_tail == 0
+    for query in unit_vectors(5, seed=32, dim=64):
+        assert loaded.search(query, 10)[0].tolist() == index.search(query, 10)[0].tolist()
+    loaded.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "changed"])
+def test_a_graph_whose_rows_the_record_cannot_give_back_is_rebuilt(
+    tmp_path: Path, wide_graph: tuple[DenseIndex, np.ndarray], held_builds: threading.Event,
+    caplog: pytest.LogCaptureFixture, damage: str,
+) -> None:
+    """A row collected since the save, or one the record returns with other values, leaves
+    the graph's vectors unrebuildable: the graph is dropped and built again in the
+    background, exact search answering meanwhile, never a wrong graph."""
+    index, vectors = wide_graph
+    index.save(tmp_path, vectors=False)
+    record = record_of(np.arange(1500), vectors)
+    if damage == "missing":
+        del record[11]
+        index.remove(np.array([11]))
+    else:
+        record[11] = record[12]
+    loaded = DenseIndex.load(tmp_path, vectors=reader(record), graph_dtype=index.graph_dtype)
+    assert "it is rebuilt" in caplog.text
+    assert not loaded.uses_graph
+    rowids = np.array(sorted(record))
+    matrix = np.stack([record[r] for r in rowids.tolist()])
+    queries = matrix[100:1500:140]
+    for query in queries:
+        assert loaded.search(query, 10)[0].tolist() == brute_force(rowids, matrix, query, 10)
+    held_builds.set()
+    assert loaded.wait_for_graph(60) and loaded.uses_graph and loaded.graph_tail == 0
+    recalls = [recall(loaded.search(query, 10)[0].tolist(),
+                      brute_force(rowids, matrix, query, 10)) for query in queries]
+    assert np.mean(recalls) >= 0.95
+    loaded.close()

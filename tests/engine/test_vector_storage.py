@@ -54,3 +54,34 @@ def test_changing_the_graph_dtype_rebuilds_the_dense_index(
         assert answers(engine) == before  # seeded: exact search, whatever the graph
     (meta,) = (tmp_path / "indexes").glob("state-*/dense/dense.json")
     assert json.loads(meta.read_text())["graph_dtype"] == "i8"
+
+
+@pytest.mark.parametrize("graph_dtype", ["f16", "i8"])
+def test_a_saved_graph_takes_its_vectors_from_the_record(tmp_path: Path,
+                                                         graph_dtype: str) -> None:
+    """Past the exact threshold the saved graph file holds no vectors: a reopened engine
+    rebuilds them from the record's float16 vectors, to the byte, and serves the graph it
+    saved at once (graph search: no seed)."""
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2,
+                          dense_graph_dtype=graph_dtype)
+    with Engine.open(config) as engine:
+        engine.add([DocumentIn(id=f"d{i}", text=text) for i, text in enumerate(TEXTS)])
+        engine.delete(["d2"])
+        assert engine.wait_for_indexes(60) and engine.indexes is not None
+        graph = engine.indexes.dense.whole._view.graph
+        assert graph is not None
+        saved, rows = graph.index.save(), len(graph.rowids)
+        before = [[(hit.doc_id, hit.score) for hit in engine.search(
+            SearchRequest(query=query, k=4, mode="dense")).hits] for query in QUERIES]
+    (meta_path,) = (tmp_path / "indexes").glob("state-*/dense/dense.json")
+    meta = json.loads(meta_path.read_text())
+    assert meta["graph_vectors"]["kept"] == 0
+    graph_file = meta_path.parent / meta["files"]["graph"]
+    assert graph_file.stat().st_size == len(saved) - rows * meta["graph_vectors"][
+        "bytes_per_vector"]
+    with Engine.open(config) as engine:
+        assert engine.indexes is not None
+        reopened = engine.indexes.dense.whole._view.graph
+        assert reopened is not None and reopened.index.save() == saved
+        assert [[(hit.doc_id, hit.score) for hit in engine.search(
+            SearchRequest(query=query, k=4, mode="dense")).hits] for query in QUERIES] == before

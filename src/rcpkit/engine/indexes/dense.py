@@ -12,7 +12,9 @@ added after a build (the *tail*) are searched exactly and merged with the graph'
 once the tail (plus removed rows the graph still holds) outgrows ``max(TAIL_MIN_ROWS,
 TAIL_FRACTION × rows)`` the thread extends a copy of the graph and publishes it. Published
 graphs are never mutated, so searches and :meth:`DenseIndex.save` need no lock on them, and a
-saved graph is reloaded on start instead of rebuilt.
+saved graph is reloaded on start instead of rebuilt. The saved graph file holds the links
+only: usearch's copy of each vector (f16 or i8 codes) is recomputed from the index's own
+vectors on load, which the record holds anyway (:meth:`DenseIndex._write_graph`).
 
 **Determinism (§7.7.1).** Graph results depend on which graph is published, and that changes
 whenever a background build finishes, so ``exact=True`` bypasses the graph: results are then a
@@ -52,7 +54,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rcpkit.engine.errors import IndexUnavailable
-from rcpkit.engine.indexes.persist import compact_ints, file_checksum, verify_file
+from rcpkit.engine.indexes.persist import bytes_checksum, compact_ints, file_checksum, verify_file
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -95,7 +97,16 @@ reachable node is its own nearest neighbour, and a cheap search finds it; a fals
 only costs a re-insertion."""
 REPAIR_ROUNDS = 3
 _FORMAT = 2
+_LEAN_FORMAT = 3
+"""A save whose graph file leaves out the vectors (:meth:`DenseIndex._write_graph`): older
+readers refuse it (the engine then rebuilds) instead of handing usearch a file it cannot read."""
 _META = "dense.json"
+_MATRIX_HEAD = 8
+_DENSE_HEAD = 64
+_GRAPH_HEAD = 40
+_FREE_KEY = np.iinfo(np.uint64).max
+_CODE_ROWS = 4_096
+"""Rows converted to graph codes at a time when a save or load compares or rebuilds them."""
 _QUERY_CHUNK = 256
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
@@ -494,7 +505,7 @@ class DenseIndex:
     # -- persistence ----------------------------------------------------------------------
 
     def save(self, directory: Path, *, vectors: bool = True) -> None:
-        """Write the index under ``directory`` atomically (``.npy`` arrays, usearch graph file);
+        """Write the index under ``directory`` atomically (``.npy`` arrays, the graph's links);
         ``vectors=False`` leaves the vectors out (they are in the record: :meth:`load` then
         reads them from it).
 
@@ -512,14 +523,14 @@ class DenseIndex:
                 names["vectors"] = f"vectors.{generation}.npy"
                 _write_npy(directory / names["vectors"], view.snapshot.vectors)
             _write_npy(directory / names["rowids"], compact_ints(view.snapshot.rowids))
+            lean: dict[str, object] | None = None
             if view.graph is not None:
                 names["graph"] = f"graph.{generation}.usearch"
                 names["graph_rowids"] = f"graph_rowids.{generation}.npy"
-                view.graph.index.save(str(directory / names["graph"]))
-                _fsync(directory / names["graph"])
+                lean = self._write_graph(directory / names["graph"], view.graph, view.snapshot)
                 _write_npy(directory / names["graph_rowids"], compact_ints(view.graph.rowids))
             meta = {
-                "format": _FORMAT,
+                "format": _FORMAT if lean is None else _LEAN_FORMAT,
                 "dimension": self.dimension,
                 "metric": self.metric,
                 "exact_threshold": self.exact_threshold,
@@ -530,6 +541,8 @@ class DenseIndex:
                 "files": names,
                 "checksums": {key: file_checksum(directory / name) for key, name in names.items()},
             }
+            if lean is not None:
+                meta["graph_vectors"] = lean
             _atomic_write_text(directory / _META, json.dumps(meta, indent=1))
             _remove_stale(directory, keep=set(names.values()))
 
@@ -547,7 +560,7 @@ class DenseIndex:
         if not meta_path.is_file():
             raise IndexUnavailable(f"no dense index saved in {directory}")
         meta = json.loads(meta_path.read_text())
-        if meta.get("format") != _FORMAT:
+        if meta.get("format") not in (_FORMAT, _LEAN_FORMAT):
             raise ValueError(f"unsupported dense index format {meta.get('format')!r}")
         if meta.get("graph_dtype", "f16") != graph_dtype:
             raise ValueError(f"the saved dense graph is {meta.get('graph_dtype', 'f16')}, "
@@ -587,10 +600,11 @@ class DenseIndex:
         snapshot = _Snapshot(index._buffer, rowids)
         graph = None
         if "graph" in files:
-            graph_index = index._new_graph()
-            graph_index.load(str(directory / files["graph"]))
+            graph_index = index._read_graph(directory / files["graph"],
+                                            meta.get("graph_vectors"), snapshot)
             graph_rowids = np.load(directory / files["graph_rowids"], allow_pickle=False)
-            graph = _Graph(graph_index, graph_rowids.astype(np.int64))
+            if graph_index is not None:
+                graph = _Graph(graph_index, graph_rowids.astype(np.int64))
         with index._write_lock:
             index._view = _view_of(snapshot, graph)
             index._schedule_build()
@@ -653,6 +667,84 @@ class DenseIndex:
             expansion_add=self.expansion_add,
             expansion_search=self.expansion_search,
         )
+
+    def _write_graph(self, path: Path, graph: _Graph, snapshot: _Snapshot
+                     ) -> dict[str, object] | None:
+        """Write ``graph`` to ``path``, leaving out the vectors ``snapshot`` can rebuild.
+
+        usearch keeps its own copy of every vector (as f16 or i8 codes), duplicating the
+        rows the record and ``snapshot`` hold. Each slot's codes are recomputed from
+        ``snapshot`` and compared byte for byte with usearch's; slots that match are left
+        out, the others (removed rows, or a conversion this code does not reproduce) are
+        kept verbatim. Returns what :meth:`_read_graph` needs, or None when the whole file
+        was written as usearch saved it (its layout not recognised, or too few matches)."""
+        saved = graph.index.save()
+        if saved is None:
+            raise RuntimeError("usearch saved the graph to no buffer")
+        serialised = np.frombuffer(saved, dtype=np.uint8)
+        layout = _graph_layout(serialised)
+        if layout is None:
+            _write_pieces(path, [serialised])
+            return None
+        block, index_part, keys = layout
+        positions, present = snapshot.positions(keys.astype(np.int64))
+        present &= keys != _FREE_KEY
+        matches = present.copy()
+        for start in range(0, len(keys), _CODE_ROWS):
+            slots = np.flatnonzero(present[start:start + _CODE_ROWS]) + start
+            codes = _graph_codes(snapshot.vectors[positions[slots]], self.graph_dtype)
+            matches[slots] = (codes == block[slots]).all(axis=1)
+        kept = np.flatnonzero(~matches)
+        if 2 * len(kept) > len(keys):
+            _write_pieces(path, [serialised])
+            return None
+        _write_pieces(path, [serialised[:_MATRIX_HEAD], kept.astype("<u4"), block[kept],
+                             index_part])
+        return {"rows": len(keys), "bytes_per_vector": block.shape[1], "kept": len(kept),
+                "checksum": bytes_checksum(block)}
+
+    def _read_graph(self, path: Path, lean: dict[str, int | str] | None, snapshot: _Snapshot
+                    ) -> Index | None:
+        """The graph :meth:`_write_graph` wrote, its left-out vectors rebuilt from
+        ``snapshot``; None (the caller builds a new graph) when ``snapshot`` lacks a row
+        the graph needs or the rebuilt vectors are not the saved ones."""
+        graph = self._new_graph()
+        if lean is None:
+            graph.load(str(path))
+            return graph
+        data = np.fromfile(path, dtype=np.uint8)
+        rows, width = int(lean["rows"]), int(lean["bytes_per_vector"])
+        kept_rows = int(lean["kept"])
+        kept_end = _MATRIX_HEAD + kept_rows * 4
+        block_end = _MATRIX_HEAD + rows * width
+        index_part = data[kept_end + kept_rows * width:]
+        serialised = np.empty(block_end + len(index_part), dtype=np.uint8)
+        serialised[:_MATRIX_HEAD] = data[:_MATRIX_HEAD]
+        serialised[block_end:] = index_part
+        layout = _graph_layout(serialised)
+        if layout is None or layout[0].shape != (rows, width):
+            raise ValueError("the saved dense graph does not have the layout it was saved with")
+        block, _, keys = layout
+        kept = data[_MATRIX_HEAD:kept_end].view("<u4").astype(np.int64)
+        rebuilt = np.ones(rows, dtype=bool)
+        rebuilt[kept] = False
+        slots = np.flatnonzero(rebuilt)
+        positions, present = snapshot.positions(keys[slots].astype(np.int64))
+        if not present.all():
+            logger.warning("the record lacks %d rows of the saved dense graph; it is rebuilt",
+                           int((~present).sum()))
+            return None
+        for start in range(0, len(slots), _CODE_ROWS):
+            chunk = slice(start, start + _CODE_ROWS)
+            block[slots[chunk]] = _graph_codes(snapshot.vectors[positions[chunk]],
+                                               self.graph_dtype)
+        block[kept] = data[kept_end:kept_end + kept_rows * width].reshape(kept_rows, width)
+        if bytes_checksum(block, str(lean["checksum"]).partition(":")[0]) != lean["checksum"]:
+            logger.warning("the dense graph's vectors rebuilt from the record differ from the "
+                           "saved ones; it is rebuilt")
+            return None
+        graph.load(serialised.data)
+        return graph
 
     def _exact(
         self, snapshot: _Snapshot, queries: np.ndarray, k: int, allowed: np.ndarray | None
@@ -728,8 +820,63 @@ def _tail_scores(vectors: np.ndarray, tail: np.ndarray, query: np.ndarray) -> np
     return scores
 
 
-def _fsync(path: Path) -> None:
-    with path.open("rb") as stream:
+def _graph_layout(serialised: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Parse a usearch 2 dense index serialisation (``Index.save()`` to a buffer): the
+    ``(rows, bytes per vector)`` matrix of every slot's vector, the index after it (a 64-byte
+    head, then the graph: a 40-byte header of five u64 — size, connectivity, base
+    connectivity, max level, entry slot — one i16 level per node, then the nodes, each a u64
+    key, its i16 level and, per level, a u32 count plus a u32 slot per possible neighbour),
+    and the key of each slot (``_FREE_KEY`` for a removed one). None when the bytes do not
+    add up to that layout, e.g. another usearch version's."""
+    if len(serialised) < _MATRIX_HEAD:
+        return None
+    rows, width = (int(n) for n in serialised[:_MATRIX_HEAD].view("<u4"))
+    index_start = _MATRIX_HEAD + rows * width
+    header_end = index_start + _DENSE_HEAD + _GRAPH_HEAD
+    if len(serialised) < header_end + 2 * rows or not rows:
+        return None
+    size, connectivity, base, max_level, _ = (
+        int(n) for n in serialised[header_end - _GRAPH_HEAD:header_end].view("<u8"))
+    levels = serialised[header_end:header_end + 2 * rows].view("<i2").astype(np.int64)
+    if size != rows or levels.min() < 0 or levels.max() > max_level:
+        return None
+    node_bytes = 8 + 2 + 4 + 4 * base + levels * (4 + 4 * connectivity)
+    starts = header_end + 2 * rows + np.concatenate([[0], np.cumsum(node_bytes)[:-1]])
+    if starts[-1] + node_bytes[-1] != len(serialised):
+        return None
+    heads = serialised[starts[:, None] + np.arange(10)]
+    if not np.array_equal(heads[:, 8:].copy().view("<i2").ravel(), levels):
+        return None
+    keys = heads[:, :8].copy().view("<u8").ravel()
+    block = serialised[_MATRIX_HEAD:index_start].reshape(rows, width)
+    return block, serialised[index_start:], keys
+
+
+def _graph_codes(vectors: np.ndarray, dtype: str) -> np.ndarray:
+    """The bytes usearch 2 stores for float32 ``vectors`` in a graph of ``dtype``: f16 by
+    IEEE round-to-nearest; i8 as ``trunc(x * 127 / |x|)`` in double precision, the squares
+    summed one dimension after another as usearch does, zero vectors as zeros."""
+    codes: np.ndarray
+    if dtype == "f16":
+        codes = vectors.astype(np.float16).view(np.uint8)
+        return codes
+    wide = vectors.astype(np.float64)
+    squares = np.zeros(len(wide))
+    for column in wide.T:
+        squares += column * column
+    magnitude = np.sqrt(squares)[:, None]
+    scaled = np.divide(wide * 127.0, magnitude, out=np.zeros_like(wide), where=magnitude > 0)
+    codes = np.trunc(np.clip(scaled, -127.0, 127.0)).astype(np.int8).view(np.uint8)
+    return codes
+
+
+def _write_pieces(path: Path, pieces: Iterable[np.ndarray]) -> None:
+    """Write the arrays' bytes one after another to ``path`` and flush it to disk."""
+    with path.open("wb") as stream:
+        for piece in pieces:
+            stream.write(np.ascontiguousarray(piece).data)
+        stream.flush()
         os.fsync(stream.fileno())
 
 

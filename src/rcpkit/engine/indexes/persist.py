@@ -14,14 +14,14 @@ import json
 import os
 import uuid
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DamagedFile", "commit_manifest", "compact_ints", "file_checksum", "save_arrays",
-           "verify_file"]
+__all__ = ["DamagedFile", "bytes_checksum", "commit_manifest", "compact_ints", "file_checksum",
+           "save_arrays", "verify_file"]
 
 xxhash: Any
 try:
@@ -38,20 +38,30 @@ class DamagedFile(ValueError):
 
 def file_checksum(path: Path, algorithm: str | None = None) -> str:
     """``"<algorithm>:<hex digest>"`` of the file's bytes, read in 4 MiB pieces."""
+    with open(path, "rb") as handle:
+        return _checksum(iter(lambda: handle.read(_CHUNK), b""), algorithm, path.name)
+
+
+def bytes_checksum(data: Any, algorithm: str | None = None) -> str:
+    """:func:`file_checksum` of bytes in memory (anything ``memoryview`` takes, contiguous)."""
+    view = memoryview(data).cast("B")
+    pieces = (view[start:start + _CHUNK] for start in range(0, len(view), _CHUNK))
+    return _checksum(pieces, algorithm, "data")
+
+
+def _checksum(pieces: Iterable[Any], algorithm: str | None, name: str) -> str:
     algorithm = algorithm or ("xxh3_64" if xxhash is not None else "crc32")
     if algorithm == "xxh3_64" and xxhash is not None:
         digest = xxhash.xxh3_64()
-        with open(path, "rb") as handle:
-            while piece := handle.read(_CHUNK):
-                digest.update(piece)
+        for piece in pieces:
+            digest.update(piece)
         return f"xxh3_64:{digest.hexdigest()}"
     if algorithm == "crc32":
         crc = 0
-        with open(path, "rb") as handle:
-            while piece := handle.read(_CHUNK):
-                crc = zlib.crc32(piece, crc)
+        for piece in pieces:
+            crc = zlib.crc32(piece, crc)
         return f"crc32:{crc:08x}"
-    raise DamagedFile(f"{path.name}: checksum algorithm {algorithm!r} is not available")
+    raise DamagedFile(f"{name}: checksum algorithm {algorithm!r} is not available")
 
 
 def verify_file(path: Path, expected: Any) -> None:
