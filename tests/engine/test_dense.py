@@ -280,8 +280,10 @@ def test_save_and_load_round_trip(
     assert set(meta["files"]) == {"vectors", "rowids", "graph", "graph_rowids"}
     assert len(list(tmp_path.iterdir())) == 5
     loaded = DenseIndex.load(tmp_path)
-    # The saved graph serves at once: nothing is rebuilt on load.
+    # The saved graph is restored (its vectors rebuilt in the background), not rebuilt.
+    assert loaded.wait_for_graph(60)
     assert loaded.count == index.count and loaded.uses_graph and loaded.graph_tail == 0
+    assert saved_bytes(loaded) == saved_bytes(index)
     for query in unit_vectors(5, seed=13):
         assert loaded.search(query, 10)[0].tolist() == index.search(query, 10)[0].tolist()
     loaded.add(np.array([5000]), unit_vectors(1, seed=99))
@@ -456,6 +458,7 @@ def test_save_keeps_the_tail_and_load_catches_up_in_the_background(
     index.add(np.arange(4000, 4030), fresh)
     index.save(tmp_path)
     loaded = DenseIndex.load(tmp_path)
+    assert loaded.wait_for_graph(60)
     assert loaded.uses_graph and loaded.graph_tail == 30
     assert loaded.search(fresh[4], 1)[0].tolist() == [4004]
     loaded.close()
@@ -593,10 +596,18 @@ def test_an_int8_graph_finds_the_exact_top_10_after_rescoring(tmp_path: Path) ->
     with pytest.raises(ValueError, match="graph is i8, not f16"):
         DenseIndex.load(tmp_path)
     loaded = DenseIndex.load(tmp_path, graph_dtype="i8")
+    assert loaded.wait_for_graph(60)
     assert loaded.uses_graph and loaded.graph_tail == 0
     assert loaded.search(queries[0], 10)[0].tolist() == index.search(queries[0], 10)[0].tolist()
     index.close()
     loaded.close()
+
+
+def saved_bytes(index: DenseIndex) -> bytes | None:
+    """The published graph as usearch serialises it."""
+    graph = index._view.graph
+    assert graph is not None
+    return graph.index.save()
 
 
 def saved_graph(directory: Path) -> tuple[dict[str, object], int]:
@@ -651,10 +662,9 @@ def test_a_saved_graph_leaves_out_the_vectors_the_index_holds(
     record = record_of(np.arange(1500), vectors)
     loaded = DenseIndex.load(tmp_path, vectors=None if save_vectors else reader(record),
                              graph_dtype=index.graph_dtype)
+    assert loaded.wait_for_graph(60)
     assert loaded.uses_graph and loaded.graph_tail == 0
-    loaded_graph = loaded._view.graph
-    assert loaded_graph is not None
-    assert loaded_graph.index.save() == graph.index.save()
+    assert saved_bytes(loaded) == graph.index.save()
     for query in unit_vectors(10, seed=31, dim=64):
         found, scores = loaded.search(query, 10)
         expected, expected_scores = index.search(query, 10)
@@ -685,8 +695,7 @@ def test_codes_that_do_not_match_are_kept_verbatim(
     assert isinstance(lean, dict) and 150 <= lean["kept"] <= 155
     loaded = DenseIndex.load(tmp_path, vectors=reader(record_of(np.arange(1500), vectors)),
                              graph_dtype=index.graph_dtype)
-    loaded_graph = loaded._view.graph
-    assert loaded_graph is not None and loaded_graph.index.save() == graph.index.save()
+    assert loaded.wait_for_graph(60) and saved_bytes(loaded) == graph.index.save()
     loaded.close()
 
 
@@ -711,7 +720,7 @@ def test_a_graph_this_code_cannot_rebuild_is_saved_whole(
     assert size == graph.index.serialized_length
     loaded = DenseIndex.load(tmp_path, vectors=reader(record_of(np.arange(1500), vectors)),
                              graph_dtype=index.graph_dtype)
-    assert loaded.uses_graph and loaded.graph_tail == 0
+    assert loaded.uses_graph and loaded.graph_tail == 0  # a whole file is loaded at once
     for query in unit_vectors(5, seed=32, dim=64):
         assert loaded.search(query, 10)[0].tolist() == index.search(query, 10)[0].tolist()
     loaded.close()
@@ -734,7 +743,7 @@ def test_a_graph_whose_rows_the_record_cannot_give_back_is_rebuilt(
     else:
         record[11] = record[12]
     loaded = DenseIndex.load(tmp_path, vectors=reader(record), graph_dtype=index.graph_dtype)
-    assert "it is rebuilt" in caplog.text
+    assert loaded._restored.wait(60) and "it is rebuilt" in caplog.text
     assert not loaded.uses_graph
     rowids = np.array(sorted(record))
     matrix = np.stack([record[r] for r in rowids.tolist()])
@@ -747,3 +756,42 @@ def test_a_graph_whose_rows_the_record_cannot_give_back_is_rebuilt(
                       brute_force(rowids, matrix, query, 10)) for query in queries]
     assert np.mean(recalls) >= 0.95
     loaded.close()
+
+
+def test_a_load_serves_exact_search_while_the_graph_is_restored(
+    tmp_path: Path, wide_graph: tuple[DenseIndex, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rebuilding the left-out vectors does not hold up the open: exact search answers until
+    the saved graph is published; a save waits for it (it would otherwise drop the graph)
+    and so does a close, so that the save at close keeps it."""
+    index, vectors = wide_graph
+    index.save(tmp_path, vectors=False)
+    release = threading.Event()
+    restored = DenseIndex._restored_graph
+
+    def held(self: DenseIndex, *args: object) -> object:
+        assert release.wait(60)
+        return restored(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DenseIndex, "_restored_graph", held)
+    record = record_of(np.arange(1500), vectors)
+    loaded = DenseIndex.load(tmp_path, vectors=reader(record), graph_dtype=index.graph_dtype)
+    assert not loaded.uses_graph
+    rowids = np.array([r for r in range(1500) if r not in (3, 4)])
+    query = vectors[700]
+    assert loaded.search(query, 10)[0].tolist() == brute_force(rowids, vectors[rowids], query,
+                                                                10)
+    again = tmp_path / "again"
+    saver = threading.Thread(target=loaded.save, args=(again,), kwargs={"vectors": False})
+    saver.start()
+    saver.join(0.2)
+    assert saver.is_alive()  # waiting for the restore
+    closer = threading.Thread(target=loaded.close)
+    closer.start()
+    release.set()
+    saver.join(60)
+    closer.join(60)
+    assert not saver.is_alive() and not closer.is_alive()
+    assert loaded.uses_graph and saved_bytes(loaded) == saved_bytes(index)
+    meta, _ = saved_graph(again)
+    assert meta["format"] == 3 and "graph" in meta["files"]  # type: ignore[operator]

@@ -80,7 +80,7 @@ def test_a_saved_graph_takes_its_vectors_from_the_record(tmp_path: Path,
     assert graph_file.stat().st_size == len(saved) - rows * meta["graph_vectors"][
         "bytes_per_vector"]
     with Engine.open(config) as engine:
-        assert engine.indexes is not None
+        assert engine.wait_for_indexes(60) and engine.indexes is not None
         reopened = engine.indexes.dense.whole._view.graph
         assert reopened is not None and reopened.index.save() == saved
         assert [[(hit.doc_id, hit.score) for hit in engine.search(

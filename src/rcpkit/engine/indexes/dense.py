@@ -36,6 +36,7 @@ loads); :func:`_load_usearch` is the only place rcpkit imports it and enforces t
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import logging
@@ -259,6 +260,9 @@ class DenseIndex:
         self._save_lock = threading.Lock()
         self._builder: threading.Thread | None = None
         self._closing = threading.Event()
+        self._restored = threading.Event()
+        """Clear while a loaded graph is being restored in the background (saves wait)."""
+        self._restored.set()
         self._plan = _BuildPlan(0, 0, 0)
 
     @property
@@ -370,9 +374,28 @@ class DenseIndex:
         running = self._builder is not None and self._builder.is_alive()
         if running or self._closing.is_set() or not self._needs_build(self._view):
             return
-        self._builder = threading.Thread(target=self._build_loop, name="rcpkit-dense-graph",
-                                         daemon=True)
+        self._start_builder(self._build_loop)
+
+    def _start_builder(self, work: Callable[[], None]) -> None:
+        self._builder = threading.Thread(target=work, name="rcpkit-dense-graph", daemon=True)
         self._builder.start()
+
+    def _restore_then_build(self, saved: np.ndarray, lean: dict[str, int | str],
+                            snapshot: _Snapshot, rowids: np.ndarray) -> None:
+        """The builder thread of a load whose graph file left out the vectors: restore the
+        saved graph (:meth:`_restored_graph`) and publish it — even when :meth:`close` was
+        called meanwhile, so that a save at close keeps it — then build on as
+        :meth:`_build_loop` does (from scratch if it could not be restored)."""
+        try:
+            graph = self._restored_graph(saved, lean, snapshot)
+            if graph is not None:
+                with self._write_lock:
+                    self._view = _view_of(self._view.snapshot, _Graph(graph, rowids))
+        except Exception:  # a damaged graph must not take the process down; exact serves
+            logger.exception("the saved dense graph could not be restored; it is rebuilt")
+        finally:
+            self._restored.set()
+        self._build_loop()
 
     def _build_loop(self) -> None:
         """Build or extend graphs until one covers the rows closely enough, publishing each."""
@@ -515,6 +538,7 @@ class DenseIndex:
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        self._restored.wait()
         with self._save_lock:
             view = self._view
             generation = uuid.uuid4().hex
@@ -599,15 +623,28 @@ class DenseIndex:
         index._buffer_rowids = rowids
         snapshot = _Snapshot(index._buffer, rowids)
         graph = None
+        restore: Callable[[], None] | None = None
         if "graph" in files:
-            graph_index = index._read_graph(directory / files["graph"],
-                                            meta.get("graph_vectors"), snapshot)
-            graph_rowids = np.load(directory / files["graph_rowids"], allow_pickle=False)
-            if graph_index is not None:
-                graph = _Graph(graph_index, graph_rowids.astype(np.int64))
+            graph_rowids = np.load(directory / files["graph_rowids"],
+                                   allow_pickle=False).astype(np.int64)
+            lean = meta.get("graph_vectors")
+            if lean is None:
+                graph_index = index._new_graph()
+                graph_index.load(str(directory / files["graph"]))
+                graph = _Graph(graph_index, graph_rowids)
+            else:
+                # Read now (a later save deletes the file); the vectors are rebuilt in the
+                # background while exact search serves.
+                saved = np.fromfile(directory / files["graph"], dtype=np.uint8)
+                restore = functools.partial(index._restore_then_build, saved, lean, snapshot,
+                                            graph_rowids)
         with index._write_lock:
             index._view = _view_of(snapshot, graph)
-            index._schedule_build()
+            if restore is None:
+                index._schedule_build()
+            else:
+                index._restored.clear()
+                index._start_builder(restore)
         return index
 
     # -- internals ------------------------------------------------------------------------
@@ -676,7 +713,7 @@ class DenseIndex:
         rows the record and ``snapshot`` hold. Each slot's codes are recomputed from
         ``snapshot`` and compared byte for byte with usearch's; slots that match are left
         out, the others (removed rows, or a conversion this code does not reproduce) are
-        kept verbatim. Returns what :meth:`_read_graph` needs, or None when the whole file
+        kept verbatim. Returns what :meth:`_restored_graph` needs, or None when the whole file
         was written as usearch saved it (its layout not recognised, or too few matches)."""
         saved = graph.index.save()
         if saved is None:
@@ -703,16 +740,11 @@ class DenseIndex:
         return {"rows": len(keys), "bytes_per_vector": block.shape[1], "kept": len(kept),
                 "checksum": bytes_checksum(block)}
 
-    def _read_graph(self, path: Path, lean: dict[str, int | str] | None, snapshot: _Snapshot
-                    ) -> Index | None:
-        """The graph :meth:`_write_graph` wrote, its left-out vectors rebuilt from
-        ``snapshot``; None (the caller builds a new graph) when ``snapshot`` lacks a row
-        the graph needs or the rebuilt vectors are not the saved ones."""
-        graph = self._new_graph()
-        if lean is None:
-            graph.load(str(path))
-            return graph
-        data = np.fromfile(path, dtype=np.uint8)
+    def _restored_graph(self, data: np.ndarray, lean: dict[str, int | str],
+                        snapshot: _Snapshot) -> Index | None:
+        """The graph :meth:`_write_graph` wrote as ``data``, its left-out vectors rebuilt
+        from ``snapshot``; None (a new graph is built) when ``snapshot`` lacks a row the
+        graph needs or the rebuilt vectors are not the saved ones."""
         rows, width = int(lean["rows"]), int(lean["bytes_per_vector"])
         kept_rows = int(lean["kept"])
         kept_end = _MATRIX_HEAD + kept_rows * 4
@@ -743,6 +775,7 @@ class DenseIndex:
             logger.warning("the dense graph's vectors rebuilt from the record differ from the "
                            "saved ones; it is rebuilt")
             return None
+        graph = self._new_graph()
         graph.load(serialised.data)
         return graph
 
