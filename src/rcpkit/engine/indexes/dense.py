@@ -889,18 +889,20 @@ def _graph_layout(serialised: np.ndarray
 def _graph_codes(vectors: np.ndarray, dtype: str) -> np.ndarray:
     """The bytes usearch 2 stores for float32 ``vectors`` in a graph of ``dtype``: f16 by
     IEEE round-to-nearest; i8 as ``trunc(x * 127 / |x|)`` in double precision, the squares
-    summed one dimension after another as usearch does, zero vectors as zeros."""
+    summed one dimension after another as usearch does (``accumulate`` is sequential, where
+    ``sum`` is pairwise), zero vectors as zeros."""
     codes: np.ndarray
     if dtype == "f16":
         codes = vectors.astype(np.float16).view(np.uint8)
         return codes
     wide = vectors.astype(np.float64)
-    squares = np.zeros(len(wide))
-    for column in wide.T:
-        squares += column * column
-    magnitude = np.sqrt(squares)[:, None]
-    scaled = np.divide(wide * 127.0, magnitude, out=np.zeros_like(wide), where=magnitude > 0)
-    codes = np.trunc(np.clip(scaled, -127.0, 127.0)).astype(np.int8).view(np.uint8)
+    squares = np.multiply(wide, wide)
+    magnitude = np.sqrt(np.add.accumulate(squares, axis=1, out=squares)[:, -1:])
+    np.multiply(wide, 127.0, out=wide)
+    np.divide(wide, magnitude, out=wide, where=magnitude > 0)
+    wide[magnitude[:, 0] <= 0] = 0
+    np.clip(wide, -127.0, 127.0, out=wide)
+    codes = np.trunc(wide, out=wide).astype(np.int8).view(np.uint8)
     return codes
 
 
