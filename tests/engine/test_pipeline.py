@@ -469,16 +469,22 @@ def test_seeded_and_pinned_dense_recall_is_exact_while_the_graph_builds(
 
 def test_a_graph_waited_for_before_close_is_saved_and_reopened_built(tmp_path: Path) -> None:
     """A bulk load that waits for the background build saves the graph with the rows: the
-    next process serves from it at once instead of building it again."""
+    next process restores it (its vectors rebuilt from the record on the builder thread)
+    instead of building it again."""
     notes = [DocumentIn(f"note {i} on {'bees' if i % 2 else 'rain'} {i % 9}", id=f"n{i}")
              for i in range(120)]
     with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as eng:
         eng.add(notes)
         assert eng.wait_for_indexes(120) and eng.indexes is not None
         assert eng.indexes.dense.uses_graph
+        graph = eng.indexes.dense.whole._view.graph
+        assert graph is not None
+        saved = graph.index.save()
     with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as reopened:
-        assert reopened.indexes is not None and reopened.indexes.dense.uses_graph
-        assert reopened.wait_for_indexes(0)
+        assert reopened.wait_for_indexes(60) and reopened.indexes is not None
+        assert reopened.indexes.dense.uses_graph
+        restored = reopened.indexes.dense.whole._view.graph
+        assert restored is not None and restored.index.save() == saved
 
 
 def test_paging_a_graph_served_query_visits_its_first_ranking_exactly(

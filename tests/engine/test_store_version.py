@@ -137,3 +137,46 @@ def test_serving_a_newer_store_fails_with_the_reason(tmp_path: Path) -> None:
     newer_store(tmp_path)
     with pytest.raises(ConfigError, match=r"cannot open the engine: the store .* upgrade rcpkit"):
         _engine_server(tmp_path, {"embedder": "hashing"})
+
+
+def documents_with(hashes: dict[str, str]) -> list[DocumentWrite]:
+    return [DocumentWrite(doc_id=doc_id, text="body", meta={}, filter_meta={},
+                          content_hash=content_hash, chunks=[]) for doc_id, content_hash
+            in hashes.items()]
+
+
+def stored_hashes(path: Path) -> list[tuple[str, str, int]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT doc_id, typeof(content_hash), length(CAST(content_hash AS "
+                          "BLOB)) FROM documents ORDER BY row").fetchall()
+
+
+SHA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+
+@pytest.mark.parametrize("layout", [2, 3])
+def test_content_hashes_are_kept_by_the_layout_of_the_store(tmp_path: Path,
+                                                            layout: int) -> None:
+    """Layout 3 keeps a hexadecimal hash as its bytes (32 for SHA-256, not 64 characters)
+    and any other hash as text; a layout-2 store keeps text. Either way the hash reads back
+    as written, so an unchanged document stays unchanged and a changed one is replaced."""
+    SqliteStore.open(tmp_path).close()
+    path = tmp_path / "store.sqlite3"
+    if layout == 2:  # the tables are the same: only the recorded layout differs
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA user_version = 2")
+    store = SqliteStore.open(tmp_path)
+    try:
+        hashes = {"sha": SHA, "short": "h", "upper": SHA.upper()}
+        assert store.write(documents_with(hashes), []).changed_ids == list(hashes)
+        assert store.live_hashes(list(hashes)) == hashes
+        assert store.write(documents_with(hashes), []).changed_ids == []
+        changed = {"sha": SHA[::-1], "short": "h"}
+        assert store.write(documents_with(changed), []).changed_ids == ["sha"]
+        assert store.live_hashes(list(hashes)) == {**hashes, **changed}
+    finally:
+        store.close()
+    raw = ("blob", 32) if layout == 3 else ("text", 64)
+    assert stored_hashes(path) == [("sha", *raw), ("short", "text", 1), ("upper", "text", 64),
+                                   ("sha", *raw)]
+    assert user_version(path) == layout

@@ -11,6 +11,7 @@ import errno
 import json
 import logging
 import os
+import re
 import secrets
 import sqlite3
 import threading
@@ -126,16 +127,24 @@ def _json_path(name: str) -> str:
     return f'$."{name}"'
 
 
+def _hash_text(stored: str | bytes) -> str:
+    """A stored content hash as the text it was written from."""
+    return stored.hex() if isinstance(stored, bytes) else stored
+
+
 def _rowid_array(rows: Sequence[tuple[int, ...]] | list[Any]) -> RowIds:
     return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The layout of ``_SCHEMA``, kept in SQLite's ``user_version`` header field; bump it whenever
 the tables or their encodings change. Layout 1 keeps vectors as float32 and every chunk's
-text; layout 2 (new stores) keeps vectors as float16 and no chunk text that is a slice of its
-document's. A store keeps the layout it was created with: one written by an older rcpkit
-opens, is written and answers as before."""
+text; layout 2 keeps vectors as float16 and no chunk text that is a slice of its document's;
+layout 3 (new stores) also keeps a hexadecimal content hash as its raw bytes (a BLOB: 32
+bytes for SHA-256 instead of 64 characters). A store keeps the layout it was created with:
+one written by an older rcpkit opens, is written and answers as before."""
+_HEX = re.compile(r"(?:[0-9a-f]{2})+")
+"""Lowercase hexadecimal of whole bytes: what ``bytes.hex`` gives back unchanged."""
 
 
 class SqliteStore(SqlStore):
@@ -156,6 +165,7 @@ class SqliteStore(SqlStore):
         if recorded < self._layout:
             self._writer.execute(f"PRAGMA user_version = {self._layout}")
         self._vector_dtype = np.float16 if self._layout >= 2 else np.float32
+        self._raw_hashes = self._layout >= 3
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -251,7 +261,15 @@ class SqliteStore(SqlStore):
     # ── writes ──────────────────────────────────────────────────────────────
 
     def live_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
-        return dict(self._live_column(doc_ids, "content_hash"))
+        return {doc_id: _hash_text(stored)
+                for doc_id, stored in self._live_column(doc_ids, "content_hash")}
+
+    def _stored_hash(self, content_hash: str) -> str | bytes:
+        """How ``content_hash`` is kept: its bytes when it is hexadecimal (layout 3), else
+        the text (:func:`_hash_text` reads either back)."""
+        if self._raw_hashes and _HEX.fullmatch(content_hash):
+            return bytes.fromhex(content_hash)
+        return content_hash
 
     def live_meta(self, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         return {doc_id: json.loads(meta) for doc_id, meta in self._live_column(doc_ids, "meta")}
@@ -284,7 +302,7 @@ class SqliteStore(SqlStore):
                 live = db.execute("SELECT content_hash FROM documents "
                                   "WHERE doc_id = ? AND deleted_seq IS NULL",
                                   (doc.doc_id,)).fetchone()
-                if live is not None and live[0] == doc.content_hash:
+                if live is not None and _hash_text(live[0]) == doc.content_hash:
                     continue
                 self._retire(db, doc.doc_id, seq)
                 added.extend(self._insert(db, doc, seq))
@@ -324,7 +342,7 @@ class SqliteStore(SqlStore):
             "INSERT INTO documents(doc_id, text, meta, filter_meta, content_hash, added_seq) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (doc.doc_id, doc.text, json.dumps(dict(doc.meta)), json.dumps(dict(doc.filter_meta)),
-             doc.content_hash, seq))
+             self._stored_hash(doc.content_hash), seq))
         doc_row = cursor.lastrowid
         # SQLite's substr stops at a NUL character, so such a text is stored whole.
         sliceable = self._layout >= 2 and "\x00" not in doc.text
