@@ -6,6 +6,9 @@ indexes), then prints per chunk:
 
 - the bytes of every SQLite table and index (the ``dbstat`` virtual table: pages, payload,
   unused) and of every derived index file;
+- past the exact threshold, the reopen: the open, when the saved graph is published (its
+  codes rebuilt from the record on the builder thread), that restore's thread CPU against
+  loading a whole usearch file, and recall@10 of graph search afterwards;
 - recall@10 against exact float32 search of the vectors as the store keeps them (float16),
   of int8 scalar quantisation (one scale per dimension) alone, and of int8 candidates rescored
   exactly from the float16 vectors;
