@@ -116,6 +116,7 @@ def _fuse_lists(candidates: list[Candidate], weights: tuple[float, float],
 
 def rerank(query: str, head: list[Candidate], reranker: Reranker) -> list[Candidate]:
     """Rescore the loaded ``topN`` head with ``reranker``; best first (§3.3)."""
+    assert all(c.has_text for c in head), "rerank needs the candidates' texts"
     scores = reranker.score(query, [c.record.indexed_text for c in head])
     for candidate, score in zip(head, np.asarray(scores).tolist(), strict=True):
         candidate.score = float(score)
@@ -202,6 +203,7 @@ def hit(candidate: Candidate, request: SearchRequest,
         query_vector: npt.NDArray[np.float32], *, text: bool = True) -> Hit:
     """The hit of a loaded candidate, with its confidence and per-stage scores; ``text``
     False leaves the body out (``includeText: false``)."""
+    assert candidate.has_text or not text, "hit body asked of a candidate loaded without it"
     vector = candidate.vector
     cosine = float(np.dot(vector, query_vector))
     return record_hit(candidate.record, candidate.score, request.unit, text=text,
