@@ -180,7 +180,13 @@ def _view_of(snapshot: _Snapshot, graph: _Graph | None) -> _View:
 
 
 def _allowed(rowids: np.ndarray, allow: np.ndarray) -> np.ndarray:
-    """``allow[rowid]`` for each row id; row ids past the end of the mask are not allowed."""
+    """``allow[rowid]`` for each row id; row ids past the end of the mask are not allowed.
+    Sorted row ids with no gap between them (no row removed since the last compaction: the
+    usual case) are a slice of the mask, read without a copy."""
+    if len(rowids):
+        first, last = int(rowids[0]), int(rowids[-1])
+        if last - first + 1 == len(rowids) and last < len(allow):
+            return allow[first:last + 1]
     inside = rowids < len(allow)
     mask = np.zeros(len(rowids), dtype=bool)
     mask[inside] = allow[rowids[inside]]
@@ -661,12 +667,13 @@ class DenseIndex:
         vectors, rowids = snapshot.vectors, snapshot.rowids
         disallowed: np.ndarray | None = None
         keep = k
-        if allowed is not None and allowed.sum() * GATHER_BELOW < len(rowids):
+        allowed_rows = 0 if allowed is None else int(allowed.sum())
+        if allowed is not None and allowed_rows * GATHER_BELOW < len(rowids):
             vectors, rowids = vectors[allowed], rowids[allowed]
         elif allowed is not None:
             # Score every row and give disallowed rows -inf: allowed scores are finite, so
             # the top min(k, allowed) never include a disallowed row.
-            disallowed, keep = ~allowed, min(k, int(allowed.sum()))
+            disallowed, keep = ~allowed, min(k, allowed_rows)
         if len(queries) == 1:  # matrix-vector product: BLAS gemv, no transposed copy
             blocks = [(vectors @ queries[0])[None, :]]
         else:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -119,7 +119,7 @@ class Searcher:
         if request.token_budget is not None:
             page, tokens = stages.pack(page, request.token_budget)
             if not request.include_text:  # the bodies were needed only to count tokens
-                page = [replace(found, text=None) for found in page]
+                page = [msgspec.structs.replace(found, text=None) for found in page]
         end = plan.offset + len(page)
         next_cursor = None
         if page and end < len(ranked):
