@@ -19,7 +19,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -50,22 +50,17 @@ class ReadWriteLock:
     """Many readers or one writer; writers do not starve (new readers wait for them)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._readers = 0
         self._writing = False
         self._writers_waiting = 0
+        self._reading = _Reading(self)
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._writing and not self._writers_waiting)
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
+    def reading(self) -> AbstractContextManager[None]:
+        """Held by every search, twice: one object, entered and left without waiting or
+        waking anyone unless a writer is involved."""
+        return self._reading
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -80,6 +75,29 @@ class ReadWriteLock:
             with self._cond:
                 self._writing = False
                 self._cond.notify_all()
+
+
+class _Reading:
+    """The shared side of a :class:`ReadWriteLock`, as a reusable context manager."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: ReadWriteLock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        lock = self._lock
+        with lock._mutex:
+            if lock._writing or lock._writers_waiting:
+                lock._cond.wait_for(lambda: not lock._writing and not lock._writers_waiting)
+            lock._readers += 1
+
+    def __exit__(self, *exc: object) -> None:
+        lock = self._lock
+        with lock._mutex:
+            lock._readers -= 1
+            if not lock._readers and lock._writers_waiting:  # only a writer waits for this
+                lock._cond.notify_all()
 
 
 class DerivedIndexes:
