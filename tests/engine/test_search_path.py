@@ -41,20 +41,17 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
 
 
 def _count_reads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Row ids the engine reads from its store from now on: whole records or just texts."""
+    """Row ids the engine reads from its store from now on."""
     store = engine._store
     read: list[int] = []
-    for name in ("chunks", "chunk_texts"):
-        monkeypatch.setattr(store, name, _counting_rows(read, getattr(store, name)))
-    return read
+    original = store.chunks
 
-
-def _counting_rows(read: list[int], original: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def counted(rowids: Any) -> Any:
+    def chunks(rowids: Any) -> Any:
         read.extend(int(r) for r in rowids)
         return original(rowids)
 
-    return counted
+    monkeypatch.setattr(store, "chunks", chunks)
+    return read
 
 
 @pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
@@ -338,12 +335,11 @@ def test_a_page_without_text_reads_nothing_from_the_store(engine: Engine,
                                            include_text=False)).hits
         assert len(hits) == 5 and all(h.text is None and h.meta["topic"] for h in hits)
     assert read == [] and floors == []
-    # A page with text reads just the texts of its hits.
-    texts: list[int] = []
-    monkeypatch.setattr(engine._store, "chunk_texts",
-                        _counting_rows(texts, engine._store.chunk_texts))
-    with_text = engine.search(SearchRequest("honey flour", k=5, mode="dense")).hits
-    assert len(texts) == 5 and all(h.text for h in with_text)
+    # A page with text reads the records of its hits, once: then they are cached.
+    request = SearchRequest("honey flour", k=5, mode="dense")
+    with_text = engine.search(request).hits
+    assert len(read) == 5 and all(h.text for h in with_text)
+    assert engine.search(request).hits == with_text and len(read) == 5
 
 
 @pytest.mark.parametrize("request_", REQUESTS, ids=lambda r: f"{r.mode}-{r.include_text}")

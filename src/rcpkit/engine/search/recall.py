@@ -103,10 +103,11 @@ def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
     per candidate and with the text when ``text``; rows the store no longer holds drop out.
 
     A row's record and vector never change (a write adds rows, a delete marks them,
-    collection removes them), so ``cache`` keeps those of recently returned rows with their
-    text: a page of popular chunks costs no store read. Without ``text`` the records come
-    from the recall's in-memory fields (:meth:`Recall.fields`), which costs none either; a
-    later ``text=True`` load reads just the text of those (:meth:`Store.chunk_texts`)."""
+    collection removes them), so ``cache`` keeps those of recently returned rows: a page of
+    popular chunks costs no store read. Without ``text`` the records come from the recall's
+    in-memory fields (:meth:`Recall.fields`), which costs none either. With it they are
+    read whole from the store: one query is cheaper than the fields and a query for the
+    texts."""
     missing = []
     for candidate in candidates:
         if candidate.loaded is None or (text and not candidate.has_text):
@@ -118,12 +119,8 @@ def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
     if not missing:  # nothing to read: no row of the snapshot can be missing
         return candidates
     with recall.reading():
-        records = recall.fields(missing)  # texts empty
+        records = {} if text else recall.fields(missing)  # texts empty
         unkept = [rowid for rowid in missing if rowid not in records]
-        if text and records:
-            texts = store.chunk_texts(list(records))
-            records = {rowid: _with_text(record, texts[rowid])
-                       for rowid, record in records.items() if rowid in texts}
         full = store.chunks(unkept) if unkept else {}
         records.update(full)
         order = [rowid for rowid in missing if rowid in records]
@@ -131,7 +128,7 @@ def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
             vectors = recall.vectors(order)
         except IndexUnavailable as exc:  # indexes disagree with the record: a bug
             raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
-        if (text or unkept or len(order) < len(missing)) and seq < store.gc_floor():
+        if (unkept or len(order) < len(missing)) and seq < store.gc_floor():
             # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
             raise SnapshotUnavailable("indexVersion was garbage-collected during the read")
     vectors.flags.writeable = False  # rows shared through the cache
@@ -144,16 +141,10 @@ def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
         loaded = candidate.loaded
         candidate.loaded = ((record, found[candidate.rowid], cite(record)) if loaded is None
                             else (record, loaded[1], loaded[2]))
-        candidate.has_text = text or candidate.rowid in full
+        candidate.has_text = candidate.rowid in full
         if candidate.has_text:
             cache.put(candidate.rowid, candidate.loaded)
     return [c for c in candidates if c.loaded is not None and (c.has_text or not text)]
-
-
-def _with_text(record: ChunkRecord, text: str) -> ChunkRecord:
-    """A record from the in-memory fields, with the text read from the store."""
-    return ChunkRecord(record.rowid, record.doc_id, record.index, record.start, record.end,
-                       text, record.context, record.headings, record.meta, record.filter_meta)
 
 
 class MemoryRecall:

@@ -309,11 +309,6 @@ class Store(abc.ABC):
     def chunks(self, rowids: Sequence[int]) -> dict[int, ChunkRecord]:
         """Chunk records by rowid (rows that no longer exist are absent)."""
 
-    def chunk_texts(self, rowids: Sequence[int]) -> dict[int, str]:
-        """Chunk texts by rowid (rows that no longer exist are absent): what a page of hits
-        that include text reads when the rest of its records is kept in memory."""
-        return {rowid: record.text for rowid, record in self.chunks(rowids).items()}
-
     @abc.abstractmethod
     def field_types(self) -> dict[str, str]:
         """The persisted filter schema: field name → §8 type."""

@@ -524,18 +524,6 @@ class SqliteStore(SqlStore):
                     headings=tuple(headings), meta=meta, filter_meta=filter_meta)
         return records
 
-    def chunk_texts(self, rowids: Sequence[int]) -> dict[int, str]:
-        db = self._reader()
-        texts: dict[int, str] = {}
-        ids = [int(r) for r in rowids]
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            texts.update(db.execute(
-                f"SELECT c.chunk_id, {_CHUNK_TEXT} FROM chunks c JOIN documents d "
-                f"ON d.row = c.doc_row WHERE c.chunk_id IN ({','.join('?' * len(part))})",
-                part).fetchall())
-        return texts
-
     def _report_unreadable(self, rowid: int, doc_id: str) -> None:
         if rowid not in self._unreadable:
             self._unreadable.add(rowid)
