@@ -408,3 +408,40 @@ def test_kept_fields_follow_deletes_and_collection(tmp_path: Path) -> None:
         assert len(collected) == 1 and engine._store.chunks(list(collected)) == {}
         assert engine.indexes.fields is fields  # caught up in place, not rebuilt
         assert held() == set(engine._store.visible_rowids(engine._store.current_seq()).tolist())
+
+
+PINNED = [DocumentIn(f"{TOPICS[i % 4]} note {i}: honey flour telescope soil mix {i % 7}",
+                     id=f"d{i}", meta={"topic": TOPICS[i % 4], "n": i, "title": f"Note {i}",
+                                       "uri": f"https://x/{i}"})
+          for i in range(40)]
+PINNED_REQUESTS = [
+    *(SearchRequest("honey flour telescope", k=4, mode=mode, include_text=text, candidate_k=30)
+      for mode in ("dense", "sparse", "hybrid") for text in (False, True)),
+    SearchRequest("telescope soil", k=4, mode="dense", include_text=False,
+                  filter={"field": "topic", "op": "eq", "value": "stars"}),
+    SearchRequest("telescope soil", k=4, mode="hybrid", include_text=False, unit="document",
+                  candidate_k=40),
+    SearchRequest("honey", k=3, mode="sparse", token_budget=40, include_text=False),
+]
+
+
+def test_hits_are_those_the_store_read_path_gave(tmp_path: Path) -> None:
+    """Every field of these hits (ids, scores, confidences, texts, metadata, citations),
+    recorded from the engine before it kept chunk fields in memory and made hits msgspec
+    structs; float scores compare exactly."""
+    expected = json.loads((Path(__file__).parent / "search_path_hits.json").read_text())
+    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as engine:
+        engine.add(PINNED)
+        engine.delete(["d5"])
+        found = [[_hit_fields(hit) for hit in engine.search(request).hits]
+                 for request in PINNED_REQUESTS]
+    assert found == expected
+
+
+def _hit_fields(hit: Any) -> list[Any]:
+    cited = hit.citation
+    return [hit.id, hit.score, hit.confidence, hit.doc_id, hit.chunk_index, hit.text,
+            dict(hit.meta), dict(hit.scores),
+            None if cited is None else [cited.source, cited.uri, cited.title, cited.start,
+                                        cited.end, cited.page],
+            hit.trust_level, hit.context]
