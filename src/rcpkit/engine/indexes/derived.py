@@ -221,8 +221,8 @@ class DerivedIndexes:
         row: they already hold what a catch-up adds (a re-added row is a no-op), and removing
         a row they never held is one too."""
         missing_columns, missing_fields = columns is None, fields is None
-        columns = columns or FilterColumns()
-        fields = fields or ChunkFields()
+        columns = FilterColumns() if columns is None else columns
+        fields = ChunkFields() if fields is None else fields
         for batch in self._store.iter_rows():
             records = self._records(batch.rowids)
             if missing_columns:

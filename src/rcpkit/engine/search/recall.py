@@ -105,9 +105,8 @@ def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
     A row's record and vector never change (a write adds rows, a delete marks them,
     collection removes them), so ``cache`` keeps those of recently returned rows: a page of
     popular chunks costs no store read. Without ``text`` the records come from the recall's
-    in-memory fields (:meth:`Recall.fields`), which costs none either. With it they are
-    read whole from the store: one query is cheaper than the fields and a query for the
-    texts."""
+    in-memory fields (:meth:`Recall.fields`), which costs none either; with it they are
+    read whole from the store, in one query."""
     missing = []
     for candidate in candidates:
         if candidate.loaded is None or (text and not candidate.has_text):
