@@ -218,8 +218,8 @@ def record_hit(record: ChunkRecord, score: float, unit: str = "chunk", *, text: 
                vector: list[float] | None = None,
                scores: dict[str, float] | None = None) -> Hit:
     """The §7.7 hit of a stored chunk (text, metadata, citation, trust) with ``score``; built
-    in one go, as it is per hit on every request (``dataclasses.replace`` costs ~10 µs), from
-    the record's ``citation`` when already made."""
+    in one go, as it is per hit on every request (a changed copy would be a second
+    construction), from the record's ``citation`` when already made."""
     meta = record.meta
     return Hit(id=hit_id(record, unit), score=score, unit=unit, doc_id=record.doc_id,
                chunk_index=record.index, confidence=confidence,
