@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 os.environ.setdefault("LANCE_LOG", "error")  # lance warns on every query about a future change
 
@@ -109,6 +110,8 @@ class Peer:
 
 class Rcpkit(Peer):
     name = "rcpkit"
+    overrides: ClassVar[dict[str, Any]] = {}
+    """Engine settings of this run (``--dense-exact-threshold``)."""
 
     def _embedder(self, corpus: PeerCorpus) -> LookupEmbedder:
         lookup = LookupEmbedder()
@@ -118,7 +121,7 @@ class Rcpkit(Peer):
 
     def ingest(self, corpus: PeerCorpus) -> None:
         self.engine = open_engine(self.directory, self._embedder(corpus),
-                                  field_types={"group": "int", "half": "int"})
+                                  field_types={"group": "int", "half": "int"}, **self.overrides)
         metas = corpus.metas()
         for start in range(0, len(corpus.texts), BATCH):
             self.engine.add([DocumentIn(text=text, id=str(start + i), meta=meta)
@@ -141,7 +144,7 @@ class Rcpkit(Peer):
         self.engine.close()
 
     def open(self, corpus: PeerCorpus) -> None:
-        self.engine = open_engine(self.directory, self._embedder(corpus))
+        self.engine = open_engine(self.directory, self._embedder(corpus), **self.overrides)
 
 
 class Floor(Peer):
@@ -360,6 +363,12 @@ def _child(name: str, directory: Path) -> None:
     print(json.dumps({"cold_open_ms": cold, "rss_bytes": rss_bytes() - before}))
 
 
+def _override_arguments() -> list[str]:
+    """The command-line options that recreate this run's rcpkit settings in a child."""
+    threshold = Rcpkit.overrides.get("dense_exact_threshold")
+    return [] if threshold is None else ["--dense-exact-threshold", str(threshold)]
+
+
 def bench_size(size: int, names: Sequence[str], query_count: int, work: Path,
                clock: Callable[[], float] = time.perf_counter) -> dict[str, Figures]:
     corpus = load(size)
@@ -392,7 +401,8 @@ def bench_size(size: int, names: Sequence[str], query_count: int, work: Path,
         peer.close()
         figures[peer.name].disk = _size_of(peer.directory) / size
         reply = subprocess.run(
-            [sys.executable, __file__, "--child", peer.name, str(peer.directory)],
+            [sys.executable, __file__, "--child", peer.name, str(peer.directory),
+             *_override_arguments()],
             check=True, capture_output=True, text=True, env={**os.environ,
                                                             "OPENBLAS_NUM_THREADS": "1"})
         child = json.loads(reply.stdout.strip().splitlines()[-1])
@@ -450,8 +460,13 @@ def main() -> None:
                              "(rcpkit, the floor) on a busy host, where waiting for a core "
                              "would count; it undercounts peers that work on threads of "
                              "their own (LanceDB, Chroma, Qdrant)")
+    parser.add_argument("--dense-exact-threshold", type=int, default=None,
+                        help="rcpkit searches its HNSW graph above this many rows (default: "
+                             "the engine's, 50,000): recall against latency at small sizes")
     parser.add_argument("--child", nargs=2, metavar=("ENGINE", "DIR"), help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.dense_exact_threshold is not None:
+        Rcpkit.overrides = {"dense_exact_threshold": options.dense_exact_threshold}
     if options.child:
         name, directory = options.child
         _child(name, Path(directory))

@@ -91,6 +91,18 @@ def test_allow_mask_by_rowid(small_index: tuple[DenseIndex, np.ndarray]) -> None
     assert len(nothing) == 0 and len(scores) == 0
 
 
+def test_a_mask_over_gapless_rowids_is_read_in_place() -> None:
+    rowids = np.arange(5, 25)
+    allow = np.arange(40) % 3 == 0
+    view = dense._allowed(rowids, allow)
+    assert np.shares_memory(view, allow) and view.tolist() == allow[5:25].tolist()
+    # With a gap, or past the mask's end, each row id is looked up.
+    for ids in (np.delete(rowids, 4), np.arange(30, 50)):
+        looked_up = dense._allowed(ids, allow)
+        assert not np.shares_memory(looked_up, allow)
+        assert looked_up.tolist() == [bool(i < 40 and allow[i]) for i in ids]
+
+
 def test_broad_filter_in_exact_mode_matches_brute_force(
     small_index: tuple[DenseIndex, np.ndarray],
 ) -> None:

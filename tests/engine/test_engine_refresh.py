@@ -44,6 +44,21 @@ def test_refresh_takes_in_another_engines_writes_schema_and_feedback(tmp_path: P
         assert demoted["compost"] == pytest.approx(baseline["compost"] * 0.5)
 
 
+def test_a_refresh_reads_the_change_marks_only_after_a_commit(tmp_path: Path) -> None:
+    with Engine.open(make_config(tmp_path)) as first, Engine.open(make_config(tmp_path)) as second:
+        second.refresh()
+        statements: list[str] = []
+        second.store._reader().set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        assert second.refresh() is False and second.refresh() is False
+        assert statements == ["PRAGMA data_version"] * 2
+        first.feedback([FeedbackSignal(hit_id="x#0", helpful=True)])
+        assert second.refresh() is True
+        assert len(statements) > 3 and second.refresh() is False
+        own = second.add(CORPUS[:1])  # a commit on its own writer connection counts too
+        assert second.refresh() is False and second.index_version == own.index_version
+        assert first.refresh() is True and first.index_version == own.index_version
+
+
 def test_writes_refresh_first_so_their_schema_is_current(tmp_path: Path) -> None:
     with Engine.open(make_config(tmp_path)) as first, Engine.open(make_config(tmp_path)) as second:
         first.add([DocumentIn("Rebar is tied at each crossing.", id="rebar", meta={"floor": 3})])

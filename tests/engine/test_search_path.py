@@ -22,7 +22,7 @@ from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import InvalidInput
 from rcpkit.engine.search import planner, stages
 from rcpkit.engine.search.recall import Candidate
-from rcpkit.engine.types import DocumentIn, SearchRequest
+from rcpkit.engine.types import DocumentIn, FeedbackSignal, SearchRequest
 from rcpkit.protocol import gating
 from rcpkit.server import Dispatcher
 
@@ -310,3 +310,138 @@ def test_hybrid_fusion_matches_the_fusion_module_to_the_bit(method: str) -> None
         ranked = stages.fuse(request, candidates, default_method="rrf", default_alpha=0.5)
         assert [(c.rowid, c.score) for c in ranked] == expected
         assert all(c.scores["fused"] == c.score for c in ranked)
+
+
+def _without_fields(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every record read come from the store, as when no fields were kept."""
+    monkeypatch.setattr(engine.searcher.recall, "fields", lambda rowids: {})
+    engine.searcher._loaded.clear()
+
+
+REQUESTS = [SearchRequest("honey flour telescope", k=6, mode=mode, include_text=text,
+                          candidate_k=30, include_vectors=True)
+            for mode in ("dense", "sparse", "hybrid") for text in (False, True)]
+
+
+def test_a_page_without_text_reads_nothing_from_the_store(engine: Engine,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    read = _count_reads(engine, monkeypatch)
+    floors: list[int] = []
+    gc_floor = engine._store.gc_floor
+    monkeypatch.setattr(engine._store, "gc_floor", lambda: floors.append(gc_floor()) or 0)
+    for mode in ("dense", "sparse", "hybrid"):
+        hits = engine.search(SearchRequest("honey flour", k=5, mode=mode,
+                                           include_text=False)).hits
+        assert len(hits) == 5 and all(h.text is None and h.meta["topic"] for h in hits)
+    assert read == [] and floors == []
+    # A page with text reads the records of its hits, once: then they are cached.
+    request = SearchRequest("honey flour", k=5, mode="dense")
+    with_text = engine.search(request).hits
+    assert len(read) == 5 and all(h.text for h in with_text)
+    assert engine.search(request).hits == with_text and len(read) == 5
+
+
+@pytest.mark.parametrize("request_", REQUESTS, ids=lambda r: f"{r.mode}-{r.include_text}")
+def test_hits_from_the_kept_fields_equal_hits_from_the_store(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, request_: SearchRequest) -> None:
+    engine.searcher._loaded.clear()
+    kept = engine.search(request_).hits
+    _without_fields(engine, monkeypatch)
+    stored = engine.search(request_).hits
+    assert kept == stored and len(kept) == 6
+
+
+def test_stages_after_a_page_without_text_read_the_text_they_need(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The poison policy reads every candidate without its text; the page then includes it.
+    engine.feedback([FeedbackSignal(hit_id="d3#0", poison_suspected=True)])
+    engine.searcher._loaded.clear()
+    result = engine.search(SearchRequest("honey flour", k=4, mode="sparse",
+                                         unit="document", token_budget=200))
+    assert len(result.hits) == 4 and all(h.text for h in result.hits)
+    _without_fields(engine, monkeypatch)
+    assert engine.search(SearchRequest("honey flour", k=4, mode="sparse", unit="document",
+                                       token_budget=200)).hits == result.hits
+
+
+def test_kept_fields_are_saved_with_the_indexes(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing")
+    with Engine.open(config) as first:
+        first.add(CORPUS)
+        expected = first.search(SearchRequest("honey flour", k=5, include_text=False)).hits
+    with Engine.open(config) as reopened:
+        read = _count_reads(reopened, monkeypatch)
+        assert reopened.search(SearchRequest("honey flour", k=5,
+                                             include_text=False)).hits == expected
+        assert read == []
+    # A saved state without them (or with them damaged) rebuilds them from the store.
+    for fields_dir in (tmp_path / "indexes").glob("state-*/fields"):
+        for part in fields_dir.iterdir():
+            part.unlink()
+    with Engine.open(config) as rebuilt:
+        read = _count_reads(rebuilt, monkeypatch)
+        assert rebuilt.search(SearchRequest("honey flour", k=5,
+                                            include_text=False)).hits == expected
+        assert read == []
+
+
+def test_kept_fields_follow_deletes_and_collection(tmp_path: Path) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", retain_versions=1,
+                          retain_seconds=0)
+    with Engine.open(config) as engine:
+        engine.add(CORPUS[:6])
+        assert engine.indexes is not None
+        fields = engine.indexes.fields
+
+        def held() -> set[int]:
+            return {rowid for rowid, row in enumerate(fields._rows) if row}
+
+        before = held()
+        engine.delete(["d2"])
+        engine.add([DocumentIn("honey again", id="d9")])
+        hits = engine.search(SearchRequest("honey", k=10, mode="sparse",
+                                           include_text=False)).hits
+        assert "d2" not in {h.doc_id for h in hits} and "d9" in {h.doc_id for h in hits}
+        collected = before - held()
+        assert len(collected) == 1 and engine._store.chunks(list(collected)) == {}
+        assert engine.indexes.fields is fields  # caught up in place, not rebuilt
+        assert held() == set(engine._store.visible_rowids(engine._store.current_seq()).tolist())
+
+
+PINNED = [DocumentIn(f"{TOPICS[i % 4]} note {i}: honey flour telescope soil mix {i % 7}",
+                     id=f"d{i}", meta={"topic": TOPICS[i % 4], "n": i, "title": f"Note {i}",
+                                       "uri": f"https://x/{i}"})
+          for i in range(40)]
+PINNED_REQUESTS = [
+    *(SearchRequest("honey flour telescope", k=4, mode=mode, include_text=text, candidate_k=30)
+      for mode in ("dense", "sparse", "hybrid") for text in (False, True)),
+    SearchRequest("telescope soil", k=4, mode="dense", include_text=False,
+                  filter={"field": "topic", "op": "eq", "value": "stars"}),
+    SearchRequest("telescope soil", k=4, mode="hybrid", include_text=False, unit="document",
+                  candidate_k=40),
+    SearchRequest("honey", k=3, mode="sparse", token_budget=40, include_text=False),
+]
+
+
+def test_hits_are_those_the_store_read_path_gave(tmp_path: Path) -> None:
+    """Every field of these hits (ids, scores, confidences, texts, metadata, citations),
+    recorded from the engine before it kept chunk fields in memory and made hits msgspec
+    structs; float scores compare exactly."""
+    expected = json.loads((Path(__file__).parent / "search_path_hits.json").read_text())
+    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as engine:
+        engine.add(PINNED)
+        engine.delete(["d5"])
+        found = [[_hit_fields(hit) for hit in engine.search(request).hits]
+                 for request in PINNED_REQUESTS]
+    assert found == expected
+
+
+def _hit_fields(hit: Any) -> list[Any]:
+    cited = hit.citation
+    return [hit.id, hit.score, hit.confidence, hit.doc_id, hit.chunk_index, hit.text,
+            dict(hit.meta), dict(hit.scores),
+            None if cited is None else [cited.source, cited.uri, cited.title, cited.start,
+                                        cited.end, cited.page],
+            hit.trust_level, hit.context]

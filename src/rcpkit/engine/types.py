@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 __all__ = [
     "TRUST_LEVELS",
     "WRITE_STAMP",
@@ -121,10 +123,11 @@ class SearchRequest:
     caller: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Citation:
+class Citation(msgspec.Struct, frozen=True):
     """§7.7 ``citation``: where a hit comes from; offsets are character offsets in the document,
-    ``page`` the 1-based page of a paged source (a PDF's page)."""
+    ``page`` the 1-based page of a paged source (a PDF's page). A frozen ``msgspec`` struct,
+    like :class:`Hit`: made for every hit of every request, in a tenth of a frozen
+    dataclass's time."""
 
     source: str
     uri: str | None = None
@@ -134,12 +137,13 @@ class Citation:
     page: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(msgspec.Struct, frozen=True):
     """One ranked result. ``id`` is ``"doc#index"`` for chunks and ``"doc"`` for documents.
 
     ``confidence`` (§7.7.2) is the cosine of the query and chunk embeddings clipped to
-    [0, 1]: independent of mode, fusion and rerank, so it is comparable across calls.
+    [0, 1]: independent of mode, fusion and rerank, so it is comparable across calls. A
+    frozen ``msgspec`` struct (``msgspec.structs.replace`` makes a changed copy): one is
+    made per hit on every request, which as a frozen dataclass cost ~5 µs.
     """
 
     id: str
@@ -149,9 +153,9 @@ class Hit:
     chunk_index: int
     confidence: float | None = None
     text: str | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    meta: Mapping[str, Any] = msgspec.field(default_factory=dict)
     vector: Sequence[float] | None = None
-    scores: Mapping[str, float] = field(default_factory=dict)
+    scores: Mapping[str, float] = msgspec.field(default_factory=dict)
     citation: Citation | None = None
     trust_level: str = "untrusted"
     context: str = ""

@@ -1,4 +1,5 @@
-"""The set of derived indexes (lexical, dense, filter columns) one process serves from.
+"""The set of derived indexes (lexical, dense, filter columns, the chunks' stored fields) one
+process serves from.
 
 They are saved under ``<data_dir>/indexes`` with the write-log position they reflect (the
 ``CURRENT`` pointer flips last) and reconciled with the record on open: loaded and caught up
@@ -18,9 +19,8 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,10 +28,11 @@ import numpy.typing as npt
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.indexes.columns import FilterColumns
 from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.indexes.records import ChunkFields
 from rcpkit.engine.indexes.windows import SentenceWindowIndex, WindowVectors, embed_windows
 from rcpkit.engine.lru import Recent
 from rcpkit.engine.models.embedding import Embedder, available_cores
-from rcpkit.engine.store import IndexDelta, RowBatch, Store
+from rcpkit.engine.store import ChunkRecord, IndexDelta, RowBatch, Store
 from rcpkit.engine.text import Analyzer
 from rcpkit.protocol.filters import FilterNode
 
@@ -49,22 +50,17 @@ class ReadWriteLock:
     """Many readers or one writer; writers do not starve (new readers wait for them)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._readers = 0
         self._writing = False
         self._writers_waiting = 0
+        self._reading = _Reading(self)
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._writing and not self._writers_waiting)
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
+    def reading(self) -> AbstractContextManager[None]:
+        """Held by every search, twice: one object, entered and left without waiting or
+        waking anyone unless a writer is involved."""
+        return self._reading
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -81,8 +77,32 @@ class ReadWriteLock:
                 self._cond.notify_all()
 
 
+class _Reading:
+    """The shared side of a :class:`ReadWriteLock`, as a reusable context manager."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: ReadWriteLock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        lock = self._lock
+        with lock._mutex:
+            if lock._writing or lock._writers_waiting:
+                lock._cond.wait_for(lambda: not lock._writing and not lock._writers_waiting)
+            lock._readers += 1
+
+    def __exit__(self, *exc: object) -> None:
+        lock = self._lock
+        with lock._mutex:
+            lock._readers -= 1
+            if not lock._readers and lock._writers_waiting:  # only a writer waits for this
+                lock._cond.notify_all()
+
+
 class DerivedIndexes:
-    """Lexical, dense and filter-column indexes at one write-log position of ``store``."""
+    """Lexical, dense and filter-column indexes and the chunks' stored fields (but text) at
+    one write-log position of ``store``."""
 
     def __init__(self, config: EngineConfig, store: Store, embedder: Embedder) -> None:
         self._config = config
@@ -94,6 +114,7 @@ class DerivedIndexes:
         self.lexical = LexicalIndex(Analyzer())
         self.dense = self._new_dense_index()
         self.columns = FilterColumns()
+        self.fields = ChunkFields()
         self.position = 0
         self.saved_position = 0
         """Log position of the newest index state known to be saved in ``data_dir``."""
@@ -151,6 +172,7 @@ class DerivedIndexes:
                         vectors=self._store.stored_vectors,
                         graph_dtype=self._config.dense_graph_dtype)
                     columns = _saved_columns(state_dir / "columns")
+                    fields = _saved_fields(state_dir / "fields")
         except Exception as exc:  # any unreadable state means: rebuild from the record
             logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
                            "store", type(exc).__name__, exc)
@@ -159,16 +181,16 @@ class DerivedIndexes:
             self._rebuild()
             return
         self.saved_position = position
-        if columns is None:
-            columns = self._columns_from_store()
+        if columns is None or fields is None:
+            columns, fields = self._from_store(columns, fields)
             self._saved_state_partial = True
         # Caught up before the swap: a running process must not serve the older state.
         delta = self._store.delta_since(position)
         if delta is None:  # pruned past the state while it was loading
             self._rebuild()
             return
-        self._delta_applier(delta)(lexical, dense, columns)
-        self._install(lexical, dense, columns, delta.position)
+        self._delta_applier(delta)(lexical, dense, columns, fields)
+        self._install(lexical, dense, columns, fields, delta.position)
 
     @contextmanager
     def _locked(self, *, exclusive: bool) -> Iterator[None]:
@@ -193,34 +215,46 @@ class DerivedIndexes:
             return None
         return state_dir, int(state["position"])
 
-    def _columns_from_store(self) -> FilterColumns:
-        """Filter columns over every stored row: they already hold what a catch-up adds (a
-        re-added row is a no-op), and removing a row they never held is one too."""
-        columns = FilterColumns()
+    def _from_store(self, columns: FilterColumns | None, fields: ChunkFields | None
+                    ) -> tuple[FilterColumns, ChunkFields]:
+        """The filter columns and chunk fields a saved state lacked (None), over every stored
+        row: they already hold what a catch-up adds (a re-added row is a no-op), and removing
+        a row they never held is one too."""
+        missing_columns, missing_fields = columns is None, fields is None
+        columns = FilterColumns() if columns is None else columns
+        fields = ChunkFields() if fields is None else fields
         for batch in self._store.iter_rows():
-            columns.add(*self._filter_rows(batch.rowids))
-        return columns
+            records = self._records(batch.rowids)
+            if missing_columns:
+                _add_columns(columns, records)
+            if missing_fields:
+                fields.add(records)
+        return columns, fields
 
     def _rebuild(self) -> None:
         lexical = LexicalIndex(Analyzer())
         dense = self._new_dense_index()
         columns = FilterColumns()
+        fields = ChunkFields()
         position = self._store.log_position()
         self._saved_state_partial = True
         for batch in self._store.iter_rows():
             rowids = np.asarray(batch.rowids, dtype=np.int64)
             lexical.add(rowids, batch.texts)
             dense.add(rowids, batch.vectors, self._window_vectors(batch))
-            columns.add(*self._filter_rows(batch.rowids))
-        self._install(lexical, dense, columns, position)
+            records = self._records(batch.rowids)
+            _add_columns(columns, records)
+            fields.add(records)
+        self._install(lexical, dense, columns, fields, position)
 
     def _install(self, lexical: LexicalIndex, dense: SentenceWindowIndex, columns: FilterColumns,
-                 position: int) -> None:
+                 fields: ChunkFields, position: int) -> None:
         """Swap in a whole set of derived indexes at ``position``: a read sees the old set or
         the new one, never a mix; the replaced dense index stops its background build."""
         with self.lock.writing():
             replaced = self.dense
-            self.lexical, self.dense, self.columns = lexical, dense, columns
+            self.lexical, self.dense, self.columns, self.fields = (lexical, dense, columns,
+                                                                  fields)
             self.position = position
         replaced.close()
         self._masks.clear()
@@ -235,42 +269,41 @@ class DerivedIndexes:
             return
         apply = self._delta_applier(delta)
         with self.lock.writing():
-            apply(self.lexical, self.dense, self.columns)
+            apply(self.lexical, self.dense, self.columns, self.fields)
             self.position = delta.position
         self._masks.clear()
         self._filtered.clear()
 
-    def _delta_applier(self, delta: IndexDelta
-                       ) -> Callable[[LexicalIndex, SentenceWindowIndex, FilterColumns], None]:
+    def _delta_applier(self, delta: IndexDelta) -> Callable[
+            [LexicalIndex, SentenceWindowIndex, FilterColumns, ChunkFields], None]:
         """Read the rows ``delta`` adds now (no lock held) and return what applies the whole
         delta to a set of indexes (quickly, under the caller's lock if they are live)."""
         batches = list(self._store.iter_rows(delta.added)) if delta.added else []
-        filter_rows = [self._filter_rows(batch.rowids) for batch in batches]
+        batch_records = [self._records(batch.rowids) for batch in batches]
         windows = [self._window_vectors(batch) for batch in batches]
         removed = np.asarray(delta.removed, dtype=np.int64)
 
-        def apply(lexical: LexicalIndex, dense: SentenceWindowIndex,
-                  columns: FilterColumns) -> None:
+        def apply(lexical: LexicalIndex, dense: SentenceWindowIndex, columns: FilterColumns,
+                  fields: ChunkFields) -> None:
             if len(removed):
                 lexical.remove(removed)
                 dense.remove(removed)
                 columns.remove(removed)
-            for batch, (filtered, metas), extra in zip(batches, filter_rows, windows,
-                                                       strict=True):
+                fields.remove(removed)
+            for batch, records, extra in zip(batches, batch_records, windows, strict=True):
                 rowids = np.asarray(batch.rowids, dtype=np.int64)
                 lexical.add(rowids, batch.texts)
                 dense.add(rowids, batch.vectors, extra)
-                columns.add(filtered, metas)
+                _add_columns(columns, records)
+                fields.add(records)
 
         return apply
 
-    def _filter_rows(self, rowids: Sequence[int]
-                     ) -> tuple[list[int], list[Mapping[str, Any]]]:
-        """The §8 filter metadata of ``rowids`` for the filter columns (rows collected in the
-        meantime are left out)."""
+    def _records(self, rowids: Sequence[int]) -> list[ChunkRecord]:
+        """The stored records of ``rowids``, in order, for the filter columns and the chunk
+        fields (rows collected in the meantime are left out)."""
         records = self._store.chunks(rowids)
-        kept = [rowid for rowid in rowids if rowid in records]
-        return kept, [records[rowid].filter_meta for rowid in kept]
+        return [records[rowid] for rowid in rowids if rowid in records]
 
     def save(self) -> None:
         """Persist the derived indexes with the log position they reflect; ``CURRENT`` flips
@@ -294,6 +327,7 @@ class DerivedIndexes:
         self.lexical.save(target / "lexical")
         self.dense.save(target / "dense", vectors=self._config.dense_save_vectors)
         self.columns.save(target / "columns")
+        self.fields.save(target / "fields")
         (target / "state.json").write_text(json.dumps({
             "database_id": self._store.database_id, "embedder": self._embedder_identity,
             "position": self.position}))
@@ -338,6 +372,22 @@ class DerivedIndexes:
     def close(self) -> None:
         """Stop background work (the dense graph build)."""
         self.dense.close()
+
+
+def _add_columns(columns: FilterColumns, records: Sequence[ChunkRecord]) -> None:
+    columns.add([record.rowid for record in records],
+                [record.filter_meta for record in records])
+
+
+def _saved_fields(directory: Path) -> ChunkFields | None:
+    """The chunk fields of a saved state, or ``None`` (logged) when they cannot be read — a
+    state saved before they were kept, or a damaged file: the caller rebuilds them."""
+    try:
+        return ChunkFields.load(directory)
+    except Exception as exc:  # whatever is unreadable is rebuilt from the record
+        logger.warning("saved chunk fields in %s are unusable (%s: %s); rebuilding them "
+                       "from the store", directory, type(exc).__name__, exc)
+        return None
 
 
 def _saved_columns(directory: Path) -> FilterColumns | None:

@@ -4,7 +4,8 @@ clamped to ``maxK``, and what a continuation page replays from its cursor (§10)
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, replace
+
+import msgspec
 
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.errors import InvalidInput, Unsupported
@@ -20,8 +21,9 @@ FUSION_METHODS = ("rrf", "weighted", "convex")
 UNITS = ("chunk", "document")
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(msgspec.Struct, frozen=True):
+    """One request's plan (a frozen ``msgspec`` struct: one is made per request)."""
+
     k: int
     candidate_k: int
     top_n: int
@@ -97,9 +99,9 @@ class Planner:
         state = self._cursors.open(request.cursor, fingerprint, gc_floor())
         if state.feedback_mark != poisoned.mark:
             poisoned = self._feedback.as_of(state.feedback_mark)
-        return replace(plan, fingerprint=fingerprint, offset=state.offset,
-                       pinned=version_token(state.seq), now_ms=state.now_ms,
-                       poisoned=poisoned)
+        return msgspec.structs.replace(plan, fingerprint=fingerprint, offset=state.offset,
+                                       pinned=version_token(state.seq), now_ms=state.now_ms,
+                                       poisoned=poisoned)
 
     def _check(self, request: SearchRequest) -> None:
         if not isinstance(request.query, str) or not request.query.strip():

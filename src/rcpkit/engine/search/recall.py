@@ -2,8 +2,10 @@
 a store that searches by itself (PostgreSQL with ``pg_recall = "database"``).
 
 Recall returns rowids and scores only; the stored record and vector of a candidate are read
-later (:meth:`Recall.load`) for just the candidates a later stage looks at: most requests
-read the ``k`` chunks of one page, not all ``candidateK`` of them.
+later (:func:`load`) for just the candidates a later stage looks at: most requests read the
+``k`` chunks of one page, not all ``candidateK`` of them. Recall from the in-memory indexes
+also keeps every chunk's stored fields but its text (:class:`~rcpkit.engine.indexes.records.
+ChunkFields`), so a page that does not include text reads nothing from the store.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ class Candidate:
     score: float
     scores: dict[str, float]
     loaded: Loaded | None = None
+    has_text: bool = False
+    """Whether ``record.text`` was read: a record from the in-memory fields has an empty
+    text until a stage that needs it loads the candidate with ``text=True``."""
 
     @property
     def record(self) -> ChunkRecord:
@@ -72,6 +77,10 @@ class Recall(Protocol):
     def vectors(self, rowids: list[int]) -> npt.NDArray[np.float32]:
         """The stored vectors of ``rowids``, in order."""
 
+    def fields(self, rowids: list[int]) -> dict[int, ChunkRecord]:
+        """The records of those of ``rowids`` kept in memory, each with an empty ``text``;
+        the others are read from the store."""
+
 
 def merge(dense_hits: Scores, sparse_hits: Scores) -> list[Candidate]:
     """One candidate per recalled row, with the score of each list that found it; dense
@@ -88,38 +97,53 @@ def merge(dense_hits: Scores, sparse_hits: Scores) -> list[Candidate]:
 
 
 def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
-         cache: Recent[int, Loaded], cite: Callable[[ChunkRecord], Citation]
-         ) -> list[Candidate]:
-    """``candidates`` with their stored records, vectors and citations (``cite``) read once
-    per candidate; rows the store no longer holds drop out. A row's record and vector never
-    change (a write adds rows, a delete marks them, collection removes them), so ``cache``
-    keeps those of recently returned rows: a page of popular chunks costs no store read."""
+         cache: Recent[int, Loaded], cite: Callable[[ChunkRecord], Citation], *,
+         text: bool) -> list[Candidate]:
+    """``candidates`` with their stored records, vectors and citations (``cite``), read once
+    per candidate and with the text when ``text``; rows the store no longer holds drop out.
+
+    A row's record and vector never change (a write adds rows, a delete marks them,
+    collection removes them), so ``cache`` keeps those of recently returned rows: a page of
+    popular chunks costs no store read. Without ``text`` the records come from the recall's
+    in-memory fields (:meth:`Recall.fields`), which costs none either; with it they are
+    read whole from the store, in one query."""
     missing = []
     for candidate in candidates:
-        if candidate.loaded is None:
-            candidate.loaded = cache.get(candidate.rowid)
-            if candidate.loaded is None:
+        if candidate.loaded is None or (text and not candidate.has_text):
+            cached = cache.get(candidate.rowid)
+            if cached is not None:
+                candidate.loaded, candidate.has_text = cached, True
+            else:
                 missing.append(candidate.rowid)
-    if not missing:  # nothing read from the store: no row of the snapshot can be missing
+    if not missing:  # nothing to read: no row of the snapshot can be missing
         return candidates
     with recall.reading():
-        records = store.chunks(missing)
+        records = {} if text else recall.fields(missing)  # texts empty
+        unkept = [rowid for rowid in missing if rowid not in records]
+        full = store.chunks(unkept) if unkept else {}
+        records.update(full)
         order = [rowid for rowid in missing if rowid in records]
         try:
             vectors = recall.vectors(order)
         except IndexUnavailable as exc:  # indexes disagree with the record: a bug
             raise RuntimeError(f"derived indexes are inconsistent: {exc.message}") from exc
-        if seq < store.gc_floor():
+        if (unkept or len(order) < len(missing)) and seq < store.gc_floor():
             # Collected while we read: serve that snapshot whole or not at all (§7.7.1).
             raise SnapshotUnavailable("indexVersion was garbage-collected during the read")
     vectors.flags.writeable = False  # rows shared through the cache
     found = dict(zip(order, vectors, strict=True))
     for candidate in candidates:
-        if candidate.loaded is None and candidate.rowid in found:
-            record = records[candidate.rowid]
-            candidate.loaded = (record, found[candidate.rowid], cite(record))
+        record = records.get(candidate.rowid)
+        if record is None:
+            continue
+        # A candidate loaded before without text keeps its vector and citation.
+        loaded = candidate.loaded
+        candidate.loaded = ((record, found[candidate.rowid], cite(record)) if loaded is None
+                            else (record, loaded[1], loaded[2]))
+        candidate.has_text = candidate.rowid in full
+        if candidate.has_text:
             cache.put(candidate.rowid, candidate.loaded)
-    return [c for c in candidates if c.loaded is not None]
+    return [c for c in candidates if c.loaded is not None and (c.has_text or not text)]
 
 
 class MemoryRecall:
@@ -153,6 +177,9 @@ class MemoryRecall:
     def vectors(self, rowids: list[int]) -> npt.NDArray[np.float32]:
         return self._indexes.dense.get(np.asarray(rowids, dtype=np.int64))
 
+    def fields(self, rowids: list[int]) -> dict[int, ChunkRecord]:
+        return self._indexes.fields.get(rowids)
+
 
 class DatabaseRecall:
     """Recall computed by the store's database at the snapshot, under the filter compiled
@@ -179,3 +206,6 @@ class DatabaseRecall:
 
     def vectors(self, rowids: list[int]) -> npt.NDArray[np.float32]:
         return self._database.vectors(rowids)
+
+    def fields(self, rowids: list[int]) -> dict[int, ChunkRecord]:
+        return {}  # the database keeps no copy of its records in memory

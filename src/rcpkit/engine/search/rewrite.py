@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from rcpkit import fusion
 from rcpkit.engine.errors import InvalidInput
 from rcpkit.engine.search.searcher import Progress
@@ -52,7 +54,8 @@ class Rewriter:
             for stage, seconds in result.stage_seconds:
                 stage_seconds[stage] = stage_seconds.get(stage, 0.0) + seconds
         return SearchResult(
-            hits=[replace(hits[item.key], score=item.score) for item in fused[:request.k]],
+            hits=[msgspec.structs.replace(hits[item.key], score=item.score)
+                  for item in fused[:request.k]],
             index_version=first.index_version,
             usage=replace(first.usage, notes=(*first.usage.notes, note)),
             stage_seconds=tuple(stage_seconds.items()))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -82,8 +82,10 @@ class Searcher:
                     if plan.fingerprint is not None and plan.pinned is not None else None)
         candidates, seq = replayed or self._recall(request, plan, query_vector)
         if progress is not None:
-            leading = self._load(sorted(candidates, key=lambda c: -c.score)[:plan.k], seq)
-            stage("recall", 0.3, [stages.hit(c, request, query_vector) for c in leading])
+            leading = self._load(sorted(candidates, key=lambda c: -c.score)[:plan.k], seq,
+                                 text=request.include_text)
+            stage("recall", 0.3, [stages.hit(c, request, query_vector, text=request.include_text)
+                                  for c in leading])
         else:
             stage("recall", 0.3)
         config = self._config
@@ -91,10 +93,10 @@ class Searcher:
                              default_alpha=config.default_fusion_alpha)
         stage("fuse", 0.5)
         if plan.reads_every_candidate(request):
-            ranked = self._load(ranked, seq)
+            ranked = self._load(ranked, seq, text=False)
         reranked = 0
         if request.rerank is not None and ranked:
-            ranked = stages.rerank(request.query, self._load(ranked[:plan.top_n], seq),
+            ranked = stages.rerank(request.query, self._load(ranked[:plan.top_n], seq, text=True),
                                    self._rerankers[request.rerank.method])
             reranked = len(ranked)
         stage("rerank", 0.7)
@@ -109,14 +111,15 @@ class Searcher:
         if request.session_id is not None and request.cursor is None:
             seen = self._sessions.seen((request.caller, request.session_id))
             ranked = [c for c in ranked if stages.hit_id(c.record, request.unit) not in seen]
-        packing = request.token_budget is not None
-        page = [stages.hit(c, request, query_vector, text=request.include_text or packing)
-                for c in self._load(ranked[plan.offset:plan.offset + plan.k], seq)]
+        with_text = request.include_text or request.token_budget is not None
+        page = [stages.hit(c, request, query_vector, text=with_text)
+                for c in self._load(ranked[plan.offset:plan.offset + plan.k], seq,
+                                    text=with_text)]
         tokens: int | None = None
         if request.token_budget is not None:
             page, tokens = stages.pack(page, request.token_budget)
             if not request.include_text:  # the bodies were needed only to count tokens
-                page = [replace(found, text=None) for found in page]
+                page = [msgspec.structs.replace(found, text=None) for found in page]
         end = plan.offset + len(page)
         next_cursor = None
         if page and end < len(ranked):
@@ -158,5 +161,6 @@ class Searcher:
                 tree=tree, schema=plan.schema, exact=plan.exact_dense(request))
         return merge(dense_hits, sparse_hits), seq
 
-    def _load(self, candidates: list[Candidate], seq: int) -> list[Candidate]:
-        return load(self.recall, self._store, candidates, seq, self._loaded, stages.cite)
+    def _load(self, candidates: list[Candidate], seq: int, *, text: bool) -> list[Candidate]:
+        return load(self.recall, self._store, candidates, seq, self._loaded, stages.cite,
+                    text=text)

@@ -116,6 +116,7 @@ def _fuse_lists(candidates: list[Candidate], weights: tuple[float, float],
 
 def rerank(query: str, head: list[Candidate], reranker: Reranker) -> list[Candidate]:
     """Rescore the loaded ``topN`` head with ``reranker``; best first (§3.3)."""
+    assert all(c.has_text for c in head), "rerank needs the candidates' texts"
     scores = reranker.score(query, [c.record.indexed_text for c in head])
     for candidate, score in zip(head, np.asarray(scores).tolist(), strict=True):
         candidate.score = float(score)
@@ -202,10 +203,12 @@ def hit(candidate: Candidate, request: SearchRequest,
         query_vector: npt.NDArray[np.float32], *, text: bool = True) -> Hit:
     """The hit of a loaded candidate, with its confidence and per-stage scores; ``text``
     False leaves the body out (``includeText: false``)."""
-    vector = candidate.vector
-    cosine = float(np.dot(vector, query_vector))
-    return record_hit(candidate.record, candidate.score, request.unit, text=text,
-                      citation=candidate.citation, confidence=min(1.0, max(0.0, cosine)),
+    assert candidate.has_text or not text, "hit body asked of a candidate loaded without it"
+    assert candidate.loaded is not None, "hit of a candidate not loaded"
+    record, vector, citation = candidate.loaded
+    cosine = float(vector.dot(query_vector))  # np.dot's BLAS call, without its dispatch
+    return record_hit(record, candidate.score, request.unit, text=text, citation=citation,
+                      confidence=min(1.0, max(0.0, cosine)),
                       vector=vector.tolist() if request.include_vectors else None,
                       scores=dict(candidate.scores))
 
@@ -215,8 +218,8 @@ def record_hit(record: ChunkRecord, score: float, unit: str = "chunk", *, text: 
                vector: list[float] | None = None,
                scores: dict[str, float] | None = None) -> Hit:
     """The §7.7 hit of a stored chunk (text, metadata, citation, trust) with ``score``; built
-    in one go, as it is per hit on every request (``dataclasses.replace`` costs ~10 µs), from
-    the record's ``citation`` when already made."""
+    in one go, as it is per hit on every request (a changed copy would be a second
+    construction), from the record's ``citation`` when already made."""
     meta = record.meta
     return Hit(id=hit_id(record, unit), score=score, unit=unit, doc_id=record.doc_id,
                chunk_index=record.index, confidence=confidence,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -104,9 +105,10 @@ class WriteOutcome:
     deleted: int
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkRecord:
-    """A stored chunk with its document's metadata, as visible at some version."""
+class ChunkRecord(msgspec.Struct, frozen=True):
+    """A stored chunk with its document's metadata, as visible at some version (a frozen
+    ``msgspec`` struct: made for every row a page reads, at a tenth of a frozen
+    dataclass's cost)."""
 
     rowid: int
     doc_id: str

@@ -253,10 +253,20 @@ class SqliteStore(SqlStore):
         return int(self._setting(self._reader(), "gc_floor"))
 
     def change_marks(self) -> tuple[int, int]:
-        seq, feedback = self._reader().execute(
+        """Read again only when a commit happened since this thread last read them: SQLite's
+        ``data_version`` moves when any other connection (the writer, another process)
+        commits, and reading it touches no table."""
+        db = self._reader()
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        known: tuple[int, tuple[int, int]] | None = getattr(self._local, "marks", None)
+        if known is not None and known[0] == version:
+            return known[1]
+        seq, feedback = db.execute(
             "SELECT (SELECT value FROM settings WHERE key = 'seq'), "
             "(SELECT COALESCE(MAX(id), 0) FROM feedback)").fetchone()
-        return int(seq), int(feedback)
+        marks = int(seq), int(feedback)
+        self._local.marks = version, marks
+        return marks
 
     # ── writes ──────────────────────────────────────────────────────────────
 
