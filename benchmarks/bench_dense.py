@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -135,7 +136,7 @@ def bench_writes(kind: str, n: int, seed: int) -> None:
 
 
 def bench_build(kind: str, n: int, seed: int, thread_counts: list[int],
-                graph: dict[str, int], expansions: list[int]) -> None:
+                graph: dict[str, Any], expansions: list[int]) -> None:
     """Graph settle time of a bulk load per build-thread count, side by side, while a client
     thread keeps querying (exact search serves until the graph is published); then how many
     rows their own vector does not find in the published graph (the builder's self-check,
@@ -206,7 +207,7 @@ def mean_recall(found: Iterable[Iterable[int]], truth: list[set[int]]) -> float:
 
 
 def bench_usearch_alone(kind: str, n: int, seed: int, threads: int,
-                        graph: dict[str, int]) -> None:
+                        graph: dict[str, Any]) -> None:
     """usearch's own build rate with DenseIndex's graph settings and no self-check, no
     queries: the ceiling the background build is measured against."""
     corpus = make_corpus(kind, n, np.random.default_rng(seed))
@@ -261,6 +262,8 @@ def main() -> None:
                              "otherwise)")
     parser.add_argument("--expansion-search", type=int, default=None,
                         help="with --build, the graph's ef_search at query time")
+    parser.add_argument("--graph-dtype", choices=["f16", "i8"], default=None,
+                        help="with --build, how the graph keeps its vectors")
     parser.add_argument("--recall-expansions", type=int, nargs="+", default=[128, 256],
                         help="with --build, the ef_search values the graph's recall is given at")
     parser.add_argument("--embed-short", type=int, default=1000)
@@ -272,7 +275,8 @@ def main() -> None:
             if not args.skip_writes:
                 bench_writes(kind, n, args.seed)
         graph = {name: value for name, value in (("expansion_add", args.expansion_add),
-                                                 ("expansion_search", args.expansion_search))
+                                                 ("expansion_search", args.expansion_search),
+                                                 ("graph_dtype", args.graph_dtype))
                  if value is not None}
         for n in args.build:
             bench_build(kind, n, args.seed, args.build_threads, graph, args.recall_expansions)
