@@ -214,8 +214,9 @@ class DenseIndex:
     diversity heuristic it keeps only one of them, "covered" by the other, which has no link
     to it (usearch 2.26: a few of 3000 clustered vectors not found by their own vector with
     two threads, none with one). So every parallel batch is self-checked — each new vector
-    must find itself — and the nodes that do not are removed and inserted again one at a
-    time, when their neighbours are all linked (:meth:`_insert`).
+    must find itself, in a search widened step by step for those a narrower one misses
+    (``CHECK_EXPANSIONS``) — and the nodes that do not are removed and inserted again one at
+    a time, when their neighbours are all linked (:meth:`_insert`).
     """
 
     def __init__(
