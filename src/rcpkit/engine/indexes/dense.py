@@ -93,9 +93,10 @@ CHECK_K = 4
 """The self-check after a parallel insertion searches each new vector for itself (k
 ``CHECK_K``), widening the search (ef) for those not found yet: a greedy search finds most
 nodes, and one that only a wide search finds is reachable and needs no repair. Only the
-nodes the widest search misses are re-inserted; on clustered vectors, where many reachable
-nodes are hard to find, re-inserting every miss of a narrow search cost more than the
-build itself (``benchmarks/bench_dense.py --build``)."""
+nodes the widest search misses are re-inserted: on clustered vectors, where many reachable
+nodes are hard to find, re-inserting every miss of an ef 32 search (5.7 % of the rows
+inserted near 200k) slowed the build more and more as the graph grew
+(``benchmarks/bench_dense.py --build``)."""
 REPAIR_ROUNDS = 3
 _FORMAT = 2
 _META = "dense.json"
@@ -205,7 +206,7 @@ class DenseIndex:
 
     ``connectivity``, ``expansion_add`` and ``expansion_search`` are the HNSW M, ef_construction
     and ef_search. ef_search 256 (usearch's default is 64): on 200k clustered 384-d vectors
-    recall@10 was 0.994 against 0.982 at 128 (0.972 for a graph built with two threads), for
+    recall@10 was 0.994 against 0.982 at 128 (0.972 in another build of the same rows), for
     1.50 against 1.28 ms a graph search; ef_construction 64 instead of 128 reached only 0.972
     even at ef_search 384 (``benchmarks/bench_dense.py --build``, docs/benchmarks.md).
     ``build_threads`` > 1 insert in parallel on the background thread (default 1: on a
