@@ -20,13 +20,14 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from rcpkit.engine.indexes.dense import BUILD_BATCH, DenseIndex
+from rcpkit.engine.indexes.dense import BUILD_BATCH, DenseIndex, _unreachable
 from rcpkit.engine.models.embedding import minilm
 
 DIMENSION = 384
@@ -134,17 +135,23 @@ def bench_writes(kind: str, n: int, seed: int) -> None:
     index.close()
 
 
-def bench_build(kind: str, n: int, seed: int, thread_counts: list[int]) -> None:
+def bench_build(kind: str, n: int, seed: int, thread_counts: list[int],
+                graph: dict[str, Any], expansions: list[int]) -> None:
     """Graph settle time of a bulk load per build-thread count, side by side, while a client
-    thread keeps querying (exact search serves until the graph is published), and how many
-    rows their own vector does not find (the parallel build repairs those)."""
+    thread keeps querying (exact search serves until the graph is published); then how many
+    rows their own vector does not find in the published graph (the builder's self-check,
+    run again over every row: a search widened up to ef 256 for the rows a narrower one
+    misses) and recall@10 against exact search of the engine (the graph's candidates
+    re-scored exactly) and of the graph alone at each of ``expansions``."""
     rng = np.random.default_rng(seed)
     corpus = make_corpus(kind, n, rng)
     probes = unit_rows(corpus[rng.choice(n, 64, replace=False)])
-    print(f"\n== graph build, {kind} n={n:,} (one bulk add, exact threshold 1,000)")
+    picks = rng.choice(n, 200, replace=False)
+    queries = unit_rows(corpus[picks] + 0.05 * rng.standard_normal((len(picks), DIMENSION)))
+    print(f"\n== graph build, {kind} n={n:,} (one bulk add, exact threshold 1,000, {graph})")
     seconds = {}
     for threads in thread_counts:
-        index = DenseIndex(DIMENSION, exact_threshold=1000, build_threads=threads)
+        index = DenseIndex(DIMENSION, exact_threshold=1000, build_threads=threads, **graph)
         began = time.perf_counter()
         index.add(np.arange(n), corpus)
         served: list[float] = []
@@ -167,12 +174,26 @@ def bench_build(kind: str, n: int, seed: int, thread_counts: list[int]) -> None:
         seconds[threads] = time.perf_counter() - began
         done.set()
         client.join()
-        found = [int(rowids[0]) for rowids, _ in index.search_batch(corpus, 1)]
-        lost = sum(1 for row, first in enumerate(found) if first != row)
+        published = index._view.graph
+        assert published is not None and index.graph_tail == 0
+        lost = int(_unreachable(published.index, np.arange(n), corpus, threads).sum())
+        published.index.expansion_search = index.expansion_search
         p50 = float(np.median(served)) * 1000 if served else float("nan")
         print(f"{threads} thread(s): {seconds[threads]:7.1f} s ({n / seconds[threads]:,.0f} "
               f"rows/s), rows not found by their own vector: {lost}; "
               f"{len(served)} queries served meanwhile, p50 {p50:.1f} ms")
+        truth = [set(rowids.tolist()) for rowids, _ in index.search_batch(queries, 10,
+                                                                          exact=True)]
+        engine = [set(rowids.tolist()) for rowids, _ in index.search_batch(queries, 10)]
+        print(f"  recall@10 of the engine {mean_recall(engine, truth):.3f} "
+              f"(expansion_search {index.expansion_search}); of the graph alone at "
+              f"expansion_search", end="")
+        for expansion in expansions:
+            published.index.expansion_search = expansion
+            from_graph = np.asarray(published.index.search(queries, 10).keys)
+            print(f" {expansion}: {mean_recall(from_graph.reshape(len(queries), -1), truth):.3f}",
+                  end="")
+        print(flush=True)
         index.close()
     if 1 in seconds:
         for threads in seconds:
@@ -180,15 +201,21 @@ def bench_build(kind: str, n: int, seed: int, thread_counts: list[int]) -> None:
                 print(f"speed-up with {threads} threads: {seconds[1] / seconds[threads]:.2f}x")
 
 
-def bench_usearch_alone(kind: str, n: int, seed: int, threads: int) -> None:
+def mean_recall(found: Iterable[Iterable[int]], truth: list[set[int]]) -> float:
+    return float(np.mean([len(set(map(int, hits)) & exact) / len(exact)
+                          for hits, exact in zip(found, truth, strict=True)]))
+
+
+def bench_usearch_alone(kind: str, n: int, seed: int, threads: int,
+                        graph: dict[str, Any]) -> None:
     """usearch's own build rate with DenseIndex's graph settings and no self-check, no
     queries: the ceiling the background build is measured against."""
     corpus = make_corpus(kind, n, np.random.default_rng(seed))
-    probe = DenseIndex(DIMENSION)
-    graph = probe._new_graph()
+    probe = DenseIndex(DIMENSION, **graph)
+    index = probe._new_graph()
     began = time.perf_counter()
     for start in range(0, n, BUILD_BATCH):
-        graph.add(np.arange(start, min(n, start + BUILD_BATCH)),
+        index.add(np.arange(start, min(n, start + BUILD_BATCH)),
                   corpus[start:start + BUILD_BATCH], threads=threads)
     seconds = time.perf_counter() - began
     print(f"usearch alone, {kind} n={n:,}, {threads} thread(s): {seconds:.1f} s "
@@ -230,6 +257,15 @@ def main() -> None:
                         help="with --build, also time usearch's own build (the ceiling)")
     parser.add_argument("--build-threads", type=int, nargs="+", default=[1, 2],
                         help="build-thread counts to time, side by side")
+    parser.add_argument("--expansion-add", type=int, default=None,
+                        help="with --build, the graph's ef_construction (DenseIndex's default "
+                             "otherwise)")
+    parser.add_argument("--expansion-search", type=int, default=None,
+                        help="with --build, the graph's ef_search at query time")
+    parser.add_argument("--graph-dtype", choices=["f16", "i8"], default=None,
+                        help="with --build, how the graph keeps its vectors")
+    parser.add_argument("--recall-expansions", type=int, nargs="+", default=[128, 256],
+                        help="with --build, the ef_search values the graph's recall is given at")
     parser.add_argument("--embed-short", type=int, default=1000)
     parser.add_argument("--embed-long", type=int, default=200)
     args = parser.parse_args()
@@ -238,11 +274,15 @@ def main() -> None:
             bench_size(kind, n, args.queries, args.k, args.query_noise, args.seed)
             if not args.skip_writes:
                 bench_writes(kind, n, args.seed)
+        graph = {name: value for name, value in (("expansion_add", args.expansion_add),
+                                                 ("expansion_search", args.expansion_search),
+                                                 ("graph_dtype", args.graph_dtype))
+                 if value is not None}
         for n in args.build:
-            bench_build(kind, n, args.seed, args.build_threads)
+            bench_build(kind, n, args.seed, args.build_threads, graph, args.recall_expansions)
             if args.usearch_alone:
                 for threads in args.build_threads:
-                    bench_usearch_alone(kind, n, args.seed, threads)
+                    bench_usearch_alone(kind, n, args.seed, threads, graph)
     if not args.skip_embed:
         bench_embed(args.embed_short, args.embed_long)
 

@@ -527,6 +527,20 @@ def test_a_parallel_graph_build_reaches_every_row(seed: int) -> None:
     index.close()
 
 
+def test_the_self_check_reports_only_nodes_a_wide_search_cannot_find() -> None:
+    """Reachable nodes that a narrow search misses (many, on hard data) must not be taken for
+    lost: re-inserting them one at a time would cost more than the build."""
+    vectors = unit_vectors(4000, seed=3, dim=32)
+    keys = np.arange(len(vectors))
+    index = DenseIndex(32, connectivity=6, expansion_add=32)
+    graph = index._new_graph()
+    graph.add(keys, vectors, threads=1)  # sequential: every node is linked
+    graph.expansion_search = 32
+    found = np.asarray(graph.search(vectors, dense.CHECK_K, threads=1).keys)
+    assert (~(found == keys[:, None]).any(axis=1)).sum() > 0  # ef 32 misses some of them
+    assert not dense._unreachable(graph, keys, vectors, 1).any()
+
+
 def test_a_loaded_index_maps_its_vectors_and_never_writes_the_saved_file(
     tmp_path: Path, small_index: tuple[DenseIndex, np.ndarray]
 ) -> None:
