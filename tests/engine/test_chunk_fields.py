@@ -74,3 +74,13 @@ def test_damaged_or_missing_rows_are_refused(tmp_path: Path) -> None:
     saved.write_bytes(bytes(data))
     with pytest.raises(DamagedFile):
         ChunkFields.load(tmp_path)
+
+
+def test_filter_metadata_equal_to_the_metadata_is_kept_once() -> None:
+    fields = ChunkFields()
+    same = ChunkRecord(rowid=1, doc_id="d", index=0, start=0, end=4, text="text", context="",
+                       headings=(), meta={"group": 7, "half": 1},
+                       filter_meta={"group": 7, "half": 1})
+    fields.add([same, _record(2)])
+    assert fields.get([1, 2]) == {1: _without_text(same), 2: _without_text(_record(2))}
+    assert fields._rows[1] is not None and fields._rows[1].count(b'"group"') == 1

@@ -7,12 +7,13 @@ from the store costs a query per page (an SQLite join and three JSON decodes per
 here, a page that does not include text is answered without any. The text, the bulk of a
 chunk, stays in the store and is read for the requests that return or rerank it.
 
-Each row is one compact JSON array (``orjson``), about a hundred bytes for a short metadata
-object, in a list indexed by rowid: a chunk row never changes once written and stores never
-reuse a rowid, so, like the other derived indexes, :class:`ChunkFields` is kept current by
-the engine's rebuild and catch-up path and leaves versions to the visibility mask. Saved
-and loaded like the filter columns: one ``.npz`` (the concatenated rows, their offsets and
-rowids) named by a JSON manifest replaced last.
+Each row is one compact JSON array (``orjson``; the filter metadata only where it differs
+from the metadata), about seventy bytes for a short metadata object, in a list indexed by
+rowid: a chunk row never changes once written and stores never reuse a rowid, so, like the
+other derived indexes, :class:`ChunkFields` is kept current by the engine's rebuild and
+catch-up path and leaves versions to the visibility mask. Saved and loaded like the filter
+columns: one ``.npz`` (the concatenated rows, their offsets and rowids) named by a JSON
+manifest replaced last.
 """
 
 from __future__ import annotations
@@ -54,10 +55,14 @@ class ChunkFields:
             if rowid >= len(rows):
                 rows.extend([None] * (rowid + 1 - len(rows)))
             if rows[rowid] is None:
+                fields = [record.doc_id, record.index, record.start, record.end,
+                          record.context, record.headings, record.meta]
+                # The filter metadata is the metadata with dates as numbers: usually the
+                # same object, kept once (a row of seven fields).
+                if record.filter_meta != record.meta:
+                    fields.append(record.filter_meta)
                 try:
-                    rows[rowid] = orjson.dumps(
-                        [record.doc_id, record.index, record.start, record.end,
-                         record.context, record.headings, record.meta, record.filter_meta])
+                    rows[rowid] = orjson.dumps(fields)
                 except orjson.JSONEncodeError:
                     continue
 
@@ -77,8 +82,9 @@ class ChunkFields:
         for rowid in rowids:
             row = rows[rowid] if 0 <= rowid < size else None
             if row is not None:
-                doc_id, index, start, end, context, headings, meta, filter_meta = (
-                    orjson.loads(row))
+                fields = orjson.loads(row)
+                doc_id, index, start, end, context, headings, meta = fields[:7]
+                filter_meta = fields[7] if len(fields) > 7 else meta
                 found[rowid] = ChunkRecord(rowid, doc_id, index, start, end, "", context,
                                            tuple(headings), meta, filter_meta)
         return found
