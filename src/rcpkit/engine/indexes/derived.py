@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +40,8 @@ from rcpkit.protocol.filters import FilterNode
 __all__ = ["BoolMask", "DerivedIndexes", "ReadWriteLock"]
 
 logger = logging.getLogger(__name__)
+
+_Part = TypeVar("_Part")
 
 BoolMask = npt.NDArray[np.bool_]
 MAX_BUILD_THREADS = 8
@@ -171,8 +174,9 @@ class DerivedIndexes:
                         build_threads=self._build_threads(),
                         vectors=self._store.stored_vectors,
                         graph_dtype=self._config.dense_graph_dtype)
-                    columns = _saved_columns(state_dir / "columns")
-                    fields = _saved_fields(state_dir / "fields")
+                    columns = _saved_part(FilterColumns.load, state_dir / "columns",
+                                          "filter columns")
+                    fields = _saved_part(ChunkFields.load, state_dir / "fields", "chunk fields")
         except Exception as exc:  # any unreadable state means: rebuild from the record
             logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
                            "store", type(exc).__name__, exc)
@@ -379,23 +383,13 @@ def _add_columns(columns: FilterColumns, records: Sequence[ChunkRecord]) -> None
                 [record.filter_meta for record in records])
 
 
-def _saved_fields(directory: Path) -> ChunkFields | None:
-    """The chunk fields of a saved state, or ``None`` (logged) when they cannot be read — a
-    state saved before they were kept, or a damaged file: the caller rebuilds them."""
+def _saved_part(load: Callable[[Path], _Part], directory: Path, what: str) -> _Part | None:
+    """A part of a saved state that can be rebuilt from the record (the filter columns, the
+    chunk fields), or ``None`` (logged) when it cannot be read — a state saved before the
+    part was kept, or a damaged file: the caller rebuilds it."""
     try:
-        return ChunkFields.load(directory)
+        return load(directory)
     except Exception as exc:  # whatever is unreadable is rebuilt from the record
-        logger.warning("saved chunk fields in %s are unusable (%s: %s); rebuilding them "
-                       "from the store", directory, type(exc).__name__, exc)
-        return None
-
-
-def _saved_columns(directory: Path) -> FilterColumns | None:
-    """The filter columns of a saved state, or ``None`` (logged) when they cannot be read —
-    a state saved before they were persisted, or a damaged file: the caller rebuilds them."""
-    try:
-        return FilterColumns.load(directory)
-    except Exception as exc:  # whatever is unreadable is rebuilt from the record
-        logger.warning("saved filter columns in %s are unusable (%s: %s); rebuilding them "
-                       "from the store", directory, type(exc).__name__, exc)
+        logger.warning("saved %s in %s are unusable (%s: %s); rebuilding them from the store",
+                       what, directory, type(exc).__name__, exc)
         return None
