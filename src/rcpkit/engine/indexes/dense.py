@@ -1,10 +1,13 @@
 """Dense vector index for dense recall (§3.1, §7.7): exact numpy search, HNSW beyond a size.
 
 Vectors are keyed by the store's integer row ids (non-negative int64, never reused). Up to
-``exact_threshold`` rows every search is one BLAS matrix-vector product over a contiguous
-float32 matrix plus ``argpartition``. Beyond it a usearch HNSW graph (cosine, f16 or int8)
-proposes candidates that are re-scored exactly from the float32 matrix, so reported scores are
-always exact cosines and ties always go to the smaller row id.
+``exact_threshold`` rows every search is exact: an int8 first pass over the rows
+(:mod:`~rcpkit.engine.indexes.quantised`, from ``CODE_MIN_ROWS`` rows on) proves which rows
+cannot reach the top k, and the others are scored from the float32 matrix. Beyond it a
+usearch HNSW graph (cosine, f16 or int8) proposes candidates that are re-scored exactly the
+same way, so reported scores are always exact cosines and ties always go to the smaller row
+id. Every exact score comes from one kernel (:func:`_scores`), so a row scores the same
+whichever path found it.
 
 **Graph builds never block.** A build takes minutes at 100k rows, so it runs on a background
 thread over an immutable snapshot; exact search serves until the graph is published. Rows
@@ -55,6 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rcpkit.engine.errors import IndexUnavailable
+from rcpkit.engine.indexes import quantised
 from rcpkit.engine.indexes.persist import bytes_checksum, compact_ints, file_checksum, verify_file
 
 if TYPE_CHECKING:
@@ -112,7 +116,14 @@ _GRAPH_HEAD = 40
 _FREE_KEY = np.iinfo(np.uint64).max
 _CODE_ROWS = 4_096
 """Rows converted to graph codes at a time when a save or load compares or rebuilds them."""
-_QUERY_CHUNK = 256
+CODE_MIN_ROWS = 4_096
+"""Below this many rows an exact search scores every row (a float32 scan of 4k × 384 costs
+about what the int8 first pass's fixed work does)."""
+CODE_TAIL_MIN = 4_096
+CODE_TAIL_FRACTION = 0.1
+"""Rows appended after the int8 codes were made are scored exactly next to them; the codes
+are made again once those exceed ``max(CODE_TAIL_MIN, CODE_TAIL_FRACTION × rows)``, which
+keeps their cost per appended row constant."""
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
@@ -148,6 +159,8 @@ class _Snapshot:
 
     vectors: np.ndarray
     rowids: np.ndarray
+    codes: quantised.Int8Codes | None = None
+    """int8 codes of the first ``codes.rows`` rows, for exact search's first pass."""
 
     def positions(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Positions of ``rowids`` here, and a mask of which of them are present."""
@@ -367,7 +380,7 @@ class DenseIndex:
                 return
             keep = np.ones(len(current.rowids), dtype=bool)
             keep[positions[present]] = False
-            snapshot = self._publish(current.vectors[keep], current.rowids[keep], spare=0)
+            snapshot = _coded(self._publish(current.vectors[keep], current.rowids[keep], spare=0))
             self._view = _view_of(snapshot, view.graph)
             self._schedule_build()
 
@@ -648,7 +661,7 @@ class DenseIndex:
             raise ValueError("the saved dense vectors and row ids do not match")
         index._buffer = matrix if matrix.dtype == np.float32 else matrix.astype(np.float32)
         index._buffer_rowids = rowids
-        snapshot = _Snapshot(index._buffer, rowids)
+        snapshot = _coded(_Snapshot(index._buffer, rowids))
         graph = None
         restore: Callable[[], None] | None = None
         if "graph" in files:
@@ -711,17 +724,18 @@ class DenseIndex:
         end = start + len(rowids)
         if end > len(self._buffer_rowids):
             growth = len(rowids) + max(end // 2, 1024)
-            current = self._publish(current.vectors, current.rowids, spare=growth)
+            self._publish(current.vectors, current.rowids, spare=growth)
         self._buffer[start:end] = vectors
         self._buffer_rowids[start:end] = rowids
-        return _Snapshot(self._buffer[:end], self._buffer_rowids[:end])
+        # The rows already coded keep their positions: their codes still hold.
+        return _coded(_Snapshot(self._buffer[:end], self._buffer_rowids[:end], current.codes))
 
     def _merge(self, current: _Snapshot, rowids: np.ndarray, vectors: np.ndarray) -> _Snapshot:
         """Insert out-of-order row ids, keeping rows sorted by id (rare; O(n))."""
         all_ids = np.concatenate([current.rowids, rowids])
         order = np.argsort(all_ids, kind="stable")
         merged = np.concatenate([current.vectors, vectors])[order]
-        return self._publish(merged, all_ids[order], spare=len(all_ids) // 2)
+        return _coded(self._publish(merged, all_ids[order], spare=len(all_ids) // 2))
 
     def _new_graph(self) -> Index:
         index_class = _load_usearch()
@@ -823,27 +837,33 @@ class DenseIndex:
     def _exact(
         self, snapshot: _Snapshot, queries: np.ndarray, k: int, allowed: np.ndarray | None
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Exact top-k: one BLAS product per query block, over all rows or the allowed ones."""
+        """Exact top-k over all rows or the allowed ones: the allowed rows copied out when a
+        filter leaves few, else the int8 first pass's candidates plus the rows appended since
+        the codes were made (every row when there are no codes), scored by :func:`_scores`."""
         vectors, rowids = snapshot.vectors, snapshot.rowids
-        disallowed: np.ndarray | None = None
-        keep = k
-        allowed_rows = 0 if allowed is None else int(allowed.sum())
+        allowed_rows = len(rowids) if allowed is None else int(allowed.sum())
+        keep = min(k, allowed_rows)
         if allowed is not None and allowed_rows * GATHER_BELOW < len(rowids):
-            vectors, rowids = vectors[allowed], rowids[allowed]
-        elif allowed is not None:
-            # Score every row and give disallowed rows -inf: allowed scores are finite, so
-            # the top min(k, allowed) never include a disallowed row.
-            disallowed, keep = ~allowed, min(k, allowed_rows)
-        if len(queries) == 1:  # matrix-vector product: BLAS gemv, no transposed copy
-            blocks = [(vectors @ queries[0])[None, :]]
-        else:
-            blocks = [queries[start : start + _QUERY_CHUNK] @ vectors.T
-                      for start in range(0, len(queries), _QUERY_CHUNK)]
-        results: list[tuple[np.ndarray, np.ndarray]] = []
-        for scores in blocks:
-            if disallowed is not None:
-                np.copyto(scores, -np.inf, where=disallowed)
-            results.extend(_top_k(row, rowids, keep) for row in scores)
+            positions = np.flatnonzero(allowed)
+            return [_top_k(_scores(vectors, positions, query), rowids[positions], k)
+                    for query in queries]
+        codes = snapshot.codes
+        if codes is None:
+            if allowed is None:
+                return [_top_k(_scores(vectors, slice(None), query), rowids, keep)
+                        for query in queries]
+            rest = np.flatnonzero(allowed)
+            return [_top_k(_scores(vectors, rest, query), rowids[rest], keep)
+                    for query in queries]
+        coded_allowed = None if allowed is None else allowed[:codes.rows]
+        rest = np.arange(codes.rows, len(rowids))
+        if allowed is not None:
+            rest = rest[allowed[codes.rows:]]
+        results = []
+        for query in queries:
+            found = np.concatenate([quantised.candidates(codes, query, keep, coded_allowed),
+                                    rest])
+            results.append(_top_k(_scores(vectors, found, query), rowids[found], keep))
         return results
 
     def _from_graph(
@@ -863,8 +883,8 @@ class DenseIndex:
         positions = positions[present]
         if allowed is not None:
             positions = positions[allowed[positions]]
-        scores = np.concatenate([snapshot.vectors[positions] @ query,
-                                 _tail_scores(snapshot.vectors, tail, query)])
+        scores = np.concatenate([_scores(snapshot.vectors, positions, query),
+                                 _scores(snapshot.vectors, tail, query)])
         return _top_k(scores, snapshot.rowids[np.concatenate([positions, tail])], k)
 
 
@@ -885,20 +905,40 @@ def _unreachable(graph: Index, keys: np.ndarray, vectors: np.ndarray, threads: i
     return lost
 
 
-def _tail_scores(vectors: np.ndarray, tail: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``vectors[tail] @ query`` for sorted positions. Rows appended after a build sit at the
-    end of the buffer, so the tail is usually (nearly) one contiguous span: scoring the span
-    in place avoids copying the rows out, which for a long tail (a bulk load outrunning the
-    build) would cost more than an exact search over every row."""
-    if len(tail) == 0:
-        return np.zeros(0, dtype=np.float32)
-    first, span = int(tail[0]), int(tail[-1]) - int(tail[0]) + 1
+def _scores(vectors: np.ndarray, positions: np.ndarray | slice, query: np.ndarray
+            ) -> np.ndarray:
+    """Exact scores of ``vectors[positions]`` against ``query``, in the order given.
+
+    ``np.vecdot`` takes each row's dot product on its own, so a row's score does not depend on
+    which rows are scored with it; BLAS gemv's does (OpenBLAS takes rows in blocks and the
+    leftover ones another way, which moves the last bit), and then equal vectors found by
+    different paths could fail to tie (§16.3). Positions that fill most of their span (a
+    tail appended at the end, a broad filter) are scored in place, not copied out first."""
     scores: npt.NDArray[np.float32]
-    if span > GATHER_BELOW * len(tail):
-        scores = vectors[tail] @ query
+    if isinstance(positions, slice):
+        scores = np.vecdot(vectors[positions], query)
+        return scores
+    if len(positions) == 0:
+        return np.zeros(0, dtype=np.float32)
+    first = int(positions.min())
+    span = int(positions.max()) - first + 1
+    if span > GATHER_BELOW * len(positions):
+        scores = np.vecdot(vectors[positions], query)
     else:
-        scores = (vectors[first:first + span] @ query)[tail - first]
+        scores = np.vecdot(vectors[first:first + span], query)[positions - first]
     return scores
+
+
+def _coded(snapshot: _Snapshot) -> _Snapshot:
+    """``snapshot`` with int8 codes for exact search's first pass: none below
+    ``CODE_MIN_ROWS`` rows, made again when the rows appended since outgrow
+    ``max(CODE_TAIL_MIN, CODE_TAIL_FRACTION × rows)``, else those it has."""
+    rows, codes = len(snapshot.rowids), snapshot.codes
+    if rows < CODE_MIN_ROWS:
+        return _Snapshot(snapshot.vectors, snapshot.rowids) if codes is not None else snapshot
+    if codes is not None and rows - codes.rows <= max(CODE_TAIL_MIN, CODE_TAIL_FRACTION * rows):
+        return snapshot
+    return _Snapshot(snapshot.vectors, snapshot.rowids, quantised.encode(snapshot.vectors))
 
 
 def _graph_layout(serialised: np.ndarray
