@@ -23,6 +23,7 @@ candidates; the int8 scan of 10k × 384 takes ~0.07 ms where numpy's float32 pro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,7 @@ _UNIT_ROUNDOFF = 2.0**-24
 """float32's unit roundoff: the exact kernel's and the first pass's rounding are bounded by
 multiples of it."""
 _CODE_MAX = 127.0
+_ENCODE_ROWS = 2_048
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,20 +61,33 @@ class Int8Codes:
 
 
 def encode(vectors: np.ndarray) -> Int8Codes:
-    """Codes for every row of a float32 ``(n, d)`` matrix (O(n·d); ~5 ms for 10k × 384)."""
+    """Codes for every row of a float32 ``(n, d)`` matrix, made ``_ENCODE_ROWS`` rows at a
+    time so that the work stays in cache (~25 ms for 100k × 384)."""
     import numkong
 
     matrix = np.asarray(vectors, dtype=np.float32)
-    peaks = np.abs(matrix).max(axis=1)
-    scales = np.where(peaks > 0, peaks / np.float32(_CODE_MAX), np.float32(1)).astype(np.float32)
-    codes = np.rint(matrix / scales[:, None]).astype(np.int8)
-    decoded = codes.astype(np.float64) * scales[:, None].astype(np.float64)
-    residual = float(np.sqrt(np.add.reduce(np.square(decoded - matrix), axis=1)).max())
-    coded_norm = float(np.sqrt(np.add.reduce(np.square(decoded), axis=1)).max())
-    norm = float(np.sqrt(np.add.reduce(np.square(matrix.astype(np.float64)), axis=1)).max())
-    # The norms were summed in double precision; one part in a million covers their rounding.
-    return Int8Codes(numkong.dots_pack(codes), scales, len(matrix), residual * (1 + 1e-6),
-                     coded_norm * (1 + 1e-6), norm * (1 + 1e-6), matrix.shape[1])
+    rows = len(matrix)
+    codes = np.empty(matrix.shape, dtype=np.int8)
+    scales = np.empty(rows, dtype=np.float32)
+    residual = coded_norm = norm = 0.0
+    for start in range(0, rows, _ENCODE_ROWS):
+        block = matrix[start:start + _ENCODE_ROWS]
+        peaks = np.abs(block).max(axis=1)
+        scale = np.where(peaks > 0, peaks / np.float32(_CODE_MAX), np.float32(1))
+        quotient = block / scale[:, None]
+        np.rint(quotient, out=quotient)
+        codes[start:start + _ENCODE_ROWS] = quotient
+        scales[start:start + _ENCODE_ROWS] = scale
+        decoded = np.multiply(quotient, scale[:, None], out=quotient)
+        coded_norm = max(coded_norm, float(np.vecdot(decoded, decoded).max()))
+        decoded -= block
+        residual = max(residual, float(np.vecdot(decoded, decoded).max()))
+        norm = max(norm, float(np.vecdot(block, block).max()))
+    # Sums of d float32 squares are within d·u of their value, relatively: 1 + 2·d·u covers
+    # them (and the square root halves it).
+    slack = 1 + 2 * matrix.shape[1] * _UNIT_ROUNDOFF
+    return Int8Codes(numkong.dots_pack(codes), scales, rows, math.sqrt(residual) * slack,
+                     math.sqrt(coded_norm) * slack, math.sqrt(norm) * slack, matrix.shape[1])
 
 
 def first_pass(codes: Int8Codes, query: np.ndarray) -> tuple[np.ndarray, float]:
