@@ -27,10 +27,19 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from rcpkit.engine.indexes.dense import BUILD_BATCH, DenseIndex, _unreachable
+from rcpkit.engine.indexes.dense import (
+    BUILD_BATCH,
+    DenseIndex,
+    _graph_layout,
+    _unlinked,
+    _unreachable,
+)
 from rcpkit.engine.models.embedding import minilm
 
 DIMENSION = 384
+SEARCH_CHECK_ROWS = 200_000
+"""Past this many rows the build bench skips searching every row for itself (at 1M it takes
+longer than the build); the walk over the links (``_unlinked``) runs at every size."""
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -139,9 +148,9 @@ def bench_build(kind: str, n: int, seed: int, thread_counts: list[int],
                 graph: dict[str, Any], expansions: list[int]) -> None:
     """Graph settle time of a bulk load per build-thread count, side by side, while a client
     thread keeps querying (exact search serves until the graph is published); then how many
-    rows their own vector does not find in the published graph (the builder's self-check,
-    run again over every row: a search widened up to ef 256 for the rows a narrower one
-    misses) and recall@10 against exact search of the engine (the graph's candidates
+    rows of the published graph no link leads to (the builder's own check), how many their own
+    vector does not find (a search widened up to ef 256 for the rows a narrower one misses;
+    up to ``SEARCH_CHECK_ROWS``) and recall@10 against exact search of the engine (the graph's candidates
     re-scored exactly) and of the graph alone at each of ``expansions``."""
     rng = np.random.default_rng(seed)
     corpus = make_corpus(kind, n, rng)
@@ -174,14 +183,21 @@ def bench_build(kind: str, n: int, seed: int, thread_counts: list[int],
         seconds[threads] = time.perf_counter() - began
         done.set()
         client.join()
+        p50 = float(np.median(served)) * 1000 if served else float("nan")
+        print(f"{threads} thread(s): settled in {seconds[threads]:7.1f} s "
+              f"({n / seconds[threads]:,.0f} rows/s); {len(served)} queries served "
+              f"meanwhile, p50 {p50:.1f} ms", flush=True)
         published = index._view.graph
         assert published is not None and index.graph_tail == 0
-        lost = int(_unreachable(published.index, np.arange(n), corpus, threads).sum())
-        published.index.expansion_search = index.expansion_search
-        p50 = float(np.median(served)) * 1000 if served else float("nan")
-        print(f"{threads} thread(s): {seconds[threads]:7.1f} s ({n / seconds[threads]:,.0f} "
-              f"rows/s), rows not found by their own vector: {lost}; "
-              f"{len(served)} queries served meanwhile, p50 {p50:.1f} ms")
+        saved = np.frombuffer(published.index.save(), dtype=np.uint8)
+        layout = _graph_layout(saved)
+        unlinked = "?" if layout is None else int(_unlinked(saved, layout).sum())
+        print(f"  rows no link leads to: {unlinked}", end="", flush=True)
+        if n <= SEARCH_CHECK_ROWS:
+            lost = int(_unreachable(published.index, np.arange(n), corpus, threads).sum())
+            published.index.expansion_search = index.expansion_search
+            print(f"; rows not found by their own vector (ef up to 256): {lost}", end="")
+        print(flush=True)
         truth = [set(rowids.tolist()) for rowids, _ in index.search_batch(queries, 10,
                                                                           exact=True)]
         engine = [set(rowids.tolist()) for rowids, _ in index.search_batch(queries, 10)]

@@ -541,6 +541,87 @@ def test_the_self_check_reports_only_nodes_a_wide_search_cannot_find() -> None:
     assert not dense._unreachable(graph, keys, vectors, 1).any()
 
 
+def serialised_graph(index: DenseIndex, vectors: np.ndarray, threads: int
+                     ) -> tuple[np.ndarray, dense._Layout]:
+    """A usearch graph of ``vectors`` inserted with ``threads`` and no repair, serialised."""
+    graph = index._new_graph()
+    graph.add(np.arange(len(vectors)), vectors, threads=threads)
+    saved = np.frombuffer(graph.save(), dtype=np.uint8)
+    layout = dense._graph_layout(saved)
+    assert layout is not None
+    return saved, layout
+
+
+def test_the_links_read_are_those_usearch_counts_on_every_level() -> None:
+    index = DenseIndex(16, connectivity=4, expansion_add=16)  # small M: several levels
+    saved, layout = serialised_graph(index, unit_vectors(3000, seed=4), 1)
+    graph = index._new_graph()
+    graph.load(saved.tobytes())
+    links = dense._links(saved, layout)
+    assert len(links) == len(graph.levels_stats) > 2
+    for level, (read, stats) in enumerate(zip(links, graph.levels_stats, strict=True)):
+        assert len(read.nodes) == stats.nodes and len(read.neighbours) == stats.edges
+        assert (layout.levels[read.neighbours] >= level).all()  # links stay on their level
+        assert (read.neighbours != np.repeat(read.nodes, np.diff(read.offsets))).all()
+    # a node no link leads to is one no search finds, however wide
+    unlinked = np.flatnonzero(dense._unlinked(saved, layout))
+    not_found = dense._unreachable(graph, np.arange(3000), unit_vectors(3000, seed=4), 1)
+    assert not_found[layout.keys[unlinked].astype(np.int64)].all()
+
+
+def test_the_walk_finds_exactly_the_nodes_nothing_links_to() -> None:
+    """Nodes with no incoming link (what a parallel build leaves, class docstring) are found,
+    and so is a node cut off by removing every link to it by hand."""
+    vectors = clustered_vectors(4000, 1)
+    saved, layout = serialised_graph(DenseIndex(64), vectors, 2)
+    links = dense._links(saved, layout)
+    linked_to = np.zeros(len(vectors), dtype=bool)
+    for level in links:
+        linked_to[level.neighbours] = True
+    linked_to[layout.entry] = True
+    unlinked = dense._unlinked(saved, layout)
+    assert (~linked_to).sum() > 0  # this seed's parallel build leaves some
+    assert set(np.flatnonzero(~linked_to)) <= set(np.flatnonzero(unlinked))
+    # cut one more node off: every count that lists it is lowered past its slot
+    victim = int(np.flatnonzero(linked_to & ~unlinked)[1])
+    edited = saved.copy()
+    for level, read in enumerate(links):
+        count_at = 10 if level == 0 else 14 + 4 * layout.base + (level - 1) * (
+            4 + 4 * layout.connectivity)
+        for row, node in enumerate(read.nodes):
+            listed = read.neighbours[read.offsets[row]:read.offsets[row + 1]]
+            if victim in listed:
+                kept = listed[listed != victim].astype("<u4")
+                at = int(layout.starts[node]) + count_at
+                edited[at:at + 4] = np.array([len(kept)], "<u4").view(np.uint8)
+                edited[at + 4:at + 4 + 4 * len(kept)] = kept.view(np.uint8)
+    assert dense._unlinked(edited, layout)[victim]
+
+
+def test_a_parallel_build_repairs_what_the_walk_finds() -> None:
+    vectors = clustered_vectors(4000, 1)
+    index = DenseIndex(64, exact_threshold=100, build_threads=2)
+    index.add(np.arange(len(vectors)), vectors)
+    assert index.wait_for_graph(120)
+    published = index._view.graph
+    assert published is not None
+    saved = np.frombuffer(published.index.save(), dtype=np.uint8)
+    layout = dense._graph_layout(saved)
+    assert layout is not None and not dense._unlinked(saved, layout).any()
+    index.close()
+
+
+def test_a_layout_this_code_cannot_read_falls_back_to_the_search_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dense, "_graph_layout", lambda serialised: None)
+    vectors = clustered_vectors(4000, 1)
+    index = DenseIndex(64, exact_threshold=100, build_threads=2)
+    index.add(np.arange(len(vectors)), vectors)
+    assert index.wait_for_graph(120)
+    assert lost_rows(index, vectors) == []
+    index.close()
+
+
 def test_a_loaded_index_maps_its_vectors_and_never_writes_the_saved_file(
     tmp_path: Path, small_index: tuple[DenseIndex, np.ndarray]
 ) -> None:
@@ -566,13 +647,20 @@ def test_graph_pending_counts_down_during_a_first_build(monkeypatch: pytest.Monk
     by batch as the builder inserts (a long bulk build shows progress), and ends at 0."""
     monkeypatch.setattr(dense, "BUILD_BATCH", 500)
     seen: list[int] = []
-    insert = DenseIndex._insert
+    new_graph = DenseIndex._new_graph
 
-    def recording(self: DenseIndex, graph: object, keys: np.ndarray, vectors: np.ndarray) -> None:
-        seen.append(self.graph_pending)
-        insert(self, graph, keys, vectors)  # type: ignore[arg-type]
+    def recording(self: DenseIndex) -> object:
+        graph = new_graph(self)
+        add = graph.add
 
-    monkeypatch.setattr(DenseIndex, "_insert", recording)
+        def counted_add(*args: object, **kwargs: object) -> object:
+            seen.append(self.graph_pending)
+            return add(*args, **kwargs)  # type: ignore[arg-type]
+
+        graph.add = counted_add  # type: ignore[method-assign]
+        return graph
+
+    monkeypatch.setattr(DenseIndex, "_new_graph", recording)
     index = DenseIndex(DIM, exact_threshold=1000)
     index.add(np.arange(900), unit_vectors(900, seed=41))
     assert index.graph_pending == 0  # under the exact threshold no graph is wanted
@@ -619,9 +707,12 @@ def test_an_int8_graph_finds_the_exact_top_10_after_rescoring(tmp_path: Path) ->
         assert rowids.tolist() == brute_force(np.arange(3000), vectors, query, 10)
         np.testing.assert_allclose(scores, vectors[rowids] @ query, rtol=1e-5)
     index.save(tmp_path)
-    with pytest.raises(ValueError, match="graph is i8, not f16"):
-        DenseIndex.load(tmp_path)
+    as_f16 = DenseIndex.load(tmp_path)  # the i8 graph is left unread, an f16 one built
+    assert as_f16.saved_graph_unused and as_f16.wait_for_graph(60) and as_f16.uses_graph
+    assert as_f16._view.graph is not None and as_f16._view.graph.index.dtype.name == "F16"
+    as_f16.close()
     loaded = DenseIndex.load(tmp_path, graph_dtype="i8")
+    assert not loaded.saved_graph_unused
     assert loaded.wait_for_graph(60)
     assert loaded.uses_graph and loaded.graph_tail == 0
     assert loaded.search(queries[0], 10)[0].tolist() == index.search(queries[0], 10)[0].tolist()

@@ -41,7 +41,7 @@ def test_a_reopened_engine_answers_exactly_as_before(tmp_path: Path, save_vector
         assert answers(engine) == before
 
 
-def test_changing_the_graph_dtype_rebuilds_the_dense_index(
+def test_changing_the_graph_dtype_rebuilds_only_the_graph(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2)
     with Engine.open(config) as engine:
@@ -49,9 +49,14 @@ def test_changing_the_graph_dtype_rebuilds_the_dense_index(
         before = answers(engine)
     quantised = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2,
                              dense_graph_dtype="i8")
+    caplog.set_level("INFO", logger="rcpkit.engine.indexes.dense")
     with Engine.open(quantised) as engine:
         assert "the saved dense graph is f16, not i8" in caplog.text
+        assert "rebuilding them from the store" not in caplog.text  # the rows were kept
         assert answers(engine) == before  # seeded: exact search, whatever the graph
+        assert engine.indexes is not None
+        assert engine.indexes.dense.whole.wait_for_graph(30)
+        assert engine.indexes.dense.whole._view.graph is not None
     (meta,) = (tmp_path / "indexes").glob("state-*/dense/dense.json")
     assert json.loads(meta.read_text())["graph_dtype"] == "i8"
 

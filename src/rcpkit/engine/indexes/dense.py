@@ -52,7 +52,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -115,6 +115,8 @@ _DENSE_HEAD = 64
 _GRAPH_HEAD = 40
 _FREE_KEY = np.iinfo(np.uint64).max
 _CODE_ROWS = 4_096
+_LINK_ROWS = 65_536
+"""Nodes whose neighbour lists are read at a time by :func:`_links` (~70 MB of index)."""
 """Rows converted to graph codes at a time when a save or load compares or rebuilds them."""
 CODE_MIN_ROWS = 4_096
 """Below this many rows an exact search scores every row (a float32 scan of 4k × 384 costs
@@ -277,6 +279,7 @@ class DenseIndex:
         expansion_search: int = 256,
         build_threads: int = 1,
         graph_dtype: str = "f16",
+        first_pass: bool = True,
     ) -> None:
         if dimension < 1:
             raise ValueError("dimension must be positive")
@@ -292,6 +295,12 @@ class DenseIndex:
         self.expansion_search = expansion_search
         self.build_threads = build_threads
         self.graph_dtype = graph_dtype
+        self.first_pass = first_pass
+        """Whether exact search keeps int8 codes for its first pass (off for vectors that
+        are only read back by row id, never searched)."""
+        self.saved_graph_unused = False
+        """Set by :meth:`load` when the save held a graph of another ``graph_dtype``: saving
+        again records the graph being built instead."""
         self._buffer = np.zeros((0, dimension), dtype=np.float32)
         self._buffer_rowids = np.zeros(0, dtype=np.int64)
         self._view = _view_of(_Snapshot(self._buffer, self._buffer_rowids), None)
@@ -380,7 +389,8 @@ class DenseIndex:
                 return
             keep = np.ones(len(current.rowids), dtype=bool)
             keep[positions[present]] = False
-            snapshot = _coded(self._publish(current.vectors[keep], current.rowids[keep], spare=0))
+            snapshot = self._coded(self._publish(current.vectors[keep], current.rowids[keep],
+                                                 spare=0))
             self._view = _view_of(snapshot, view.graph)
             self._schedule_build()
 
@@ -474,26 +484,26 @@ class DenseIndex:
             if self._closing.is_set():
                 return None
             batch = pending[start : start + BUILD_BATCH]
-            self._insert(graph, snapshot.rowids[batch], snapshot.vectors[batch])
+            graph.add(snapshot.rowids[batch], snapshot.vectors[batch],
+                      threads=self.build_threads)
+        if self.build_threads > 1:
+            self._repair(graph, snapshot, pending)
         graph.expansion_search = self.expansion_search  # type: ignore[misc]  # has a setter
         return _Graph(graph, np.union1d(kept, snapshot.rowids[pending]))
 
-    def _insert(self, graph: Index, keys: np.ndarray, vectors: np.ndarray) -> None:
-        """Add to an unpublished graph; after a parallel add, re-insert (one thread) the
-        nodes their own vector does not find (see the class docstring)."""
-        graph.add(keys, vectors, threads=self.build_threads)
-        if self.build_threads == 1:
-            return
-        lost = _unreachable(graph, keys, vectors, self.build_threads)
+    def _repair(self, graph: Index, snapshot: _Snapshot, inserted: np.ndarray) -> None:
+        """Re-insert, one thread at a time, the nodes a parallel build left where no search
+        reaches them (class docstring), until there are none or ``REPAIR_ROUNDS`` pass."""
         for _ in range(REPAIR_ROUNDS):
-            if not lost.any():
+            lost = _lost(graph, snapshot, inserted, self.build_threads)
+            if len(lost) == 0:
                 return
-            graph.remove(keys[lost])
-            graph.add(keys[lost], vectors[lost], threads=1)
-            keys, vectors = keys[lost], vectors[lost]
-            lost = _unreachable(graph, keys, vectors, 1)
-        if lost.any():  # e.g. more identical vectors than CHECK_K: a duplicate is found
-            logger.debug("%d vectors not found by themselves after repair", int(lost.sum()))
+            keys = snapshot.rowids[lost]
+            graph.remove(keys)
+            graph.add(keys, snapshot.vectors[lost], threads=1)
+            inserted = lost
+        logger.debug("%d dense graph nodes still unreachable after repair",
+                     len(_lost(graph, snapshot, inserted, 1)))
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -612,13 +622,15 @@ class DenseIndex:
 
     @classmethod
     def load(cls, directory: Path, *, build_threads: int = 1,
-             vectors: StoredVectors | None = None, graph_dtype: str = "f16") -> DenseIndex:
+             vectors: StoredVectors | None = None, graph_dtype: str = "f16",
+             first_pass: bool = True) -> DenseIndex:
         """Read an index written by :meth:`save` (no pickle); a missing or lagging graph is
         built or extended in the background with ``build_threads`` (a property of the
         machine, not of the saved index). A save without vectors takes them from
         ``vectors`` (the record), dropping rows it no longer holds: they were collected
-        since, and the write log the caller applies next removes them anyway. A save whose
-        graph has another ``graph_dtype`` is refused (ValueError): the caller rebuilds."""
+        since, and the write log the caller applies next removes them anyway. A saved graph of
+        another ``graph_dtype`` is left unread: a graph of this one is built in the background
+        while exact search serves, and the rows need no rebuild."""
         directory = Path(directory)
         meta_path = directory / _META
         if not meta_path.is_file():
@@ -626,9 +638,11 @@ class DenseIndex:
         meta = json.loads(meta_path.read_text())
         if meta.get("format") not in (_FORMAT, _LEAN_FORMAT):
             raise ValueError(f"unsupported dense index format {meta.get('format')!r}")
-        if meta.get("graph_dtype", "f16") != graph_dtype:
-            raise ValueError(f"the saved dense graph is {meta.get('graph_dtype', 'f16')}, "
-                             f"not {graph_dtype}")
+        saved_dtype = meta.get("graph_dtype", "f16")
+        keep_graph = saved_dtype == graph_dtype
+        if not keep_graph and "graph" in meta["files"]:
+            logger.info("the saved dense graph is %s, not %s: a new graph is built in the "
+                        "background (exact search serves meanwhile)", saved_dtype, graph_dtype)
         index = cls(
             meta["dimension"],
             exact_threshold=meta["exact_threshold"],
@@ -638,7 +652,9 @@ class DenseIndex:
             expansion_search=meta["expansion_search"],
             build_threads=build_threads,
             graph_dtype=graph_dtype,
+            first_pass=first_pass,
         )
+        index.saved_graph_unused = not keep_graph and "graph" in meta["files"]
         files = meta["files"]
         checksums = meta.get("checksums", {})
         for key, name in files.items():
@@ -661,10 +677,10 @@ class DenseIndex:
             raise ValueError("the saved dense vectors and row ids do not match")
         index._buffer = matrix if matrix.dtype == np.float32 else matrix.astype(np.float32)
         index._buffer_rowids = rowids
-        snapshot = _coded(_Snapshot(index._buffer, rowids))
+        snapshot = index._coded(_Snapshot(index._buffer, rowids))
         graph = None
         restore: Callable[[], None] | None = None
-        if "graph" in files:
+        if "graph" in files and keep_graph:
             graph_rowids = np.load(directory / files["graph_rowids"],
                                    allow_pickle=False).astype(np.int64)
             lean = meta.get("graph_vectors")
@@ -728,14 +744,27 @@ class DenseIndex:
         self._buffer[start:end] = vectors
         self._buffer_rowids[start:end] = rowids
         # The rows already coded keep their positions: their codes still hold.
-        return _coded(_Snapshot(self._buffer[:end], self._buffer_rowids[:end], current.codes))
+        return self._coded(_Snapshot(self._buffer[:end], self._buffer_rowids[:end],
+                                     current.codes))
 
     def _merge(self, current: _Snapshot, rowids: np.ndarray, vectors: np.ndarray) -> _Snapshot:
         """Insert out-of-order row ids, keeping rows sorted by id (rare; O(n))."""
         all_ids = np.concatenate([current.rowids, rowids])
         order = np.argsort(all_ids, kind="stable")
         merged = np.concatenate([current.vectors, vectors])[order]
-        return _coded(self._publish(merged, all_ids[order], spare=len(all_ids) // 2))
+        return self._coded(self._publish(merged, all_ids[order], spare=len(all_ids) // 2))
+
+    def _coded(self, snapshot: _Snapshot) -> _Snapshot:
+        """``snapshot`` with int8 codes for exact search's first pass: none below
+        ``CODE_MIN_ROWS`` rows (or without ``first_pass``), made again when the rows appended
+        since outgrow ``max(CODE_TAIL_MIN, CODE_TAIL_FRACTION × rows)``, else those it has."""
+        rows, codes = len(snapshot.rowids), snapshot.codes
+        if rows < CODE_MIN_ROWS or not self.first_pass:
+            return _Snapshot(snapshot.vectors, snapshot.rowids) if codes is not None else snapshot
+        if codes is not None and rows - codes.rows <= max(CODE_TAIL_MIN,
+                                                          CODE_TAIL_FRACTION * rows):
+            return snapshot
+        return _Snapshot(snapshot.vectors, snapshot.rowids, quantised.encode(snapshot.vectors))
 
     def _new_graph(self) -> Index:
         index_class = _load_usearch()
@@ -779,7 +808,7 @@ class DenseIndex:
         layout = _graph_layout(serialised)
         if layout is None:
             return None
-        block, index_part, keys = layout
+        block, keys = layout.block, layout.keys
         positions, present = snapshot.positions(keys.astype(np.int64))
         present &= keys != _FREE_KEY
         matches = present.copy()
@@ -791,7 +820,7 @@ class DenseIndex:
         if 2 * len(kept) > len(keys):
             return None
         _write_pieces(path, [serialised[:_MATRIX_HEAD], kept.astype("<u4"), block[kept],
-                             index_part])
+                             layout.index_part])
         return {"rows": len(keys), "bytes_per_vector": block.shape[1], "kept": len(kept),
                 "checksum": bytes_checksum(block)}
 
@@ -809,9 +838,9 @@ class DenseIndex:
         serialised[:_MATRIX_HEAD] = data[:_MATRIX_HEAD]
         serialised[block_end:] = index_part
         layout = _graph_layout(serialised)
-        if layout is None or layout[0].shape != (rows, width):
+        if layout is None or layout.block.shape != (rows, width):
             raise ValueError("the saved dense graph does not have the layout it was saved with")
-        block, _, keys = layout
+        block, keys = layout.block, layout.keys
         kept = data[_MATRIX_HEAD:kept_end].view("<u4").astype(np.int64)
         rebuilt = np.ones(rows, dtype=bool)
         rebuilt[kept] = False
@@ -888,6 +917,26 @@ class DenseIndex:
         return _top_k(scores, snapshot.rowids[np.concatenate([positions, tail])], k)
 
 
+def _lost(graph: Index, snapshot: _Snapshot, inserted: np.ndarray, threads: int
+          ) -> np.ndarray:
+    """Positions in ``snapshot`` of the graph's nodes no search can reach: by a walk over
+    its links (:func:`_unlinked`, one pass over the whole graph), or, when this usearch
+    serialises a layout :func:`_graph_layout` does not know, by each ``inserted`` position's
+    vector searching for itself (:func:`_unreachable`, a search per row)."""
+    saved = graph.save()  # the buffer, with no path given
+    assert saved is not None
+    serialised = np.frombuffer(saved, dtype=np.uint8)
+    layout = _graph_layout(serialised)
+    if layout is not None:
+        positions, present = snapshot.positions(
+            layout.keys[_unlinked(serialised, layout)].astype(np.int64))
+        found: np.ndarray = positions[present]
+        return found
+    lost = [chunk[_unreachable(graph, snapshot.rowids[chunk], snapshot.vectors[chunk], threads)]
+            for chunk in np.array_split(inserted, max(1, len(inserted) // BUILD_BATCH))]
+    return np.concatenate([_NO_ROWS, *lost])
+
+
 def _unreachable(graph: Index, keys: np.ndarray, vectors: np.ndarray, threads: int
                  ) -> np.ndarray:
     """Mask of ``keys`` whose own vector does not find them in ``graph`` even with the widest
@@ -929,27 +978,33 @@ def _scores(vectors: np.ndarray, positions: np.ndarray | slice, query: np.ndarra
     return scores
 
 
-def _coded(snapshot: _Snapshot) -> _Snapshot:
-    """``snapshot`` with int8 codes for exact search's first pass: none below
-    ``CODE_MIN_ROWS`` rows, made again when the rows appended since outgrow
-    ``max(CODE_TAIL_MIN, CODE_TAIL_FRACTION × rows)``, else those it has."""
-    rows, codes = len(snapshot.rowids), snapshot.codes
-    if rows < CODE_MIN_ROWS:
-        return _Snapshot(snapshot.vectors, snapshot.rowids) if codes is not None else snapshot
-    if codes is not None and rows - codes.rows <= max(CODE_TAIL_MIN, CODE_TAIL_FRACTION * rows):
-        return snapshot
-    return _Snapshot(snapshot.vectors, snapshot.rowids, quantised.encode(snapshot.vectors))
+class _Layout(NamedTuple):
+    """Where things are in a usearch 2 serialisation (:func:`_graph_layout`)."""
+
+    block: np.ndarray
+    """``(rows, bytes per vector)``: every slot's vector."""
+    index_part: np.ndarray
+    """The bytes after the vectors (the index proper)."""
+    keys: np.ndarray
+    """Each slot's key (``_FREE_KEY`` for a removed one)."""
+    starts: np.ndarray
+    """Each node's offset in the serialisation."""
+    levels: np.ndarray
+    connectivity: int
+    base: int
+    """Neighbours a node may have on level 0 (``connectivity`` on the others)."""
+    entry: int
+    """The slot every search starts from."""
 
 
-def _graph_layout(serialised: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _graph_layout(serialised: np.ndarray) -> _Layout | None:
     """Parse a usearch 2 dense index serialisation (``Index.save()`` to a buffer): the
-    ``(rows, bytes per vector)`` matrix of every slot's vector, the index after it (a 64-byte
+    ``(rows, bytes per vector)`` matrix of every slot's vector, then the index (a 64-byte
     head, then the graph: a 40-byte header of five u64 — size, connectivity, base
     connectivity, max level, entry slot — one i16 level per node, then the nodes, each a u64
-    key, its i16 level and, per level, a u32 count plus a u32 slot per possible neighbour),
-    and the key of each slot (``_FREE_KEY`` for a removed one). None when the bytes do not
-    add up to that layout, e.g. another usearch version's."""
+    key, its i16 level and, per level from 0 up, a u32 count plus a u32 slot per possible
+    neighbour). None when the bytes do not add up to that layout, e.g. another usearch
+    version's."""
     if len(serialised) < _MATRIX_HEAD:
         return None
     rows, width = (int(n) for n in serialised[:_MATRIX_HEAD].view("<u4"))
@@ -957,7 +1012,7 @@ def _graph_layout(serialised: np.ndarray
     header_end = index_start + _DENSE_HEAD + _GRAPH_HEAD
     if len(serialised) < header_end + 2 * rows or not rows:
         return None
-    size, connectivity, base, max_level, _ = (
+    size, connectivity, base, max_level, entry = (
         int(n) for n in serialised[header_end - _GRAPH_HEAD:header_end].view("<u8"))
     levels = serialised[header_end:header_end + 2 * rows].view("<i2").astype(np.int64)
     if size != rows or levels.min() < 0 or levels.max() > max_level:
@@ -971,7 +1026,69 @@ def _graph_layout(serialised: np.ndarray
         return None
     keys = heads[:, :8].copy().view("<u8").ravel()
     block = serialised[_MATRIX_HEAD:index_start].reshape(rows, width)
-    return block, serialised[index_start:], keys
+    return _Layout(block, serialised[index_start:], keys, starts, levels, connectivity, base,
+                   entry)
+
+
+class _Links(NamedTuple):
+    """One level's links: node ``nodes[i]`` points to ``neighbours[offsets[i]:offsets[i+1]]``."""
+
+    nodes: np.ndarray
+    offsets: np.ndarray
+    neighbours: np.ndarray
+
+
+def _links(serialised: np.ndarray, layout: _Layout) -> list[_Links]:
+    """Every level's neighbour lists (level 0 first), read ``_LINK_ROWS`` nodes at a time."""
+    levels = []
+    for level in range(int(layout.levels.max()) + 1):
+        nodes = np.flatnonzero(layout.levels >= level)
+        width = layout.base if level == 0 else layout.connectivity
+        # a node: u64 key, i16 level, then per level a u32 count and its neighbour slots
+        count_at = 10 if level == 0 else 14 + 4 * layout.base + (level - 1) * (4 + 4 * width)
+        counts, lists = [], []
+        for start in range(0, len(nodes), _LINK_ROWS):
+            offsets = layout.starts[nodes[start:start + _LINK_ROWS]] + count_at
+            words = serialised[offsets[:, None] + np.arange(4 + 4 * width)].view("<u4")
+            count = np.minimum(words[:, 0], width).astype(np.int64)
+            counts.append(count)
+            lists.append(words[:, 1:][np.arange(width) < count[:, None]].astype(np.int64))
+        offsets = np.concatenate([[0], np.cumsum(np.concatenate(counts))])
+        levels.append(_Links(nodes, offsets, np.concatenate(lists)))
+    return levels
+
+
+def _unlinked(serialised: np.ndarray, layout: _Layout) -> np.ndarray:
+    """Mask of the slots holding a key that no path of links, on any level, leads to from the
+    entry slot: what a search can never return, however wide. A breadth-first walk over
+    :func:`_links` (O(links))."""
+    rows = len(layout.keys)
+    steps = []
+    for links in _links(serialised, layout):
+        row_of = np.full(rows, -1, dtype=np.int64)
+        row_of[links.nodes] = np.arange(len(links.nodes))
+        steps.append((row_of, links.offsets, links.neighbours))
+    reached = np.zeros(rows, dtype=bool)
+    frontier = np.array([layout.entry], dtype=np.int64) if layout.entry < rows else _NO_ROWS
+    reached[frontier] = True
+    while len(frontier):
+        found = []
+        for row_of, offsets, neighbours in steps:
+            at = row_of[frontier]
+            at = at[at >= 0]
+            low, count = offsets[at], offsets[at + 1] - offsets[at]
+            total = int(count.sum())
+            if total:
+                found.append(neighbours[np.repeat(low - np.cumsum(count) + count, count)
+                                        + np.arange(total)])
+        if not found:
+            break
+        step = np.concatenate(found)
+        step = step[step < rows]
+        frontier = np.unique(step[~reached[step]])
+        reached[frontier] = True
+    unlinked: np.ndarray = ~reached & (layout.keys != _FREE_KEY)
+    return unlinked
 
 
 def _graph_codes(vectors: np.ndarray, dtype: str) -> np.ndarray:

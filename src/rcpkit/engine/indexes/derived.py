@@ -188,6 +188,8 @@ class DerivedIndexes:
         if columns is None or fields is None:
             columns, fields = self._from_store(columns, fields)
             self._saved_state_partial = True
+        if dense.whole.saved_graph_unused:  # rebuilt in the background for the configured dtype
+            self._saved_state_partial = True
         # Caught up before the swap: a running process must not serve the older state.
         delta = self._store.delta_since(position)
         if delta is None:  # pruned past the state while it was loading

@@ -278,7 +278,7 @@ class SentenceWindowIndex:
                              "settings")
         if not enabled:
             return cls(whole, _window_store(whole.dimension), enabled=False, mix=mix)
-        windows = DenseIndex.load(directory / "windows")
+        windows = DenseIndex.load(directory / "windows", first_pass=False)
         index = cls(whole, windows, enabled=True, mix=mix)
         verify_file(directory / manifest["arrays"], manifest.get("checksum"))
         with np.load(directory / manifest["arrays"], allow_pickle=False) as arrays:
@@ -294,4 +294,4 @@ class SentenceWindowIndex:
 
 def _window_store(dimension: int) -> DenseIndex:
     """Window vectors are read by id, never searched: a dense index that never builds a graph."""
-    return DenseIndex(dimension, exact_threshold=sys.maxsize)
+    return DenseIndex(dimension, exact_threshold=sys.maxsize, first_pass=False)
