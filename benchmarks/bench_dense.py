@@ -150,8 +150,8 @@ def bench_build(kind: str, n: int, seed: int, thread_counts: list[int],
     thread keeps querying (exact search serves until the graph is published); then how many
     rows of the published graph no link leads to (the builder's own check), how many their own
     vector does not find (a search widened up to ef 256 for the rows a narrower one misses;
-    up to ``SEARCH_CHECK_ROWS``) and recall@10 against exact search of the engine (the graph's candidates
-    re-scored exactly) and of the graph alone at each of ``expansions``."""
+    up to ``SEARCH_CHECK_ROWS``) and recall@10 against exact search of the engine (the
+    graph's candidates re-scored exactly) and of the graph alone at each of ``expansions``."""
     rng = np.random.default_rng(seed)
     corpus = make_corpus(kind, n, rng)
     probes = unit_rows(corpus[rng.choice(n, 64, replace=False)])
