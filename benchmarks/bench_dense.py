@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from rcpkit.engine.indexes.dense import (
     BUILD_BATCH,
+    GRAPH_DTYPES,
     DenseIndex,
     _graph_layout,
     _unlinked,
@@ -278,7 +279,7 @@ def main() -> None:
                              "otherwise)")
     parser.add_argument("--expansion-search", type=int, default=None,
                         help="with --build, the graph's ef_search at query time")
-    parser.add_argument("--graph-dtype", choices=["f16", "i8"], default=None,
+    parser.add_argument("--graph-dtype", choices=list(GRAPH_DTYPES), default=None,
                         help="with --build, how the graph keeps its vectors")
     parser.add_argument("--recall-expansions", type=int, nargs="+", default=[128, 256],
                         help="with --build, the ef_search values the graph's recall is given at")

@@ -17,7 +17,7 @@ indexes), then prints per chunk:
 - with ``--graph N``: the saved size per row of the HNSW graph the dense index builds past its
   exact threshold (usearch, the index's M and ef_construction) over the first N vectors, with
   f16 vectors (the default) and with i8 (``dense_graph_dtype``), and graph recall@10 of each
-  (ef_search 128) before and after exact rescoring of ``I8_RESCORE × 10`` candidates.
+  (ef_search 128) before and after exact rescoring of ``RESCORE[dtype] × 10`` candidates.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_storage.py --size 10000 --graph 10000
 """
@@ -37,7 +37,7 @@ from _common import LookupEmbedder, open_engine
 from peer_corpus import PeerCorpus, load
 
 from rcpkit.engine import EngineConfig
-from rcpkit.engine.indexes.dense import GRAPH_DTYPES, I8_RESCORE, DenseIndex, _load_usearch
+from rcpkit.engine.indexes.dense import GRAPH_DTYPES, RESCORE, DenseIndex, _load_usearch
 from rcpkit.engine.types import DocumentIn, SearchRequest
 
 K = 10
@@ -183,15 +183,15 @@ def graph(vectors: np.ndarray, queries: np.ndarray, rows: int) -> None:
                                                                      keepdims=True))
     truth = top(queries @ vectors.T, K)
     print(f"\n| HNSW graph over {rows} rows | bytes/row saved | recall@10, no rescoring "
-          f"| top {I8_RESCORE * K} rescored |\n|---|---:|---:|---:|")
-    for dtype in ("f16", "i8"):
+          f"| top 10 × RESCORE rescored |\n|---|---:|---:|---:|")
+    for dtype in GRAPH_DTYPES:
         built = index_class(ndim=vectors.shape[1], metric="cos", dtype=dtype,
                             connectivity=defaults.connectivity,
                             expansion_add=defaults.expansion_add,
                             expansion_search=defaults.expansion_search)
         built.add(np.arange(rows), vectors, threads=1)
         found = np.asarray(built.search(queries, K, threads=1).keys).reshape(len(queries), -1)
-        wide = np.asarray(built.search(queries, I8_RESCORE * K, threads=1).keys).reshape(
+        wide = np.asarray(built.search(queries, RESCORE[dtype] * K, threads=1).keys).reshape(
             len(queries), -1)
         rescored = np.stack([c[np.argsort(-(vectors[c] @ q), kind="stable")[:K]]
                              for c, q in zip(wide, queries, strict=True)])

@@ -569,20 +569,36 @@ def test_the_links_read_are_those_usearch_counts_on_every_level() -> None:
     assert not_found[layout.keys[unlinked].astype(np.int64)].all()
 
 
-def test_the_walk_finds_exactly_the_nodes_nothing_links_to() -> None:
-    """Nodes with no incoming link (what a parallel build leaves, class docstring) are found,
-    and so is a node cut off by removing every link to it by hand."""
-    vectors = clustered_vectors(4000, 1)
-    saved, layout = serialised_graph(DenseIndex(64), vectors, 2)
+def sparse_graph() -> tuple[DenseIndex, dense._Snapshot, object]:
+    """3000 random rows in a graph of connectivity 4, inserted on one thread (the same graph
+    every time): pruning that small leaves some nodes with no incoming link."""
+    index = DenseIndex(16, connectivity=4, expansion_add=16)
+    index.add(np.arange(3000), unit_vectors(3000, seed=4))
+    snapshot = index._view.snapshot
+    graph = index._new_graph()
+    graph.add(snapshot.rowids, snapshot.vectors, threads=1)
+    return index, snapshot, graph
+
+
+def walked(graph: object) -> tuple[np.ndarray, dense._Layout, np.ndarray]:
+    saved = np.frombuffer(graph.save(), dtype=np.uint8)  # type: ignore[attr-defined]
+    layout = dense._graph_layout(saved)
+    assert layout is not None
+    return saved, layout, dense._unlinked(saved, layout)
+
+
+def test_the_walk_finds_the_nodes_nothing_links_to() -> None:
+    """Nodes with no incoming link are found, and so is a node cut off by hand: every list
+    that holds it is shortened past it in the serialised graph."""
+    _, _, graph = sparse_graph()
+    saved, layout, unlinked = walked(graph)
     links = dense._links(saved, layout)
-    linked_to = np.zeros(len(vectors), dtype=bool)
+    linked_to = np.zeros(len(layout.keys), dtype=bool)
     for level in links:
         linked_to[level.neighbours] = True
     linked_to[layout.entry] = True
-    unlinked = dense._unlinked(saved, layout)
-    assert (~linked_to).sum() > 0  # this seed's parallel build leaves some
+    assert (~linked_to).sum() > 0
     assert set(np.flatnonzero(~linked_to)) <= set(np.flatnonzero(unlinked))
-    # cut one more node off: every count that lists it is lowered past its slot
     victim = int(np.flatnonzero(linked_to & ~unlinked)[1])
     edited = saved.copy()
     for level, read in enumerate(links):
@@ -595,20 +611,16 @@ def test_the_walk_finds_exactly_the_nodes_nothing_links_to() -> None:
                 at = int(layout.starts[node]) + count_at
                 edited[at:at + 4] = np.array([len(kept)], "<u4").view(np.uint8)
                 edited[at + 4:at + 4 + 4 * len(kept)] = kept.view(np.uint8)
-    assert dense._unlinked(edited, layout)[victim]
+    assert not unlinked[victim] and dense._unlinked(edited, layout)[victim]
 
 
-def test_a_parallel_build_repairs_what_the_walk_finds() -> None:
-    vectors = clustered_vectors(4000, 1)
-    index = DenseIndex(64, exact_threshold=100, build_threads=2)
-    index.add(np.arange(len(vectors)), vectors)
-    assert index.wait_for_graph(120)
-    published = index._view.graph
-    assert published is not None
-    saved = np.frombuffer(published.index.save(), dtype=np.uint8)
-    layout = dense._graph_layout(saved)
-    assert layout is not None and not dense._unlinked(saved, layout).any()
-    index.close()
+def test_the_repair_links_nodes_the_walk_finds() -> None:
+    index, snapshot, graph = sparse_graph()
+    before = int(walked(graph)[2].sum())
+    index._repair(graph, snapshot, np.arange(3000))  # type: ignore[arg-type]
+    after = walked(graph)[2]
+    assert before > 0 and after.sum() < before / 2
+    assert graph.size == 3000  # type: ignore[attr-defined]
 
 
 def test_a_layout_this_code_cannot_read_falls_back_to_the_search_check(
@@ -745,7 +757,7 @@ def reader(record: dict[int, np.ndarray]) -> dense.StoredVectors:
     return stored
 
 
-@pytest.fixture(params=["f16", "i8"])
+@pytest.fixture(params=["f16", "bf16", "i8"])
 def wide_graph(request: pytest.FixtureRequest) -> Iterator[tuple[DenseIndex, np.ndarray]]:
     """1500 rows of 64 dimensions past a 500-row threshold, two of them removed since the
     graph was built (the graph still holds them)."""
@@ -763,12 +775,12 @@ def test_a_saved_graph_leaves_out_the_vectors_the_index_holds(
     tmp_path: Path, wide_graph: tuple[DenseIndex, np.ndarray], save_vectors: bool
 ) -> None:
     """Only the removed rows' codes are kept: every other slot's bytes are rebuilt from the
-    index's own vectors (usearch's f16 and i8 conversions reproduced exactly), and the graph
+    index's own vectors (usearch's f16, bf16 and i8 conversions reproduced exactly), and the graph
     loaded back is the one saved, byte for byte."""
     index, vectors = wide_graph
     graph = index._view.graph
     assert graph is not None
-    bytes_per_vector = 128 if index.graph_dtype == "f16" else 64
+    bytes_per_vector = 64 if index.graph_dtype == "i8" else 128
     index.save(tmp_path, vectors=save_vectors)
     meta, size = saved_graph(tmp_path)
     lean = meta["graph_vectors"]

@@ -46,6 +46,7 @@ def test_changing_the_graph_dtype_rebuilds_only_the_graph(
     config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2)
     with Engine.open(config) as engine:
         engine.add([DocumentIn(id=f"d{i}", text=text) for i, text in enumerate(TEXTS)])
+        assert engine.wait_for_indexes(60)  # the f16 graph is published, and saved at close
         before = answers(engine)
     quantised = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2,
                              dense_graph_dtype="i8")
@@ -61,7 +62,7 @@ def test_changing_the_graph_dtype_rebuilds_only_the_graph(
     assert json.loads(meta.read_text())["graph_dtype"] == "i8"
 
 
-@pytest.mark.parametrize("graph_dtype", ["f16", "i8"])
+@pytest.mark.parametrize("graph_dtype", ["f16", "bf16", "i8"])
 def test_a_saved_graph_takes_its_vectors_from_the_record(tmp_path: Path,
                                                          graph_dtype: str) -> None:
     """Past the exact threshold the saved graph file holds no vectors: a reopened engine

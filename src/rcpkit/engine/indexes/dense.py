@@ -77,11 +77,11 @@ SELECTIVE_FRACTION = 0.05
 SELECTIVE_ROWS = 20_000
 """…as is one allowing fewer rows than this (an exact scan of 20k rows is about a millisecond)."""
 OVERSAMPLE = 1.5
-GRAPH_DTYPES = ("f16", "i8")
-I8_RESCORE = 4
-"""An ``i8`` graph (int8 scalar quantisation) ranks less exactly than an ``f16`` one: it
-proposes this many times the candidates, all re-scored exactly from the float32 matrix
-(``benchmarks/bench_storage.py --graph``)."""
+GRAPH_DTYPES = ("f16", "bf16", "i8")
+RESCORE = {"f16": 1, "bf16": 2, "i8": 4}
+"""Candidates a graph proposes per result wanted, all re-scored exactly from the float32
+matrix: a ``bf16`` graph (8 bits of mantissa) or an ``i8`` one (int8 scalar quantisation)
+ranks less exactly than an ``f16`` one (``benchmarks/bench_storage.py --graph``)."""
 MAX_CANDIDATES = 10_000
 """Cap on graph candidates requested for a filtered query before exact fallback."""
 GATHER_BELOW = 4
@@ -97,13 +97,13 @@ BUILD_BATCH = 4_096
 """Rows per usearch insertion call; the builder checks for :meth:`DenseIndex.close` between."""
 CHECK_EXPANSIONS = (4, 32, 256)
 CHECK_K = 4
-"""The self-check after a parallel insertion searches each new vector for itself (k
-``CHECK_K``), widening the search (ef) for those not found yet: a greedy search finds most
-nodes, and one that only a wide search finds is reachable and needs no repair. Only the
-nodes the widest search misses are re-inserted: on clustered vectors, where many reachable
-nodes are hard to find, re-inserting every miss of an ef 32 search (5.7 % of the rows
-inserted near 200k) slowed the build more and more as the graph grew
-(``benchmarks/bench_dense.py --build``)."""
+"""The search check (used when the graph's layout cannot be read, and by the build bench)
+searches each new vector for itself (k ``CHECK_K``), widening the search (ef) for those not
+found yet: a greedy search finds most nodes, and one that only a wide search finds is
+reachable and needs no repair. Only the nodes the widest search misses count as lost: on
+clustered vectors, where many reachable nodes are hard to find, re-inserting every miss of
+an ef 32 search (5.7 % of the rows inserted near 200k) slowed the build more and more as
+the graph grew (``benchmarks/bench_dense.py --build``)."""
 REPAIR_ROUNDS = 3
 _FORMAT = 2
 _LEAN_FORMAT = 3
@@ -262,10 +262,14 @@ class DenseIndex:
     at once do not see each other, and when a shared neighbour's full list is pruned by the
     diversity heuristic it keeps only one of them, "covered" by the other, which has no link
     to it (usearch 2.26: a few of 3000 clustered vectors not found by their own vector with
-    two threads, none with one). So every parallel batch is self-checked — each new vector
-    must find itself, in a search widened step by step for those a narrower one misses
-    (``CHECK_EXPANSIONS``) — and the nodes that do not are removed and inserted again one at
-    a time, when their neighbours are all linked (:meth:`_insert`).
+    two threads, none with one). So a graph built in parallel is checked before it is
+    published: a walk over its links from the entry node (:func:`_unlinked`) finds the nodes
+    no path leads to, which are removed and inserted again one at a time, when their
+    neighbours are all linked (:meth:`_repair`). One pass over the links costs a few seconds
+    at 1M rows, where searching for every new vector cost about a quarter of the insertion
+    time; if usearch serialises a layout this code does not know, every new vector searches
+    for itself instead, widening the search for those a narrower one misses
+    (``CHECK_EXPANSIONS``).
     """
 
     def __init__(
@@ -562,7 +566,7 @@ class DenseIndex:
         if exact or graph is None or rows <= self.exact_threshold or selective:
             return self._exact(snapshot, matrix, k, allowed)
         oversampled = k if allowed is None else math.ceil(k / fraction * OVERSAMPLE)
-        oversampled *= I8_RESCORE if self.graph_dtype == "i8" else 1
+        oversampled *= RESCORE[self.graph_dtype]
         oversampled = min(max(oversampled, k) + view.stale, MAX_CANDIDATES, len(graph.rowids))
         tail_allowed = view.tail if allowed is None else view.tail[allowed[view.tail]]
         wanted = min(k, allowed_rows)
@@ -1093,12 +1097,18 @@ def _unlinked(serialised: np.ndarray, layout: _Layout) -> np.ndarray:
 
 def _graph_codes(vectors: np.ndarray, dtype: str) -> np.ndarray:
     """The bytes usearch 2 stores for float32 ``vectors`` in a graph of ``dtype``: f16 by
-    IEEE round-to-nearest; i8 as ``trunc(x * 127 / |x|)`` in double precision, the squares
-    summed one dimension after another as usearch does (``accumulate`` is sequential, where
-    ``sum`` is pairwise), zero vectors as zeros."""
+    IEEE round-to-nearest; bf16 as the upper half of the float32 bits, rounded to nearest
+    even; i8 as ``trunc(x * 127 / |x|)`` in double precision, the squares summed one dimension
+    after another as usearch does (``accumulate`` is sequential, where ``sum`` is pairwise),
+    zero vectors as zeros."""
     codes: np.ndarray
     if dtype == "f16":
         codes = vectors.astype(np.float16).view(np.uint8)
+        return codes
+    if dtype == "bf16":
+        bits = np.ascontiguousarray(vectors, dtype=np.float32).view("<u4")
+        rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
+        codes = rounded.astype("<u2").view(np.uint8)
         return codes
     wide = vectors.astype(np.float64)
     squares = np.multiply(wide, wide)
