@@ -31,13 +31,14 @@ from rcpkit.engine.indexes.dense import DenseIndex
 _EVICT = np.ones(48_000_000 // 8)
 
 
-def p50_us(run: Callable[[np.ndarray], object], queries: np.ndarray, *, cold: bool) -> float:
+def p50_us(run: Callable[[int], object], count: int, *, cold: bool) -> float:
+    """p50 of ``run(i)`` for each query ``i``, in µs."""
     times = []
-    for query in queries:
+    for position in range(count):
         if cold:
             _EVICT.sum()
         began = time.perf_counter()
-        run(query)
+        run(position)
         times.append(time.perf_counter() - began)
     return float(np.median(times)) * 1e6
 
@@ -49,20 +50,20 @@ def kernels(vectors: np.ndarray, queries: np.ndarray) -> None:
     half = numkong.dots_pack(vectors.astype(np.float16))
     brain = numkong.dots_pack(numkong.astype(vectors, "bf16"))
     steps = np.abs(queries).max(axis=1, keepdims=True) / 127
-    query_codes = {id(q): np.rint(q / s).astype(np.int8)[None] for q, s in zip(queries, steps,
-                                                                                strict=True)}
-    runs: dict[str, Callable[[np.ndarray], object]] = {
-        "numpy float32 gemv": lambda q: vectors @ q,
-        "numkong int8 (packed)": lambda q: numkong.dots_packed(query_codes[id(q)], codes.packed),
-        "numkong bf16 (packed)": lambda q: numkong.dots_packed(numkong.astype(q[None], "bf16"),
-                                                               brain),
-        "numkong f16 (packed)": lambda q: numkong.dots_packed(q.astype(np.float16)[None], half),
+    as_int8 = np.rint(queries / steps).astype(np.int8)
+    as_bf16 = numkong.astype(queries, "bf16")
+    as_f16 = queries.astype(np.float16)
+    runs: dict[str, Callable[[int], object]] = {
+        "numpy float32 gemv": lambda i: vectors @ queries[i],
+        "numkong int8 (packed)": lambda i: numkong.dots_packed(as_int8[i:i + 1], codes.packed),
+        "numkong bf16 (packed)": lambda i: numkong.dots_packed(as_bf16[i:i + 1], brain),
+        "numkong f16 (packed)": lambda i: numkong.dots_packed(as_f16[i:i + 1], half),
     }
     print(f"\n-- scan kernels, {len(vectors):,} x {vectors.shape[1]}, one query (p50 µs)")
     print(f"{'kernel':<24}{'after a 48 MB read':>20}{'warm':>10}")
     for name, run in runs.items():
-        print(f"{name:<24}{p50_us(run, list(queries), cold=True):>20.0f}"
-              f"{p50_us(run, list(queries), cold=False):>10.0f}")
+        print(f"{name:<24}{p50_us(run, len(queries), cold=True):>20.0f}"
+              f"{p50_us(run, len(queries), cold=False):>10.0f}")
 
 
 def first_pass(vectors: np.ndarray, queries: np.ndarray, allow: np.ndarray) -> None:
