@@ -498,16 +498,17 @@ class DenseIndex:
     def _repair(self, graph: Index, snapshot: _Snapshot, inserted: np.ndarray) -> None:
         """Re-insert, one thread at a time, the nodes a parallel build left where no search
         reaches them (class docstring), until there are none or ``REPAIR_ROUNDS`` pass."""
+        lost = _lost(graph, snapshot, inserted, self.build_threads)
         for _ in range(REPAIR_ROUNDS):
-            lost = _lost(graph, snapshot, inserted, self.build_threads)
             if len(lost) == 0:
                 return
             keys = snapshot.rowids[lost]
             graph.remove(keys)
             graph.add(keys, snapshot.vectors[lost], threads=1)
-            inserted = lost
-        logger.debug("%d dense graph nodes still unreachable after repair",
-                     len(_lost(graph, snapshot, inserted, 1)))
+            lost = _lost(graph, snapshot, lost, 1)
+        # A node re-inserted alone can be pruned from every neighbour's list again (as in
+        # a single-threaded graph of small connectivity); exact search still finds it.
+        logger.debug("%d dense graph nodes still unreachable after repair", len(lost))
 
     # -- reads ----------------------------------------------------------------------------
 
