@@ -602,8 +602,7 @@ def test_the_walk_finds_the_nodes_nothing_links_to() -> None:
     victim = int(np.flatnonzero(linked_to & ~unlinked)[1])
     edited = saved.copy()
     for level, read in enumerate(links):
-        count_at = 10 if level == 0 else 14 + 4 * layout.base + (level - 1) * (
-            4 + 4 * layout.connectivity)
+        count_at = dense._count_at(layout, level)
         for row, node in enumerate(read.nodes):
             listed = read.neighbours[read.offsets[row]:read.offsets[row + 1]]
             if victim in listed:

@@ -4,7 +4,7 @@ Vectors are keyed by the store's integer row ids (non-negative int64, never reus
 ``exact_threshold`` rows every search is exact: an int8 first pass over the rows
 (:mod:`~rcpkit.engine.indexes.quantised`, from ``CODE_MIN_ROWS`` rows on) proves which rows
 cannot reach the top k, and the others are scored from the float32 matrix. Beyond it a
-usearch HNSW graph (cosine, f16 or int8) proposes candidates that are re-scored exactly the
+usearch HNSW graph (cosine, f16, bf16 or int8) proposes candidates that are re-scored exactly the
 same way, so reported scores are always exact cosines and ties always go to the smaller row
 id. Every exact score comes from one kernel (:func:`_scores`), so a row scores the same
 whichever path found it.
@@ -115,9 +115,9 @@ _DENSE_HEAD = 64
 _GRAPH_HEAD = 40
 _FREE_KEY = np.iinfo(np.uint64).max
 _CODE_ROWS = 4_096
+"""Rows converted to graph codes at a time when a save or load compares or rebuilds them."""
 _LINK_ROWS = 65_536
 """Nodes whose neighbour lists are read at a time by :func:`_links` (~70 MB of index)."""
-"""Rows converted to graph codes at a time when a save or load compares or rebuilds them."""
 CODE_MIN_ROWS = 4_096
 """Below this many rows an exact search scores every row (a float32 scan of 4k × 384 costs
 about what the int8 first pass's fixed work does)."""
@@ -877,17 +877,10 @@ class DenseIndex:
         vectors, rowids = snapshot.vectors, snapshot.rowids
         allowed_rows = len(rowids) if allowed is None else int(allowed.sum())
         keep = min(k, allowed_rows)
-        if allowed is not None and allowed_rows * GATHER_BELOW < len(rowids):
-            positions = np.flatnonzero(allowed)
-            return [_top_k(_scores(vectors, positions, query), rowids[positions], k)
-                    for query in queries]
         codes = snapshot.codes
-        if codes is None:
-            if allowed is None:
-                return [_top_k(_scores(vectors, slice(None), query), rowids, keep)
-                        for query in queries]
-            rest = np.flatnonzero(allowed)
-            return [_top_k(_scores(vectors, rest, query), rowids[rest], keep)
+        if codes is None or (allowed is not None and allowed_rows * GATHER_BELOW < len(rowids)):
+            every: np.ndarray | slice = slice(None) if allowed is None else np.flatnonzero(allowed)
+            return [_top_k(_scores(vectors, every, query), rowids[every], keep)
                     for query in queries]
         coded_allowed = None if allowed is None else allowed[:codes.rows]
         rest = np.arange(codes.rows, len(rowids))
@@ -1049,11 +1042,9 @@ def _links(serialised: np.ndarray, layout: _Layout) -> list[_Links]:
     for level in range(int(layout.levels.max()) + 1):
         nodes = np.flatnonzero(layout.levels >= level)
         width = layout.base if level == 0 else layout.connectivity
-        # a node: u64 key, i16 level, then per level a u32 count and its neighbour slots
-        count_at = 10 if level == 0 else 14 + 4 * layout.base + (level - 1) * (4 + 4 * width)
         counts, lists = [], []
         for start in range(0, len(nodes), _LINK_ROWS):
-            offsets = layout.starts[nodes[start:start + _LINK_ROWS]] + count_at
+            offsets = layout.starts[nodes[start:start + _LINK_ROWS]] + _count_at(layout, level)
             words = serialised[offsets[:, None] + np.arange(4 + 4 * width)].view("<u4")
             count = np.minimum(words[:, 0], width).astype(np.int64)
             counts.append(count)
@@ -1061,6 +1052,15 @@ def _links(serialised: np.ndarray, layout: _Layout) -> list[_Links]:
         offsets = np.concatenate([[0], np.cumsum(np.concatenate(counts))])
         levels.append(_Links(nodes, offsets, np.concatenate(lists)))
     return levels
+
+
+def _count_at(layout: _Layout, level: int) -> int:
+    """Offset, from a node's start, of its neighbour count on ``level``: a node is a u64 key,
+    an i16 level, then per level from 0 up a u32 count and its neighbour slots (``base`` of
+    them on level 0, ``connectivity`` above)."""
+    if level == 0:
+        return 10
+    return 14 + 4 * layout.base + (level - 1) * (4 + 4 * layout.connectivity)
 
 
 def _unlinked(serialised: np.ndarray, layout: _Layout) -> np.ndarray:

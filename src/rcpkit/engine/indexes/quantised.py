@@ -16,9 +16,9 @@ pass is below ``A − 2B`` scores below that, so it is neither in the top k nor 
 (§16.3). :func:`candidates` returns the rows at or above ``A − 2B``: the exact top k of the
 coded rows is the exact top k of those.
 
-On MiniLM vectors ``B`` is about 0.02 and a 10k-row query keeps a few dozen to a few hundred
-candidates; the int8 scan of 10k × 384 takes ~0.07 ms where numpy's float32 product takes
-~0.5–1.5 ms (``benchmarks/bench_peers.py``, docs/benchmarks.md).
+On MiniLM vectors ``B`` is about 0.019 and a query keeps 21–22 rows of 10k or 50k for exact
+scoring (at most ~70); the int8 scan of 10k × 384 takes ~0.08 ms warm where numpy's float32
+product takes ~0.7 ms (``benchmarks/bench_exact_scan.py``, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Int8Codes:
 
 def encode(vectors: np.ndarray) -> Int8Codes:
     """Codes for every row of a float32 ``(n, d)`` matrix, made ``_ENCODE_ROWS`` rows at a
-    time so that the work stays in cache (~25 ms for 100k × 384)."""
+    time so that the work stays in cache (~0.12 s for 100k × 384)."""
     import numkong
 
     matrix = np.asarray(vectors, dtype=np.float32)
