@@ -13,6 +13,8 @@ before: 3.1 s at 20k clustered rows, 82 s at 100k).
 
     python benchmarks/bench_dense.py                     # 10k and 100k, plus MiniLM
     python benchmarks/bench_dense.py --sizes 10000 --skip-embed
+    python benchmarks/bench_dense.py --sizes --skip-embed --search-width 100000 \
+        --recall-expansions 64 128 256
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from threadpoolctl import threadpool_limits
 from rcpkit.engine.indexes.dense import (
     BUILD_BATCH,
     GRAPH_DTYPES,
+    SEARCH_WIDTH,
     DenseIndex,
     _graph_layout,
     _unlinked,
@@ -218,6 +221,46 @@ def bench_build(kind: str, n: int, seed: int, thread_counts: list[int],
                 print(f"speed-up with {threads} threads: {seconds[1] / seconds[threads]:.2f}x")
 
 
+def bench_search_width(n: int, expansions: list[int], queries: int) -> None:
+    """Graph search on MiniLM vectors of real text (the peer corpus, ``peer_corpus.py``):
+    p50 of ``DenseIndex.search`` and recall@k against exact search, for k = 10, 40 and 100
+    and for k = 10 with a 50 % filter, at each ef_search of ``expansions``; next to the
+    graph alone asked for only k (what the engine did before ``SEARCH_WIDTH``)."""
+    import peer_corpus
+
+    corpus = peer_corpus.load(n)
+    vectors = corpus.query_vectors[:queries]
+    index = DenseIndex(DIMENSION, exact_threshold=1000, build_threads=2)
+    index.add(np.arange(n), corpus.vectors)
+    index.wait_for_graph()
+    published = index._view.graph
+    assert published is not None
+    print(f"\n== search width, peer corpus n={n:,}, {len(vectors)} queries "
+          f"(SEARCH_WIDTH {SEARCH_WIDTH})")
+    half = np.arange(n) % 2 == 1
+    for k, allow in ((10, None), (40, None), (100, None), (10, half)):
+        truth = [set(rowids.tolist()) for rowids, _ in index.search_batch(vectors, k,
+                                                                          allow=allow,
+                                                                          exact=True)]
+        label = f"k {k:3}{', 50 % filter' if allow is not None else ''}"
+        for expansion in expansions:
+            published.index.expansion_search = expansion
+            index.expansion_search = expansion
+            latencies, found = [], []
+            for query in vectors:
+                start = time.perf_counter()
+                found.append(index.search(query, k, allow=allow)[0])
+                latencies.append(time.perf_counter() - start)
+            line = (f"{label} ef_search {expansion:3}: p50 {np.median(latencies) * 1000:.3f} "
+                    f"ms, recall@k {mean_recall(found, truth):.4f}")
+            if allow is None:
+                alone = np.asarray(published.index.search(vectors, k).keys)
+                line += (" (graph asked for k alone: "
+                         f"{mean_recall(alone.reshape(len(vectors), -1), truth):.4f})")
+            print(line, flush=True)
+    index.close()
+
+
 def mean_recall(found: Iterable[Iterable[int]], truth: list[set[int]]) -> float:
     return float(np.mean([len(set(map(int, hits)) & exact) / len(exact)
                           for hits, exact in zip(found, truth, strict=True)]))
@@ -283,6 +326,9 @@ def main() -> None:
                         help="with --build, how the graph keeps its vectors")
     parser.add_argument("--recall-expansions", type=int, nargs="+", default=[128, 256],
                         help="with --build, the ef_search values the graph's recall is given at")
+    parser.add_argument("--search-width", type=int, nargs="*", default=[], metavar="N",
+                        help="also time graph search at each --recall-expansions ef_search "
+                             "on N chunks of the peer corpus (MiniLM vectors of real text)")
     parser.add_argument("--embed-short", type=int, default=1000)
     parser.add_argument("--embed-long", type=int, default=200)
     args = parser.parse_args()
@@ -300,6 +346,8 @@ def main() -> None:
             if args.usearch_alone:
                 for threads in args.build_threads:
                     bench_usearch_alone(kind, n, args.seed, threads, graph)
+    for n in args.search_width:
+        bench_search_width(n, args.recall_expansions, args.queries)
     if not args.skip_embed:
         bench_embed(args.embed_short, args.embed_long)
 

@@ -4,6 +4,7 @@ determinism (§7.7.1), persistence (§7.7, §8)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -211,6 +212,20 @@ def test_graph_search_recall_and_exact_scores(graph_index: tuple[DenseIndex, np.
     assert np.mean(recalls) >= 0.95
 
 
+def test_a_query_for_many_results_searches_the_graph_wider() -> None:
+    """usearch's ef is max(ef_search, results asked): asking for ``SEARCH_WIDTH`` × k lets
+    a large k keep its recall under a narrow ef_search (0.90 here asking for k alone)."""
+    vectors = unit_vectors(3000, seed=1, dim=32)
+    index = DenseIndex(32, exact_threshold=1000, expansion_search=1)
+    index.add(np.arange(3000), vectors)
+    assert index.wait_for_graph(60) and index.uses_graph
+    recalls = [recall(index.search(query, 30)[0].tolist(),
+                      index.search(query, 30, exact=True)[0].tolist())
+               for query in unit_vectors(30, seed=2, dim=32)]
+    index.close()
+    assert np.mean(recalls) >= 0.98
+
+
 def test_graph_search_with_broad_filter_uses_graph_and_respects_mask(
     graph_index: tuple[DenseIndex, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,6 +240,40 @@ def test_graph_search_with_broad_filter_uses_graph_and_respects_mask(
         assert len(rowids) == 10 and np.all(rowids % 2 == 1)
         recalls.append(recall(rowids.tolist(), brute_force(odd, vectors[odd], query, 10)))
     assert np.mean(recalls) >= 0.95
+
+
+class _CountingGraph:
+    """A usearch index that records how many candidates each search asked for."""
+
+    def __init__(self, index: object) -> None:
+        self.index, self.asked = index, []
+
+    def search(self, query: np.ndarray, count: int) -> object:
+        self.asked.append(count)
+        return self.index.search(query, count)  # type: ignore[attr-defined]
+
+
+def test_how_wide_a_graph_search_looks(
+    graph_index: tuple[DenseIndex, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """usearch searches max(ef_search, candidates asked) wide: a query asks for
+    ``SEARCH_WIDTH`` candidates per result, and a filtered one 1/fraction times more (at
+    least ef_search's worth), since only that fraction of what it visits is allowed."""
+    index, _ = graph_index
+    monkeypatch.setattr(dense, "SELECTIVE_ROWS", 100)
+    graph = index._view.graph
+    assert graph is not None and index.expansion_search == dense.EXPANSION_SEARCH
+    counting = _CountingGraph(graph.index)
+    monkeypatch.setattr(index, "_view", dataclasses.replace(
+        index._view, graph=dataclasses.replace(graph, index=counting)))
+    query = unit_vectors(1, seed=5)[0]
+    quarter = np.arange(3000) % 4 == 0
+    index.search(query, 10)
+    index.search(query, 50)
+    index.search(query, 10, allow=quarter)
+    index.search(query, 200, allow=quarter)
+    assert counting.asked == [dense.SEARCH_WIDTH * 10, dense.SEARCH_WIDTH * 50,
+                              4 * dense.EXPANSION_SEARCH, 3000]  # at most every row
 
 
 def test_selective_filter_on_graph_index_is_exact(
@@ -300,6 +349,21 @@ def test_save_and_load_round_trip(
         assert loaded.search(query, 10)[0].tolist() == index.search(query, 10)[0].tolist()
     loaded.add(np.array([5000]), unit_vectors(1, seed=99))
     assert loaded.search(unit_vectors(1, seed=99)[0], 1)[0].tolist() == [5000]
+
+
+def test_a_loaded_graph_searches_as_wide_as_the_loader_asks(
+    tmp_path: Path, graph_index: tuple[DenseIndex, np.ndarray]
+) -> None:
+    """ef_search belongs to the queries, not to the saved index: a store saved at one
+    value and opened with another searches with the new one."""
+    index, _ = graph_index
+    assert index.expansion_search == dense.EXPANSION_SEARCH
+    index.save(tmp_path)
+    loaded = DenseIndex.load(tmp_path, expansion_search=40)
+    assert loaded.wait_for_graph(60)
+    graph = loaded._view.graph
+    assert graph is not None and graph.index.expansion_search == 40
+    loaded.close()
 
 
 def test_save_exact_index_has_no_graph(

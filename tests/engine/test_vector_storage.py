@@ -62,6 +62,17 @@ def test_changing_the_graph_dtype_rebuilds_only_the_graph(
     assert json.loads(meta.read_text())["graph_dtype"] == "i8"
 
 
+def test_the_configured_search_width_reaches_a_reopened_graph(tmp_path: Path) -> None:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2)
+    with Engine.open(config) as engine:
+        engine.add([DocumentIn(id=f"d{i}", text=text) for i, text in enumerate(TEXTS)])
+        assert engine.wait_for_indexes(60)
+    with Engine.open(config.with_overrides(dense_expansion_search=300)) as engine:
+        assert engine.wait_for_indexes(60) and engine.indexes is not None
+        graph = engine.indexes.dense.whole._view.graph
+        assert graph is not None and graph.index.expansion_search == 300
+
+
 @pytest.mark.parametrize("graph_dtype", ["f16", "bf16", "i8"])
 def test_a_saved_graph_takes_its_vectors_from_the_record(tmp_path: Path,
                                                          graph_dtype: str) -> None:

@@ -82,6 +82,18 @@ RESCORE = {"f16": 1, "bf16": 2, "i8": 4}
 """Candidates a graph proposes per result wanted, all re-scored exactly from the float32
 matrix: a ``bf16`` graph (8 bits of mantissa) or an ``i8`` one (int8 scalar quantisation)
 ranks less exactly than an ``f16`` one (``benchmarks/bench_storage.py --graph``)."""
+EXPANSION_SEARCH = 128
+"""Default HNSW ef_search. On MiniLM vectors of real text (the peer corpus, 100k chunks)
+recall@10 is 0.997 at 128 against 0.998 at 256, for about half the graph search time. On
+synthetic clustered vectors (near-equidistant points, a worst case) 128 gave 0.972–0.982
+and 256 0.993–0.994 at 200k: such data wants ``EngineConfig.dense_expansion_search`` raised
+(``benchmarks/bench_dense.py``, docs/benchmarks.md "HNSW search width")."""
+SEARCH_WIDTH = 3
+"""A graph query asks usearch for at least this many candidates per result wanted. usearch
+searches with ef = max(``expansion_search``, candidates asked), so a large ``k`` (hybrid's
+100 dense candidates) widens the search instead of taking ef 128's recall (on the peer
+corpus at 100k: recall@100 0.972 asking 100, 0.996 asking 300; recall@10 0.997 either way,
+``benchmarks/bench_dense.py --search-width``)."""
 MAX_CANDIDATES = 10_000
 """Cap on graph candidates requested for a filtered query before exact fallback."""
 GATHER_BELOW = 4
@@ -251,10 +263,9 @@ class DenseIndex:
     """Row-id-keyed vectors with exact or HNSW top-k search (see module docstring).
 
     ``connectivity``, ``expansion_add`` and ``expansion_search`` are the HNSW M, ef_construction
-    and ef_search. ef_search 256 (usearch's default is 64): on 200k clustered 384-d vectors
-    recall@10 was 0.994 against 0.982 at 128 (0.972 in another build of the same rows), for
-    1.50 against 1.28 ms a graph search; ef_construction 64 instead of 128 reached only 0.972
-    even at ef_search 384 (``benchmarks/bench_dense.py --build``, docs/benchmarks.md).
+    and ef_search (see ``EXPANSION_SEARCH``; a query for many results searches wider,
+    ``SEARCH_WIDTH``). ef_construction 64 instead of 128 reached only 0.972 even at ef_search
+    384 on 200k clustered vectors (``benchmarks/bench_dense.py --build``, docs/benchmarks.md).
     ``build_threads`` > 1 insert in parallel on the background thread (default 1: on a
     loaded 2-core host two threads plus the self-check below settled 50k clustered vectors in
     1.5x the time of one, ``benchmarks/bench_dense.py --build``; with idle cores to spare
@@ -280,7 +291,7 @@ class DenseIndex:
         metric: str = "cosine",
         connectivity: int = 16,
         expansion_add: int = 128,
-        expansion_search: int = 256,
+        expansion_search: int = EXPANSION_SEARCH,
         build_threads: int = 1,
         graph_dtype: str = "f16",
         first_pass: bool = True,
@@ -566,9 +577,12 @@ class DenseIndex:
         graph = view.graph
         if exact or graph is None or rows <= self.exact_threshold or selective:
             return self._exact(snapshot, matrix, k, allowed)
-        oversampled = k if allowed is None else math.ceil(k / fraction * OVERSAMPLE)
-        oversampled *= RESCORE[self.graph_dtype]
-        oversampled = min(max(oversampled, k) + view.stale, MAX_CANDIDATES, len(graph.rowids))
+        width = max(SEARCH_WIDTH, RESCORE[self.graph_dtype]) * k
+        if allowed is not None:
+            # Only ``fraction`` of what a graph search visits passes the filter afterwards,
+            # so it looks 1/fraction times as wide as an unfiltered one would.
+            width = max(width * OVERSAMPLE, self.expansion_search) / fraction
+        oversampled = min(math.ceil(width) + view.stale, MAX_CANDIDATES, len(graph.rowids))
         tail_allowed = view.tail if allowed is None else view.tail[allowed[view.tail]]
         wanted = min(k, allowed_rows)
         results = []
@@ -628,10 +642,11 @@ class DenseIndex:
     @classmethod
     def load(cls, directory: Path, *, build_threads: int = 1,
              vectors: StoredVectors | None = None, graph_dtype: str = "f16",
-             first_pass: bool = True) -> DenseIndex:
+             expansion_search: int = EXPANSION_SEARCH, first_pass: bool = True) -> DenseIndex:
         """Read an index written by :meth:`save` (no pickle); a missing or lagging graph is
         built or extended in the background with ``build_threads`` (a property of the
-        machine, not of the saved index). A save without vectors takes them from
+        machine, not of the saved index), and searched with ``expansion_search`` (one of the
+        queries, whatever the saved index used). A save without vectors takes them from
         ``vectors`` (the record), dropping rows it no longer holds: they were collected
         since, and the write log the caller applies next removes them anyway. A saved graph of
         another ``graph_dtype`` is left unread: a graph of this one is built in the background
@@ -654,7 +669,7 @@ class DenseIndex:
             metric=meta["metric"],
             connectivity=meta["connectivity"],
             expansion_add=meta["expansion_add"],
-            expansion_search=meta["expansion_search"],
+            expansion_search=expansion_search,
             build_threads=build_threads,
             graph_dtype=graph_dtype,
             first_pass=first_pass,

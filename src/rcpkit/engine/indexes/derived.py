@@ -136,7 +136,8 @@ class DerivedIndexes:
                                           mix=self._config.dense_window_mix,
                                           exact_threshold=self._config.dense_exact_threshold,
                                           build_threads=self._build_threads(),
-                                          graph_dtype=self._config.dense_graph_dtype)
+                                          graph_dtype=self._config.dense_graph_dtype,
+                                          expansion_search=self._config.dense_expansion_search)
 
     def _build_threads(self) -> int:
         """Background HNSW build threads: as configured, or one per usable core (up to 8)."""
@@ -173,7 +174,8 @@ class DerivedIndexes:
                         mix=self._config.dense_window_mix,
                         build_threads=self._build_threads(),
                         vectors=self._store.stored_vectors,
-                        graph_dtype=self._config.dense_graph_dtype)
+                        graph_dtype=self._config.dense_graph_dtype,
+                        expansion_search=self._config.dense_expansion_search)
                     columns = _saved_part(FilterColumns.load, state_dir / "columns",
                                           "filter columns")
                     fields = _saved_part(ChunkFields.load, state_dir / "fields", "chunk fields")

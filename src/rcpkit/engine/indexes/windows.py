@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from rcpkit.engine.documents.chunking import sentence_spans
-from rcpkit.engine.indexes.dense import DenseIndex, StoredVectors
+from rcpkit.engine.indexes.dense import EXPANSION_SEARCH, DenseIndex, StoredVectors
 from rcpkit.engine.indexes.persist import commit_manifest, save_arrays, verify_file
 
 __all__ = ["HEAD_CHARS", "WINDOW_CHARS", "SentenceWindowIndex", "WindowVectors",
@@ -151,9 +151,11 @@ class SentenceWindowIndex:
     @classmethod
     def create(cls, dimension: int, *, enabled: bool, mix: float = 0.5,
                exact_threshold: int = 50_000, build_threads: int = 1,
-               graph_dtype: str = "f16") -> SentenceWindowIndex:
+               graph_dtype: str = "f16", expansion_search: int = EXPANSION_SEARCH
+               ) -> SentenceWindowIndex:
         whole = DenseIndex(dimension, exact_threshold=exact_threshold,
-                           build_threads=build_threads, graph_dtype=graph_dtype)
+                           build_threads=build_threads, graph_dtype=graph_dtype,
+                           expansion_search=expansion_search)
         return cls(whole, _window_store(dimension), enabled=enabled, mix=mix)
 
     @property
@@ -257,13 +259,14 @@ class SentenceWindowIndex:
     @classmethod
     def load(cls, directory: Path, *, enabled: bool, mix: float = 0.5,
              build_threads: int = 1, vectors: StoredVectors | None = None,
-             graph_dtype: str = "f16") -> SentenceWindowIndex:
+             graph_dtype: str = "f16", expansion_search: int = EXPANSION_SEARCH
+             ) -> SentenceWindowIndex:
         """Read what :meth:`save` wrote. A save made with windows off (or before windows
         existed) loads only when they are off; one with other window settings never does:
         the caller rebuilds (ValueError)."""
         directory = Path(directory)
         whole = DenseIndex.load(directory, build_threads=build_threads, vectors=vectors,
-                                graph_dtype=graph_dtype)
+                                graph_dtype=graph_dtype, expansion_search=expansion_search)
         manifest_path = directory / _MANIFEST
         manifest: dict[str, Any] = (json.loads(manifest_path.read_text())
                                     if manifest_path.is_file()
