@@ -15,6 +15,8 @@ before: 3.1 s at 20k clustered rows, 82 s at 100k).
     python benchmarks/bench_dense.py --sizes 10000 --skip-embed
     python benchmarks/bench_dense.py --sizes --skip-embed --search-width 100000 \
         --recall-expansions 64 128 256
+    python benchmarks/bench_dense.py --corpus clustered peers --sizes --skip-embed \
+        --build-order 200000 --build-threads 2
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from rcpkit.engine.indexes.dense import (
     SEARCH_WIDTH,
     DenseIndex,
     _graph_layout,
+    _insertion_order,
     _unlinked,
     _unreachable,
 )
@@ -192,11 +195,12 @@ def bench_build(kind: str, n: int, seed: int, thread_counts: list[int],
               f"({n / seconds[threads]:,.0f} rows/s); {len(served)} queries served "
               f"meanwhile, p50 {p50:.1f} ms", flush=True)
         published = index._view.graph
-        assert published is not None and index.graph_tail == 0
+        assert published is not None and index.graph_tail == published.orphans
         saved = np.frombuffer(published.index.save(), dtype=np.uint8)
         layout = _graph_layout(saved)
         unlinked = "?" if layout is None else int(_unlinked(saved, layout).sum())
-        print(f"  rows no link leads to: {unlinked}", end="", flush=True)
+        print(f"  rows no link leads to: {unlinked}; left out by the repair and searched "
+              f"exactly: {published.orphans}", end="", flush=True)
         if n <= SEARCH_CHECK_ROWS:
             lost = int(_unreachable(published.index, np.arange(n), corpus, threads).sum())
             published.index.expansion_search = index.expansion_search
@@ -282,6 +286,42 @@ def bench_usearch_alone(kind: str, n: int, seed: int, threads: int,
           f"({n / seconds:,.0f} rows/s)")
 
 
+def bench_build_order(kind: str, n: int, seed: int, threads: int) -> None:
+    """usearch alone (DenseIndex's graph settings) building the same rows in random order and
+    in ``_insertion_order`` (what a fresh bulk build of ``ORDERED_BUILD_ROWS`` or more uses),
+    alternately: build time and recall@10 at ef_search 128 and 256. ``kind`` "peers" is
+    the peer corpus (MiniLM vectors of real text) with its own queries."""
+    rng = np.random.default_rng(seed)
+    if kind == "peers":
+        import peer_corpus
+
+        loaded = peer_corpus.load(n)
+        corpus, queries = loaded.vectors, loaded.query_vectors[:300]
+    else:
+        corpus = make_corpus(kind, n, rng)
+        picks = rng.choice(n, 200, replace=False)
+        queries = unit_rows(corpus[picks] + 0.05 * rng.standard_normal((len(picks), DIMENSION)))
+    truth = [set(row.tolist()) for row in np.argsort(-(queries @ corpus.T), axis=1)[:, :10]]
+    print(f"\n== build order, {kind} n={n:,}, usearch alone, {threads} thread(s)")
+    for name in ("random", "ordered", "random", "ordered"):
+        began = time.perf_counter()
+        order = (rng.permutation(n) if name == "random"
+                 else _insertion_order(corpus, np.arange(n)))
+        ordering = time.perf_counter() - began
+        graph = DenseIndex(DIMENSION)._new_graph()
+        for start in range(0, n, BUILD_BATCH):
+            batch = order[start:start + BUILD_BATCH]
+            graph.add(batch, corpus[batch], threads=threads)
+        seconds = time.perf_counter() - began
+        recalls = []
+        for expansion in (128, 256):
+            graph.expansion_search = expansion
+            found = np.asarray(graph.search(queries, 10).keys).reshape(len(queries), -1)
+            recalls.append(mean_recall(found, truth))
+        print(f"{name:>8}: {seconds:6.1f} s (ordering {ordering:.1f} s), recall@10 at ef 128 "
+              f"{recalls[0]:.4f}, at ef 256 {recalls[1]:.4f}", flush=True)
+
+
 def bench_embed(n_short: int, n_long: int) -> None:
     embedder = minilm()
     embedder.embed(["warm up"])
@@ -303,7 +343,7 @@ def bench_embed(n_short: int, n_long: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
-    parser.add_argument("--corpus", choices=["random", "clustered"], nargs="+",
+    parser.add_argument("--corpus", choices=["random", "clustered", "peers"], nargs="+",
                         default=["random"])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--k", type=int, default=10)
@@ -329,10 +369,17 @@ def main() -> None:
     parser.add_argument("--search-width", type=int, nargs="*", default=[], metavar="N",
                         help="also time graph search at each --recall-expansions ef_search "
                              "on N chunks of the peer corpus (MiniLM vectors of real text)")
+    parser.add_argument("--build-order", type=int, nargs="*", default=[], metavar="N",
+                        help="also build N rows of each --corpus (or 'peers') with usearch "
+                             "alone in random and in the bulk build's order")
     parser.add_argument("--embed-short", type=int, default=1000)
     parser.add_argument("--embed-long", type=int, default=200)
     args = parser.parse_args()
     for kind in args.corpus:
+        for n in args.build_order:
+            bench_build_order(kind, n, args.seed, max(args.build_threads))
+        if kind == "peers":
+            continue  # the other benches make their own corpus
         for n in args.sizes:
             bench_size(kind, n, args.queries, args.k, args.query_noise, args.seed)
             if not args.skip_writes:

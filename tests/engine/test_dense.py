@@ -330,6 +330,52 @@ def test_every_row_is_reachable_in_the_graph(graph_index: tuple[DenseIndex, np.n
     assert found == list(range(3000))
 
 
+def test_a_bulk_build_inserts_a_random_skeleton_then_neighbours_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(dense, "PIVOTS", 8)
+    vectors = unit_vectors(400, seed=3)
+    positions = np.arange(400)
+    order = dense._insertion_order(vectors, positions)
+    assert sorted(order.tolist()) == positions.tolist()
+    assert order.tolist() == dense._insertion_order(vectors, positions).tolist()  # seeded
+    head, rest = order[:40], order[40:]  # SKELETON_FRACTION of 400
+    assert not np.all(np.diff(head) > 0)  # shuffled, not the rows' own order
+    nearest = np.argmax(vectors[rest] @ vectors[head[:8]].T, axis=1)
+    assert np.all(np.diff(nearest) >= 0)  # grouped by nearest pivot
+    assert len(set(nearest.tolist())) > 1
+
+
+def test_an_ordered_bulk_build_reaches_every_row_and_finds_neighbours(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fresh build past ``ORDERED_BUILD_ROWS`` goes in :func:`_insertion_order`, with two
+    threads (so through the repair): every row finds itself, and recall holds."""
+    monkeypatch.setattr(dense, "ORDERED_BUILD_ROWS", 1000)
+    monkeypatch.setattr(dense, "PIVOTS", 16)
+    ordered: list[int] = []
+    original = dense._insertion_order
+
+    def spy(vectors: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        result = original(vectors, positions)
+        ordered.append(len(result))
+        return result
+
+    monkeypatch.setattr(dense, "_insertion_order", spy)
+    vectors = unit_vectors(3000, seed=1)
+    index = DenseIndex(DIM, exact_threshold=1000, build_threads=2)
+    index.add(np.arange(3000), vectors)
+    assert index.wait_for_graph(60) and index.uses_graph and index.graph_tail == 0
+    assert ordered == [3000]
+    found = [rowids[0] for rowids, _ in index.search_batch(vectors, 1)]
+    assert found == list(range(3000))
+    recalls = [recall(index.search(query, 10)[0].tolist(),
+                      brute_force(np.arange(3000), vectors, query, 10))
+               for query in unit_vectors(20, seed=9)]
+    index.close()
+    assert np.mean(recalls) >= 0.95
+
+
 def test_save_and_load_round_trip(
     tmp_path: Path, graph_index: tuple[DenseIndex, np.ndarray]
 ) -> None:
@@ -684,6 +730,36 @@ def test_the_repair_links_nodes_the_walk_finds() -> None:
     after = walked(graph)[2]
     assert before > 0 and after.sum() < before / 2
     assert graph.size == 3000  # type: ignore[attr-defined]
+
+
+def test_rows_the_repair_cannot_link_are_searched_exactly_beside_the_graph(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nodes no link leads to after the repair (here: no repair round at all, in a graph of
+    connectivity 4 that leaves some) leave the graph for the tail: each still finds itself,
+    the build settles (no endless rebuild for them, after a reopen too), and nothing counts
+    as pending."""
+    monkeypatch.setattr(dense, "REPAIR_ROUNDS", 0)
+    vectors = unit_vectors(3000, seed=4)
+    index = DenseIndex(16, connectivity=4, expansion_add=16, exact_threshold=100,
+                       build_threads=2)
+    index.add(np.arange(3000), vectors)
+    assert index.wait_for_graph(60)
+    graph = index._view.graph
+    assert graph is not None and graph.orphans > 0
+    assert index.graph_tail == graph.orphans and index.graph_pending == 0
+    assert int(walked(graph.index)[2].sum()) == 0  # the orphans are out of the graph
+    orphans = np.setdiff1d(np.arange(3000), graph.rowids)
+    assert len(orphans) == graph.orphans
+    found = [rowids[0] for rowids, _ in index.search_batch(vectors[orphans], 1)]
+    assert found == orphans.tolist()
+    index.save(tmp_path)
+    index.close()
+    loaded = DenseIndex.load(tmp_path, build_threads=2)
+    assert loaded.wait_for_graph(60)
+    reloaded = loaded._view.graph
+    assert reloaded is not None and reloaded.orphans == len(orphans)
+    assert loaded.graph_pending == 0
+    loaded.close()
 
 
 def test_a_layout_this_code_cannot_read_falls_back_to_the_search_check(

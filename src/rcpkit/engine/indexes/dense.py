@@ -107,6 +107,17 @@ REBUILD_STALE_FRACTION = 0.25
 """A graph holding more removed rows than this fraction of its size is rebuilt, not extended."""
 BUILD_BATCH = 4_096
 """Rows per usearch insertion call; the builder checks for :meth:`DenseIndex.close` between."""
+ORDERED_BUILD_ROWS = 200_000
+SKELETON_FRACTION = 0.1
+PIVOTS = 1_024
+"""A fresh graph of at least ``ORDERED_BUILD_ROWS`` rows is built in a cache-friendly order
+(:func:`_insertion_order`): a random ``SKELETON_FRACTION`` of the rows first, then the rest
+grouped by the nearest of ``PIVOTS`` skeleton rows. Each insertion then searches the
+neighbourhood the previous one left in cache. usearch built 200k clustered vectors in
+35–36 s instead of 61–65 s, and 100k MiniLM vectors of real text in 22 s instead of 32–35 s,
+for recall@10 at ef 128 of 0.956 against 0.973–0.978 and 0.992 against 0.996–0.998
+(``benchmarks/bench_dense.py --build-order``). So the order is kept for builds large enough
+to take minutes: the engine's 1M clustered build settled in 342 s instead of 811 s."""
 CHECK_EXPANSIONS = (4, 32, 256)
 CHECK_K = 4
 """The search check (used when the graph's layout cannot be read, and by the build bench)
@@ -200,6 +211,9 @@ class _Graph:
 
     index: Index
     rowids: np.ndarray
+    orphans: int = 0
+    """Rows this graph's build left out because no link led to them even after the repair
+    (:meth:`DenseIndex._repair`): they are in the tail, scored exactly with every query."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +238,12 @@ class _BuildPlan:
     """…of which inserted so far."""
     lacking: int
     """Rows the published view lacked when the build began."""
+
+
+def _lacking(view: _View) -> int:
+    """Rows the graph should take in: the tail, less its build's orphans (another build
+    would only leave them out again)."""
+    return len(view.tail) - (view.graph.orphans if view.graph is not None else 0)
 
 
 def _view_of(snapshot: _Snapshot, graph: _Graph | None) -> _View:
@@ -276,11 +296,12 @@ class DenseIndex:
     two threads, none with one). So a graph built in parallel is checked before it is
     published: a walk over its links from the entry node (:func:`_unlinked`) finds the nodes
     no path leads to, which are removed and inserted again one at a time, when their
-    neighbours are all linked (:meth:`_repair`). One pass over the links costs a few seconds
-    at 1M rows, where searching for every new vector cost about a quarter of the insertion
-    time; if usearch serialises a layout this code does not know, every new vector searches
-    for itself instead, widening the search for those a narrower one misses
-    (``CHECK_EXPANSIONS``).
+    neighbours are all linked (:meth:`_repair`); the few still unlinked after that leave
+    the graph for the exactly scored tail, so no row is lost to search. One pass over the
+    links costs a few seconds at 1M rows, where searching for every new vector cost about a
+    quarter of the insertion time; if usearch serialises a layout this code does not know,
+    every new vector searches for itself instead, widening the search for those a narrower
+    one misses (``CHECK_EXPANSIONS``).
     """
 
     def __init__(
@@ -341,7 +362,8 @@ class DenseIndex:
 
     @property
     def graph_tail(self) -> int:
-        """Rows searched exactly next to the graph because it does not hold them yet."""
+        """Rows searched exactly next to the graph because it does not hold them: not yet,
+        or (its build's orphans) because no link led to them."""
         return len(self._view.tail)
 
     @property
@@ -352,7 +374,7 @@ class DenseIndex:
         view, plan = self._view, self._plan
         if len(view.snapshot.rowids) <= self.exact_threshold:
             return 0
-        lacking = len(view.tail) if view.graph is not None else len(view.snapshot.rowids)
+        lacking = _lacking(view) if view.graph is not None else len(view.snapshot.rowids)
         if not plan.rows:
             return lacking
         return plan.rows - plan.inserted + max(0, lacking - plan.lacking)
@@ -431,7 +453,7 @@ class DenseIndex:
             return False
         if view.graph is None:
             return True
-        return len(view.tail) + view.stale >= max(TAIL_MIN_ROWS, TAIL_FRACTION * rows)
+        return _lacking(view) + view.stale >= max(TAIL_MIN_ROWS, TAIL_FRACTION * rows)
 
     def _schedule_build(self) -> None:
         """Start the builder thread if the graph is missing or behind (caller holds the lock)."""
@@ -445,7 +467,7 @@ class DenseIndex:
         self._builder.start()
 
     def _restore_then_build(self, saved: np.ndarray, lean: dict[str, int | str],
-                            snapshot: _Snapshot, rowids: np.ndarray) -> None:
+                            snapshot: _Snapshot, rowids: np.ndarray, orphans: int) -> None:
         """The builder thread of a load whose graph file left out the vectors: restore the
         saved graph (:meth:`_restored_graph`) and publish it — even when :meth:`close` was
         called meanwhile, so that a save at close keeps it — then build on as
@@ -454,7 +476,7 @@ class DenseIndex:
             graph = self._restored_graph(saved, lean, snapshot)
             if graph is not None:
                 with self._write_lock:
-                    self._view = _view_of(self._view.snapshot, _Graph(graph, rowids))
+                    self._view = _view_of(self._view.snapshot, _Graph(graph, rowids, orphans))
         except Exception:  # a damaged graph must not take the process down; exact serves
             logger.exception("the saved dense graph could not be restored; it is rebuilt")
         finally:
@@ -487,13 +509,15 @@ class DenseIndex:
         if old is None or view.stale > REBUILD_STALE_FRACTION * len(old.rowids):
             graph, kept = self._new_graph(), _NO_ROWS
             pending = np.arange(len(snapshot.rowids))
+            if len(pending) >= ORDERED_BUILD_ROWS:
+                pending = _insertion_order(snapshot.vectors, pending)
         else:
             graph = old.index.copy()
             present = _member(snapshot.rowids, old.rowids)[1]
             if not present.all():
                 graph.remove(old.rowids[~present])
             kept, pending = old.rowids[present], view.tail
-        lacking = len(view.tail) if old is not None else len(snapshot.rowids)
+        lacking = _lacking(view) if old is not None else len(snapshot.rowids)
         for start in range(0, len(pending), BUILD_BATCH):
             self._plan = _BuildPlan(len(pending), start, lacking)
             if self._closing.is_set():
@@ -501,25 +525,34 @@ class DenseIndex:
             batch = pending[start : start + BUILD_BATCH]
             graph.add(snapshot.rowids[batch], snapshot.vectors[batch],
                       threads=self.build_threads)
-        if self.build_threads > 1:
-            self._repair(graph, snapshot, pending)
+        orphans = self._repair(graph, snapshot, pending) if self.build_threads > 1 else _NO_ROWS
         graph.expansion_search = self.expansion_search  # type: ignore[misc]  # has a setter
-        return _Graph(graph, np.union1d(kept, snapshot.rowids[pending]))
+        rowids = np.union1d(kept, snapshot.rowids[pending])
+        if len(orphans):
+            rowids = np.setdiff1d(rowids, snapshot.rowids[orphans], assume_unique=True)
+        return _Graph(graph, rowids, len(orphans))
 
-    def _repair(self, graph: Index, snapshot: _Snapshot, inserted: np.ndarray) -> None:
+    def _repair(self, graph: Index, snapshot: _Snapshot, inserted: np.ndarray) -> np.ndarray:
         """Re-insert, one thread at a time, the nodes a parallel build left where no search
-        reaches them (class docstring), until there are none or ``REPAIR_ROUNDS`` pass."""
+        reaches them (class docstring), until there are none or ``REPAIR_ROUNDS`` pass.
+
+        A node re-inserted alone can be pruned from every neighbour's list again (as in a
+        single-threaded graph of small connectivity: ~0.06 % of 1M clustered rows). Those
+        are removed from the graph and their positions returned: the caller leaves them in
+        the tail, so that every row is still found by its own vector."""
         lost = _lost(graph, snapshot, inserted, self.build_threads)
         for _ in range(REPAIR_ROUNDS):
             if len(lost) == 0:
-                return
+                return lost
             keys = snapshot.rowids[lost]
             graph.remove(keys)
             graph.add(keys, snapshot.vectors[lost], threads=1)
             lost = _lost(graph, snapshot, lost, 1)
-        # A node re-inserted alone can be pruned from every neighbour's list again (as in
-        # a single-threaded graph of small connectivity); exact search still finds it.
-        logger.debug("%d dense graph nodes still unreachable after repair", len(lost))
+        if len(lost):
+            logger.debug("%d dense graph nodes no link leads to after repair; they are "
+                         "searched exactly", len(lost))
+            graph.remove(snapshot.rowids[lost])
+        return lost
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -577,7 +610,7 @@ class DenseIndex:
         graph = view.graph
         if exact or graph is None or rows <= self.exact_threshold or selective:
             return self._exact(snapshot, matrix, k, allowed)
-        width = max(SEARCH_WIDTH, RESCORE[self.graph_dtype]) * k
+        width: float = max(SEARCH_WIDTH, RESCORE[self.graph_dtype]) * k
         if allowed is not None:
             # Only ``fraction`` of what a graph search visits passes the filter afterwards,
             # so it looks 1/fraction times as wide as an unfiltered one would.
@@ -636,6 +669,8 @@ class DenseIndex:
             }
             if lean is not None:
                 meta["graph_vectors"] = lean
+            if view.graph is not None and view.graph.orphans:
+                meta["graph_orphans"] = view.graph.orphans
             _atomic_write_text(directory / _META, json.dumps(meta, indent=1))
             _remove_stale(directory, keep=set(names.values()))
 
@@ -704,16 +739,17 @@ class DenseIndex:
             graph_rowids = np.load(directory / files["graph_rowids"],
                                    allow_pickle=False).astype(np.int64)
             lean = meta.get("graph_vectors")
+            orphans = int(meta.get("graph_orphans", 0))
             if lean is None:
                 graph_index = index._new_graph()
                 graph_index.load(str(directory / files["graph"]))
-                graph = _Graph(graph_index, graph_rowids)
+                graph = _Graph(graph_index, graph_rowids, orphans)
             else:
                 # Read now (a later save deletes the file); the vectors are rebuilt in the
                 # background while exact search serves.
                 saved = np.fromfile(directory / files["graph"], dtype=np.uint8)
                 restore = functools.partial(index._restore_then_build, saved, lean, snapshot,
-                                            graph_rowids)
+                                            graph_rowids, orphans)
         with index._write_lock:
             index._view = _view_of(snapshot, graph)
             if restore is None:
@@ -928,6 +964,24 @@ class DenseIndex:
         scores = np.concatenate([_scores(snapshot.vectors, positions, query),
                                  _scores(snapshot.vectors, tail, query)])
         return _top_k(scores, snapshot.rowids[np.concatenate([positions, tail])], k)
+
+
+def _insertion_order(vectors: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``positions`` in the order a fresh bulk build inserts them (``ORDERED_BUILD_ROWS``):
+    a random skeleton first, which gives the graph its long-range links, then the rest
+    grouped by nearest pivot (the first ``PIVOTS`` skeleton rows), so that consecutive
+    insertions walk the same part of the graph. Seeded by the row count: the same rows are
+    always built in the same order."""
+    shuffled = np.random.default_rng(len(positions)).permutation(positions)
+    skeleton = max(PIVOTS, int(SKELETON_FRACTION * len(shuffled)))
+    head, rest = shuffled[:skeleton], shuffled[skeleton:]
+    pivots = np.ascontiguousarray(vectors[head[:PIVOTS]].T)
+    nearest = np.empty(len(rest), dtype=np.intp)
+    for start in range(0, len(rest), _CODE_ROWS):
+        block = rest[start:start + _CODE_ROWS]
+        nearest[start:start + len(block)] = np.argmax(vectors[block] @ pivots, axis=1)
+    ordered: np.ndarray = np.concatenate([head, rest[np.argsort(nearest, kind="stable")]])
+    return ordered
 
 
 def _lost(graph: Index, snapshot: _Snapshot, inserted: np.ndarray, threads: int
