@@ -11,8 +11,7 @@ from rcpkit.engine.indexes.persist import DamagedFile, file_checksum, verify_fil
 
 @pytest.mark.parametrize("algorithm", ["crc32", "xxh3_64"])
 def test_a_flipped_byte_fails_verification(tmp_path: Path, algorithm: str) -> None:
-    if algorithm == "xxh3_64":
-        pytest.importorskip("xxhash")
+    """xxh3_64 for new saves; crc32 still read, from saves made when xxhash was optional."""
     path = tmp_path / "arrays.npz"
     path.write_bytes(bytes(range(256)) * 40_000)  # more than one 4 MiB read
     recorded = file_checksum(path, algorithm)
@@ -32,3 +31,9 @@ def test_a_file_without_a_recorded_checksum_is_not_trusted(tmp_path: Path) -> No
         verify_file(path, None)
     with pytest.raises(DamagedFile):
         verify_file(path, "md4:00")
+
+
+def test_new_saves_use_xxh3(tmp_path: Path) -> None:
+    path = tmp_path / "arrays.npz"
+    path.write_bytes(b"rows")
+    assert file_checksum(path).startswith("xxh3_64:")

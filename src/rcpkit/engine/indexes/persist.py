@@ -5,8 +5,8 @@ at any step leaves the previous save or the new one readable, never a mix. No pi
 Every saved file is named in its manifest with a checksum (:func:`file_checksum`), verified
 before it is read (:func:`verify_file`): damage that keeps a file's size and shape (zeroed
 pages, reordered rows) is caught at open, and the engine rebuilds from the record instead
-of answering from it. xxHash3 when the ``xxhash`` package is installed (several GB/s), else
-CRC-32 from the standard library; the manifest says which."""
+of answering from it. New saves use xxHash3 (several GB/s); CRC-32, which saves made
+without the ``xxhash`` package used, is still verified. The manifest says which."""
 
 from __future__ import annotations
 
@@ -19,15 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 __all__ = ["DamagedFile", "bytes_checksum", "commit_manifest", "compact_ints", "file_checksum",
            "save_arrays", "verify_file"]
-
-xxhash: Any
-try:
-    import xxhash
-except ImportError:  # the optional ``checksums`` extra
-    xxhash = None
 
 _CHUNK = 1 << 22
 
@@ -50,8 +45,8 @@ def bytes_checksum(data: Any, algorithm: str | None = None) -> str:
 
 
 def _checksum(pieces: Iterable[Any], algorithm: str | None, name: str) -> str:
-    algorithm = algorithm or ("xxh3_64" if xxhash is not None else "crc32")
-    if algorithm == "xxh3_64" and xxhash is not None:
+    algorithm = algorithm or "xxh3_64"
+    if algorithm == "xxh3_64":
         digest = xxhash.xxh3_64()
         for piece in pieces:
             digest.update(piece)
