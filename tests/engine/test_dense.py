@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -1063,3 +1065,26 @@ def test_a_load_serves_exact_search_while_the_graph_is_restored(
     assert loaded.uses_graph and saved_bytes(loaded) == saved_bytes(index)
     meta, _ = saved_graph(again)
     assert meta["format"] == 3 and "graph" in meta["files"]  # type: ignore[operator]
+
+
+EXIT_DURING_A_BUILD = """
+import time
+import numpy as np
+from rcpkit.engine.indexes.dense import DenseIndex
+vectors = np.random.default_rng(0).standard_normal((60_000, 64)).astype(np.float32)
+index = DenseIndex(64, exact_threshold=1000)
+index.add(np.arange(len(vectors)), vectors)
+time.sleep(0.5)
+assert index.graph_pending > 0, "the build finished before the exit"
+"""
+
+
+def test_a_program_may_exit_during_a_graph_build_without_closing(tmp_path: Path) -> None:
+    """The builder stops at exit (its next batch): the interpreter's teardown no longer
+    finds it inside usearch's native insertion, which aborted the process (status 134)."""
+    script = tmp_path / "exit_during_build.py"
+    script.write_text(EXIT_DURING_A_BUILD)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "terminate called" not in done.stderr

@@ -39,6 +39,7 @@ loads); :func:`_load_usearch` is the only place rcpkit imports it and enforces t
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import json
@@ -49,6 +50,7 @@ import sys
 import tempfile
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -238,6 +240,21 @@ class _BuildPlan:
     """…of which inserted so far."""
     lacking: int
     """Rows the published view lacked when the build began."""
+
+
+_BUILDING: weakref.WeakSet[DenseIndex] = weakref.WeakSet()
+"""Indexes that started a background builder (while they are alive)."""
+
+
+@atexit.register
+def _stop_builders() -> None:
+    """Stop every background build (at its next batch) before the interpreter exits.
+
+    The builder is a daemon thread, so a program that never closes its engine can still
+    exit; but one caught inside usearch's native insertion while the process tears down
+    aborts it ("terminate called without an active exception", exit status 134)."""
+    for index in list(_BUILDING):
+        index.close()
 
 
 def _lacking(view: _View) -> int:
@@ -464,6 +481,7 @@ class DenseIndex:
 
     def _start_builder(self, work: Callable[[], None]) -> None:
         self._builder = threading.Thread(target=work, name="rcpkit-dense-graph", daemon=True)
+        _BUILDING.add(self)
         self._builder.start()
 
     def _restore_then_build(self, saved: np.ndarray, lean: dict[str, int | str],
