@@ -399,6 +399,11 @@ def test_save_and_load_round_trip(
     assert loaded.search(unit_vectors(1, seed=99)[0], 1)[0].tolist() == [5000]
 
 
+def test_a_search_width_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="expansion_search must be at least 1"):
+        DenseIndex(DIM, expansion_search=0)
+
+
 def test_a_loaded_graph_searches_as_wide_as_the_loader_asks(
     tmp_path: Path, graph_index: tuple[DenseIndex, np.ndarray]
 ) -> None:

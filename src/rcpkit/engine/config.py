@@ -24,6 +24,8 @@ __all__ = ["CONFIG_FILE", "DSN_ENV", "BackendChoice", "EmbedderChoice", "EngineC
 CONFIG_FILE = "rcpkit.toml"
 """Per-data-directory engine configuration, read by :func:`load_config`."""
 DSN_ENV = "RCPKIT_DSN"
+GRAPH_DTYPES = ("f16", "bf16", "i8")
+"""The values of ``dense_graph_dtype`` (see there)."""
 """Environment variable supplying ``dsn`` when neither the options nor the file set it."""
 
 EmbedderChoice = Literal["minilm", "hashing", "onnx"]
@@ -149,6 +151,16 @@ class EngineConfig:
     dense_window_mix: float = 0.5
     """How much of a chunk's best window cosine above its whole-text cosine counts."""
 
+    def __post_init__(self) -> None:
+        """Refuse a dense setting the index could not start with, naming the key (an open
+        that got this far would fail in the background instead)."""
+        if self.dense_graph_dtype not in GRAPH_DTYPES:
+            raise ValueError(f"dense_graph_dtype must be one of {', '.join(GRAPH_DTYPES)}, "
+                             f"not {self.dense_graph_dtype!r}")
+        if self.dense_expansion_search < 1:
+            raise ValueError(f"dense_expansion_search must be at least 1, "
+                             f"not {self.dense_expansion_search}")
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineConfig:
         """Build from a plain mapping (unknown keys are an error, paths are coerced)."""
@@ -205,4 +217,6 @@ def load_config(config_or_data_dir: EngineConfig | str | Path | None = None,
         config = base.with_overrides(**options)
     except TypeError as exc:
         raise ConfigError(f"unknown engine option: {exc}") from exc
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     return config if config.dsn else config.with_overrides(dsn=os.environ.get(DSN_ENV) or None)

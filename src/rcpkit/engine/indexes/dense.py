@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from rcpkit.engine.config import GRAPH_DTYPES
 from rcpkit.engine.errors import IndexUnavailable
 from rcpkit.engine.indexes import quantised
 from rcpkit.engine.indexes.persist import bytes_checksum, compact_ints, file_checksum, verify_file
@@ -79,7 +80,6 @@ SELECTIVE_FRACTION = 0.05
 SELECTIVE_ROWS = 20_000
 """…as is one allowing fewer rows than this (an exact scan of 20k rows is about a millisecond)."""
 OVERSAMPLE = 1.5
-GRAPH_DTYPES = ("f16", "bf16", "i8")
 RESCORE = {"f16": 1, "bf16": 2, "i8": 4}
 """Candidates a graph proposes per result wanted, all re-scored exactly from the float32
 matrix: a ``bf16`` graph (8 bits of mantissa) or an ``i8`` one (int8 scalar quantisation)
@@ -340,6 +340,8 @@ class DenseIndex:
             raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
         if graph_dtype not in GRAPH_DTYPES:
             raise ValueError(f"graph_dtype must be one of {GRAPH_DTYPES}, not {graph_dtype!r}")
+        if expansion_search < 1:
+            raise ValueError(f"expansion_search must be at least 1, not {expansion_search}")
         self.dimension = dimension
         self.metric = metric
         self.exact_threshold = exact_threshold
