@@ -367,7 +367,9 @@ def test_an_ordered_bulk_build_reaches_every_row_and_finds_neighbours(
     vectors = unit_vectors(3000, seed=1)
     index = DenseIndex(DIM, exact_threshold=1000, build_threads=2)
     index.add(np.arange(3000), vectors)
-    assert index.wait_for_graph(60) and index.uses_graph and index.graph_tail == 0
+    assert index.wait_for_graph(60) and index.uses_graph
+    graph = index._view.graph
+    assert graph is not None and index.graph_tail == graph.orphans  # those the repair left
     assert ordered == [3000]
     found = [rowids[0] for rowids, _ in index.search_batch(vectors, 1)]
     assert found == list(range(3000))
@@ -741,31 +743,31 @@ def test_the_repair_links_nodes_the_walk_finds() -> None:
 
 def test_rows_the_repair_cannot_link_are_searched_exactly_beside_the_graph(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nodes no link leads to after the repair (here: no repair round at all, in a graph of
-    connectivity 4 that leaves some) leave the graph for the tail: each still finds itself,
-    the build settles (no endless rebuild for them, after a reopen too), and nothing counts
-    as pending."""
+    """Nodes the check still reports unlinked after the repair (here three, reported every
+    time, with no repair round) leave the graph for the tail: each still finds itself, the
+    build settles (no endless rebuild for them, after a reopen too), and nothing counts as
+    pending."""
     monkeypatch.setattr(dense, "REPAIR_ROUNDS", 0)
+    unlinked = np.array([5, 77, 1234])
+    monkeypatch.setattr(dense, "_lost", lambda graph, snapshot, inserted, threads: unlinked)
     vectors = unit_vectors(3000, seed=4)
-    index = DenseIndex(16, connectivity=4, expansion_add=16, exact_threshold=100,
-                       build_threads=2)
+    index = DenseIndex(DIM, exact_threshold=100, build_threads=2)
     index.add(np.arange(3000), vectors)
     assert index.wait_for_graph(60)
     graph = index._view.graph
-    assert graph is not None and graph.orphans > 0
-    assert index.graph_tail == graph.orphans and index.graph_pending == 0
-    assert int(walked(graph.index)[2].sum()) == 0  # the orphans are out of the graph
-    orphans = np.setdiff1d(np.arange(3000), graph.rowids)
-    assert len(orphans) == graph.orphans
-    found = [rowids[0] for rowids, _ in index.search_batch(vectors[orphans], 1)]
-    assert found == orphans.tolist()
+    assert graph is not None and graph.orphans == 3
+    assert np.setdiff1d(np.arange(3000), graph.rowids).tolist() == unlinked.tolist()
+    assert not any(graph.index.contains(unlinked))  # type: ignore[attr-defined]
+    assert index.graph_tail == 3 and index.graph_pending == 0
+    found = [rowids[0] for rowids, _ in index.search_batch(vectors[unlinked], 1)]
+    assert found == unlinked.tolist()
     index.save(tmp_path)
     index.close()
     loaded = DenseIndex.load(tmp_path, build_threads=2)
     assert loaded.wait_for_graph(60)
     reloaded = loaded._view.graph
-    assert reloaded is not None and reloaded.orphans == len(orphans)
-    assert loaded.graph_pending == 0
+    assert reloaded is not None and reloaded.orphans == 3
+    assert loaded.graph_pending == 0 and loaded.graph_tail == 3
     loaded.close()
 
 
