@@ -32,3 +32,18 @@ def test_quick_run_prints_its_report(script: str, expected: list[str]) -> None:
     for text in expected:
         assert text in completed.stdout, f"{text!r} missing from {script} output"
     assert "error:" not in completed.stdout
+
+
+def test_the_build_order_bench_runs() -> None:
+    """``bench_dense.py --build-order`` (docs/benchmarks.md, "HNSW build order") on a few
+    thousand clustered vectors: both orders build and report their recall."""
+    completed = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_dense.py"), "--corpus", "clustered",
+         "--sizes", "--skip-embed", "--build-order", "3000", "--build-threads", "2"],
+        capture_output=True, text=True, timeout=110, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    lines = completed.stdout.splitlines()
+    assert any(line.startswith("== build order, clustered n=3,000") for line in lines)
+    for order in ("random", "ordered"):
+        runs = [line for line in lines if line.strip().startswith(f"{order}:")]
+        assert len(runs) == 2 and all("recall@10 at ef 128" in line for line in runs)
