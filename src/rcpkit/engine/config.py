@@ -24,9 +24,9 @@ __all__ = ["CONFIG_FILE", "DSN_ENV", "BackendChoice", "EmbedderChoice", "EngineC
 CONFIG_FILE = "rcpkit.toml"
 """Per-data-directory engine configuration, read by :func:`load_config`."""
 DSN_ENV = "RCPKIT_DSN"
+"""Environment variable supplying ``dsn`` when neither the options nor the file set it."""
 GRAPH_DTYPES = ("f16", "bf16", "i8")
 """The values of ``dense_graph_dtype`` (see there)."""
-"""Environment variable supplying ``dsn`` when neither the options nor the file set it."""
 
 EmbedderChoice = Literal["minilm", "hashing", "onnx"]
 BackendChoice = Literal["sqlite", "postgres"]

@@ -86,7 +86,7 @@ matrix: a ``bf16`` graph (8 bits of mantissa) or an ``i8`` one (int8 scalar quan
 ranks less exactly than an ``f16`` one (``benchmarks/bench_storage.py --graph``)."""
 EXPANSION_SEARCH = 128
 """Default HNSW ef_search. On MiniLM vectors of real text (the peer corpus, 100k chunks)
-recall@10 is 0.997 at 128 against 0.998 at 256, for about half the graph search time. On
+recall@10 is 0.997 at 128 against 0.999 at 256, for about 0.6 of the graph search time. On
 synthetic clustered vectors (near-equidistant points, a worst case) 128 gave 0.972–0.982
 and 256 0.993–0.994 at 200k: such data wants ``EngineConfig.dense_expansion_search`` raised
 (``benchmarks/bench_dense.py``, docs/benchmarks.md "HNSW search width")."""
@@ -94,7 +94,7 @@ SEARCH_WIDTH = 3
 """A graph query asks usearch for at least this many candidates per result wanted. usearch
 searches with ef = max(``expansion_search``, candidates asked), so a large ``k`` (hybrid's
 100 dense candidates) widens the search instead of taking ef 128's recall (on the peer
-corpus at 100k: recall@100 0.972 asking 100, 0.996 asking 300; recall@10 0.997 either way,
+corpus at 100k: recall@100 0.976 asking 100, 0.996 asking 300; recall@10 0.997 either way,
 ``benchmarks/bench_dense.py --search-width``)."""
 MAX_CANDIDATES = 10_000
 """Cap on graph candidates requested for a filtered query before exact fallback."""
