@@ -761,13 +761,15 @@ def test_rows_the_repair_cannot_link_are_searched_exactly_beside_the_graph(
     assert index.graph_tail == 3 and index.graph_pending == 0
     found = [rowids[0] for rowids, _ in index.search_batch(vectors[unlinked], 1)]
     assert found == unlinked.tolist()
+    index.remove(unlinked[:1])  # an orphan removed leaves a shorter tail, nothing pending
+    assert index.graph_tail == 2 and index.graph_pending == 0
     index.save(tmp_path)
     index.close()
     loaded = DenseIndex.load(tmp_path, build_threads=2)
     assert loaded.wait_for_graph(60)
     reloaded = loaded._view.graph
     assert reloaded is not None and reloaded.orphans == 3
-    assert loaded.graph_pending == 0 and loaded.graph_tail == 3
+    assert loaded.graph_pending == 0 and loaded.graph_tail == 2
     loaded.close()
 
 

@@ -259,8 +259,8 @@ def _stop_builders() -> None:
 
 def _lacking(view: _View) -> int:
     """Rows the graph should take in: the tail, less its build's orphans (another build
-    would only leave them out again)."""
-    return len(view.tail) - (view.graph.orphans if view.graph is not None else 0)
+    would only leave them out again; never below 0, since orphans can be removed since)."""
+    return max(0, len(view.tail) - (view.graph.orphans if view.graph is not None else 0))
 
 
 def _view_of(snapshot: _Snapshot, graph: _Graph | None) -> _View:
@@ -563,7 +563,7 @@ class DenseIndex:
         lost = _lost(graph, snapshot, inserted, self.build_threads)
         for _ in range(REPAIR_ROUNDS):
             if len(lost) == 0:
-                return lost
+                break
             keys = snapshot.rowids[lost]
             graph.remove(keys)
             graph.add(keys, snapshot.vectors[lost], threads=1)
@@ -682,7 +682,7 @@ class DenseIndex:
                 "exact_threshold": self.exact_threshold,
                 "connectivity": self.connectivity,
                 "expansion_add": self.expansion_add,
-                "expansion_search": self.expansion_search,
+                "expansion_search": self.expansion_search,  # earlier versions' load reads it
                 "graph_dtype": self.graph_dtype,
                 "files": names,
                 "checksums": {key: file_checksum(directory / name) for key, name in names.items()},
