@@ -101,6 +101,24 @@ def test_head_limits_are_configurable() -> None:
         assert read_until_closed(conn).startswith(b"HTTP/1.1 431 ")
 
 
+def test_only_the_head_counts_against_its_limit() -> None:
+    """A small head with a body over the head limit, both in one packet (and a head that
+    arrives in pieces), is served: the body's bytes are not the head's."""
+    nonce = "n" * 3000
+    body = b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"nonce":"%s"}}' % nonce.encode()
+    with lean_server(create_app(build_test_server()), max_header_bytes=1024) as small, \
+            socket.create_connection(("127.0.0.1", small.port), timeout=30) as conn:
+        conn.sendall(post(body) + post(body))
+        head = post(PING, b"X-Pad: " + b"p" * 600 + b"\r\n")
+        for piece in (head[:300], head[300:700], head[700:]):
+            time.sleep(0.05)  # separate packets: the head's count goes on across them
+            conn.sendall(piece)
+        conn.shutdown(socket.SHUT_WR)
+        replies = read_until_closed(conn)
+    assert replies.count(b"HTTP/1.1 200 OK") == 3
+    assert replies.count(nonce.encode()) == 2 and b'"id":1,' in replies
+
+
 def test_a_trickling_head_is_cut_off_while_idle_keep_alive_still_closes() -> None:
     app = create_app(build_test_server())
     with lean_server(app, header_timeout_s=0.5, keep_alive_s=1.0) as lean:

@@ -134,13 +134,17 @@ def test_direct_route_and_asgi_answer_alike(lean: LoopbackServer) -> None:
     assert route is not None
     assert route.claim(b"POST", b"/rcp/ping", {b"content-length": b"40"}) == "ping"
     assert route.claim(b"POST", b"/rcp", {b"content-length": b"40"}) == ""
-    for method, target, headers in [
-            (b"POST", b"/rcp/ping?via=asgi", {b"content-length": b"40"}),
-            (b"POST", b"/rcp/ping", {}),
-            (b"POST", b"/rcp/ping", {b"content-length": b"5000"}),  # over max_body_bytes
-            (b"POST", b"/rcp/ping", {b"content-length": b"40", b"accept": b"text/event-stream"}),
-            (b"GET", b"/rcp/ping", {b"content-length": b"40"}), (b"POST", b"/other", {})]:
-        assert route.claim(method, target, headers) is None
+    for _ in range(2):  # the second time from the routes kept per target
+        assert route.claim(b"POST", b"/rcp/ping", {b"content-length": b"40"}) == "ping"
+        for method, target, headers in [
+                (b"POST", b"/rcp/ping?via=asgi", {b"content-length": b"40"}),
+                (b"POST", b"/rcp/p%69ng", {b"content-length": b"40"}),
+                (b"POST", b"/rcp/ping", {}),
+                (b"POST", b"/rcp/ping", {b"content-length": b"5000"}),  # over max_body_bytes
+                (b"POST", b"/rcp/ping", {b"content-length": b"40",
+                                         b"accept": b"text/event-stream"}),
+                (b"GET", b"/rcp/ping", {b"content-length": b"40"}), (b"POST", b"/other", {})]:
+            assert route.claim(method, target, headers) is None
     for body in bodies:
         path = "/rcp" if body.startswith((b"[", b"x")) else "/rcp/ping"
         direct = _split(exchange(lean.port, post(path, body)))
@@ -148,6 +152,39 @@ def test_direct_route_and_asgi_answer_alike(lean: LoopbackServer) -> None:
         assert len(direct) == len(through_asgi) == 1
         assert _without_date(direct[0][0]) == _without_date(through_asgi[0][0])
         assert direct[0][1] == through_asgi[0][1]
+
+
+class _Goodbye:
+    """A direct route answering every POST with one shared header tuple that closes."""
+
+    HEADERS = ((b"content-type", b"text/plain"), (b"Connection", b"close"))
+
+    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
+        return "bye" if method == b"POST" else None
+
+    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
+               ) -> tuple[int, Any, bytes]:
+        return 200, self.HEADERS, b"bye"
+
+
+class _GoodbyeApp:
+    direct = _Goodbye()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("every request here is direct")
+
+
+def test_reply_headers_shared_by_replies_are_encoded_alike_each_time() -> None:
+    """A reply's header tuple is encoded once and kept: a ``Connection: close`` in it still
+    closes every connection it answers, and it is sent once (the server's own line)."""
+    with LoopbackServer(_GoodbyeApp(), kind="rcpkit") as srv:
+        for _ in range(3):
+            reply = exchange(srv.port, post("/x", b"hi") + post("/x", b"unread"),
+                             until_close=True)
+            head, _, body = reply.partition(b"\r\n\r\n")
+            assert body == b"bye" and reply.count(b"HTTP/1.1 ") == 1
+            assert _without_date(head) == [b"HTTP/1.1 200 OK", b"connection: close",
+                                           b"content-length: 3", b"content-type: text/plain"]
 
 
 def test_pipelined_direct_suspended_and_asgi_requests_keep_their_order(

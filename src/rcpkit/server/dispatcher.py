@@ -132,6 +132,10 @@ class Dispatcher:
         self._emit: Emit | None = None
         self._caps_model: Capabilities | None = None
         self._caps_revision = 0
+        self._begin_request: Callable[[Request, Notify | None, str | None],
+                                      Reply | asyncio.Task[Reply]] = \
+            self._admit_request if observer is None else self._observed_request
+        """How a request starts: chosen here, as the observer never changes."""
         if stateless:
             self.session.protocol.version = PROTOCOL_VERSION
             self.session.protocol.capabilities = server.capabilities
@@ -172,8 +176,8 @@ class Dispatcher:
             if isinstance(started, dict):
                 return self._encode(started)
             return self._encode_batch(started)
-        if path_method is not None and not isinstance(parsed, Invalid) and \
-                getattr(parsed, "method", path_method) != path_method:
+        # (an Invalid or a Response has no method to compare)
+        if path_method is not None and getattr(parsed, "method", path_method) != path_method:
             rid = parsed.id if isinstance(parsed, Request) else None
             return self._encode(messages.error_response(
                 rid, InvalidRequest("the method in the body does not match the URL path")))
@@ -215,7 +219,7 @@ class Dispatcher:
             else:
                 self._spawn(self._emit_batch(started))
             return
-        outcome = (self._begin_request(parsed, emit) if type(parsed) is Request
+        outcome = (self._begin_request(parsed, emit, None) if type(parsed) is Request
                    else self._begin(parsed, emit))
         if outcome is None:
             return
@@ -243,12 +247,11 @@ class Dispatcher:
         # are ignored: they are never answered (§4.5).
         return None
 
-    def _begin_request(self, req: Request, notify: Notify | None,
-                       caller: str | None = None) -> Reply | asyncio.Task[Reply]:
-        """:meth:`_admit_request`, its outcome reported to the :attr:`observer` if any."""
+    def _observed_request(self, req: Request, notify: Notify | None,
+                          caller: str | None) -> Reply | asyncio.Task[Reply]:
+        """:meth:`_admit_request`, its outcome reported to the :attr:`observer`."""
         observer = self.observer
-        if observer is None:
-            return self._admit_request(req, notify, caller)
+        assert observer is not None
         started = time.perf_counter()
         outcome = self._admit_request(req, notify, caller)
         known = req.method if req.method in self.server.handlers or req.method in _BUILTINS \
@@ -278,13 +281,14 @@ class Dispatcher:
             except RcpError as exc:
                 return messages.error_response(req.id, exc)
         if not (self.stateless and method == "initialize"):
-            refusal = self.session.protocol.admit(
-                method, self.session.protocol.capabilities or {}, self.server.handlers)
+            protocol = self.session.protocol
+            refusal = protocol.admit(method, protocol.capabilities or {}, self.server.handlers)
             if refusal is not None:
                 return messages.error_response(req.id, refusal)
+        builtin = _BUILTINS.get(method)
         try:
-            if method in _BUILTINS:
-                return messages.success_response(req.id, _BUILTINS[method](self, params))
+            if builtin is not None:
+                return messages.success_response(req.id, builtin(self, params))
             handler = self.server.handlers[method]
             typed, notes, tree = self._decode(handler, params)
         except RcpError as exc:

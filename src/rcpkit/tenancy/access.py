@@ -20,11 +20,10 @@ from typing import Any
 
 import msgspec
 
-from ..protocol import messages
 from ..protocol.errors import InvalidParams, PayloadTooLarge, RateLimited, Unauthorized
 from ..protocol.methods import ALWAYS_ALLOWED
 from ..transports.http.auth import presented_credentials, unauthenticated
-from ..transports.http.replies import shed
+from ..transports.http.replies import error_reply, shed
 from ..transports.http.server import Reply
 from .keys import KeyRecord, KeyStore, KeyStoreError
 from .limits import Limiter, Limits, QuotaExceeded
@@ -52,8 +51,7 @@ class Principal:
 
 def hidden() -> Reply:
     """The one answer for a collection that is missing or not the caller's to see."""
-    return 403, [], messages.encode(messages.error_response(
-        None, Unauthorized("not authorised for this collection")))
+    return error_reply(403, Unauthorized("not authorised for this collection"))
 
 
 class Access:

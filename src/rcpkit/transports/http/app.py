@@ -22,7 +22,7 @@ from .auth import Authenticator, Gate, cors_middleware
 from .direct import EndpointDirectRoute, Routing
 from .metrics import Metrics
 from .operations import operational_routes
-from .replies import error_body, respond, shed
+from .replies import JSON_HEADERS, error_reply, respond, shed
 from .server import Reply, header_map
 from .sessions import SESSION_HEADER, SessionPolicy, Sessions, refuse_unknown_session
 from .sse import stream_call, wants_sse
@@ -139,7 +139,7 @@ class Endpoint:
         self.auth.release(principal)
 
     def too_large(self) -> Reply:
-        return 413, [], error_body(PayloadTooLarge(
+        return error_reply(413, PayloadTooLarge(
             f"the body exceeds {self.max_body_bytes} bytes", data={"limit": self.max_body_bytes}))
 
     def dispatch(self, path_method: str | None, headers: Headers, body: bytes,
@@ -150,7 +150,7 @@ class Endpoint:
         dispatcher gives it so (:meth:`~rcpkit.server.dispatcher.Dispatcher.handle_now`)."""
         parsed = messages.parse(body)
         if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
-            return 400, [], error_body(parsed.error)
+            return error_reply(400, parsed.error)
         sessions = self.sessions
         token = headers.get(_SESSION_KEY)
         presented = token.decode("latin-1") if token is not None else None
@@ -173,7 +173,7 @@ class Endpoint:
     def _replied(self, dispatcher: Dispatcher, reply: bytes | None) -> Reply:
         if self.sessions.policy == "token":  # keeps a session that just initialized
             self.sessions.after(dispatcher)
-        return (204, [], b"") if reply is None else (200, [], reply)
+        return (204, (), b"") if reply is None else (200, JSON_HEADERS, reply)
 
     async def _replied_later(self, dispatcher: Dispatcher,
                              reply: Awaitable[bytes | None]) -> Reply:
@@ -183,7 +183,7 @@ class Endpoint:
 def _failed() -> Reply:
     """A failure of the transport itself (called while handling it): logged, then 500."""
     logger.exception("HTTP transport failure")
-    return 500, [], error_body(InternalError())
+    return error_reply(500, InternalError())
 
 
 class RcpApp(Starlette):

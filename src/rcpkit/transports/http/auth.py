@@ -12,7 +12,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
 from ...protocol.errors import InvalidRequest, Unauthorized
-from .replies import error_body
+from .replies import error_reply
 from .server import Reply
 from .sessions import SESSION_HEADER
 
@@ -41,7 +41,7 @@ def presented_credentials(headers: dict[bytes, bytes],
     api_key = headers.get(api_key_header) if api_key_header is not None else None
     if (authorization is not None and b"," in authorization) \
             or (api_key is not None and b"," in api_key):
-        return 400, [], error_body(InvalidRequest("a credential header appears twice"))
+        return error_reply(400, InvalidRequest("a credential header appears twice"))
     presented: list[bytes] = []
     if authorization is not None and authorization[:7].lower() == b"bearer ":
         presented.append(authorization[7:].strip())
@@ -52,8 +52,8 @@ def presented_credentials(headers: dict[bytes, bytes],
 
 def unauthenticated() -> Reply:
     """401 with a ``-32012`` body: no credential presented is right."""
-    return 401, [(b"www-authenticate", b"Bearer")], error_body(
-        Unauthorized("missing or invalid credentials"))
+    return error_reply(401, Unauthorized("missing or invalid credentials"),
+                       (b"www-authenticate", b"Bearer"))
 
 
 class Authenticator:

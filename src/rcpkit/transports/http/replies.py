@@ -1,9 +1,10 @@
-"""Buffered HTTP replies of the RCP endpoint (§5.2): JSON-RPC error bodies, 429 shedding,
-and writing a reply on ASGI."""
+"""Buffered HTTP replies of the RCP endpoint (§5.2): JSON bodies, JSON-RPC error replies,
+429 shedding, and writing a reply on ASGI."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from starlette.types import Send
 
@@ -11,32 +12,32 @@ from ...protocol import messages
 from ...protocol.errors import RateLimited, RcpError
 from .server import Reply
 
-__all__ = ["error_body", "reply_headers", "respond", "shed"]
+__all__ = ["JSON_HEADERS", "error_body", "error_reply", "respond", "shed"]
 
-_JSON = (b"content-type", b"application/json")
+JSON_HEADERS = ((b"content-type", b"application/json"),)
+"""The headers of a reply with a JSON body and nothing else to say."""
 
 
 def error_body(error: RcpError) -> bytes:
     return messages.encode(messages.error_response(None, error))
 
 
+def error_reply(status: int, error: RcpError, *extra: tuple[bytes, bytes]) -> Reply:
+    """``status`` with the JSON-RPC error response of ``error`` (id null) and ``extra``
+    headers."""
+    return status, (*JSON_HEADERS, *extra), error_body(error)
+
+
 def shed(seconds: float, reason: str) -> Reply:
     """429 with ``Retry-After`` (whole seconds, rounded up) and ``data.retryAfterMs``."""
-    whole = max(1, math.ceil(seconds))
-    return 429, [(b"retry-after", b"%d" % whole)], error_body(
-        RateLimited(reason, retryAfterMs=math.ceil(seconds * 1000)))
+    return error_reply(429, RateLimited(reason, retryAfterMs=math.ceil(seconds * 1000)),
+                       (b"retry-after", b"%d" % max(1, math.ceil(seconds))))
 
 
-def reply_headers(status: int, extra: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """A reply's headers besides ``content-length``: JSON unless it is a bodiless 204."""
-    return list(extra) if status == 204 else [_JSON, *extra]
-
-
-async def respond(send: Send, status: int, extra: list[tuple[bytes, bytes]],
+async def respond(send: Send, status: int, headers: Sequence[tuple[bytes, bytes]],
                   body: bytes) -> None:
     """Send a buffered reply on ASGI."""
-    headers = reply_headers(status, extra)
-    if status != 204:
-        headers.append((b"content-length", b"%d" % len(body)))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    framed = [*headers, (b"content-length", b"%d" % len(body))] if status != 204 \
+        else list(headers)
+    await send({"type": "http.response.start", "status": status, "headers": framed})
     await send({"type": "http.response.body", "body": body})

@@ -45,7 +45,7 @@ import logging
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from http import HTTPStatus
 from typing import Any, Protocol, cast
 from urllib.parse import unquote
@@ -88,8 +88,9 @@ def header_map(pairs: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
     return headers
 
 
-Reply = tuple[int, list[tuple[bytes, bytes]], bytes]
-"""A buffered response: status, headers (``content-length`` is added), body."""
+Reply = tuple[int, Sequence[tuple[bytes, bytes]], bytes]
+"""A buffered response: status, every header but ``content-length`` (the server adds it),
+body. The headers may be shared by many replies: they are never changed."""
 
 
 class DirectRoute(Protocol):
@@ -196,25 +197,19 @@ class _Exchange:
         else:
             await self.conn.drained()
 
-    def encode_head(self, status: int, headers: list[tuple[bytes, bytes]],
+    def encode_head(self, status: int, headers: Sequence[tuple[bytes, bytes]],
                     length: int | None = None) -> bytes:
         """Status line and headers; framing decided here (length, chunked or none).
         ``length``: add a ``content-length`` of that value."""
         # Concatenation, not a list joined: a head has a handful of short lines.
+        fields, has_length, closes = _header_fields(headers)
         head = (_STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status) \
-            + self.conn.server.date_line
-        has_length = False
+            + self.conn.server.date_line + fields
+        if closes:
+            self.keep_alive = False
         if length is not None and status not in _NO_BODY_STATUSES:
             has_length = True
             head += b"content-length: %d\r\n" % length
-        for name, value in headers:
-            lowered = name.lower()
-            if lowered == b"content-length":
-                has_length = True
-            elif lowered == b"connection" and value.lower() == b"close":
-                self.keep_alive = False
-                continue
-            head += b"%s: %s\r\n" % (name, value)
         framed = has_length or self.head_only or status in _NO_BODY_STATUSES or status < 200
         if not framed:
             if self.keep_alive and self.http_version == "1.1":
@@ -243,6 +238,35 @@ class _Exchange:
                                              (b"content-length", str(len(body)).encode())])
                             + body)
         self._finish()
+
+
+HeaderFields = tuple[bytes, bool, bool]
+_fields_kept: dict[tuple[tuple[bytes, bytes], ...], HeaderFields] = {}
+_FIELDS_KEPT = 64
+"""How many header tuples keep their encoding: an app's replies share a few (a JSON reply's,
+a 429's), so each is encoded once rather than per reply; lists are always encoded afresh."""
+
+
+def _header_fields(headers: Sequence[tuple[bytes, bytes]]) -> HeaderFields:
+    """The header lines of ``headers`` but a ``connection: close``, whether they hold a
+    ``content-length``, and whether they ask to close the connection."""
+    if type(headers) is tuple:
+        kept = _fields_kept.get(headers)
+        if kept is not None:
+            return kept
+    fields, has_length, closes = b"", False, False
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == b"content-length":
+            has_length = True
+        elif lowered == b"connection" and value.lower() == b"close":
+            closes = True
+            continue
+        fields += b"%s: %s\r\n" % (name, value)
+    encoded = fields, has_length, closes
+    if type(headers) is tuple and len(_fields_kept) < _FIELDS_KEPT:
+        _fields_kept[headers] = encoded
+    return encoded
 
 
 class _Connection(asyncio.Protocol):
@@ -306,8 +330,15 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.idle_since = self.loop.time()
-        if self.reading_head and not self._head_fits(data):
-            return
+        if self.reading_head:
+            if self.read_started is None:
+                self.read_started = self.idle_since
+            counted = self.head_bytes + len(data)
+            # All of ``data`` counts as head until that could pass the limit: only then is
+            # the head's end looked for (the parser resets the count once it has the head).
+            if counted > self.server.max_header_bytes and not self._head_fits(data):
+                return
+            self.head_bytes = counted
         self._feed(data)
         self._start()
 
@@ -315,10 +346,7 @@ class _Connection(asyncio.Protocol):
         """Count the head bytes in ``data`` before the parser sees them (it buffers a header
         piece by piece); answer 431 and close once a head exceeds its limit."""
         end = data.find(b"\r\n\r\n")
-        self.head_bytes += len(data) if end < 0 else end + 4
-        if self.read_started is None:
-            self.read_started = self.idle_since
-        if self.head_bytes <= self.server.max_header_bytes:
+        if self.head_bytes + (len(data) if end < 0 else end + 4) <= self.server.max_header_bytes:
             return True
         self.refuse(431, b"the request head is too large")
         return False
