@@ -147,6 +147,20 @@ def test_a_trickling_head_is_cut_off_while_idle_keep_alive_still_closes() -> Non
             assert b'"result":{}' in read_until_closed(idle)  # then closed for idleness
 
 
+def test_a_head_left_unfinished_behind_a_pipelined_request_is_cut_off() -> None:
+    """A request, then in the same packet the start of another whose head never ends: the
+    first is answered, the second head's deadline runs from then (408 well before the
+    keep-alive timeout would close the connection)."""
+    app = create_app(build_test_server())
+    with lean_server(app, header_timeout_s=0.5, keep_alive_s=30.0) as lean, \
+            socket.create_connection(("127.0.0.1", lean.port), timeout=30) as conn:
+        started = time.monotonic()
+        conn.sendall(post(PING) + b"POST /rcp/ping HTTP/1.1\r\nHost: x\r\n")
+        reply = read_until_closed(conn)
+    assert reply.startswith(b"HTTP/1.1 200 ") and b"HTTP/1.1 408 " in reply
+    assert time.monotonic() - started < 5.0
+
+
 def test_a_trickling_body_is_cut_off() -> None:
     app = create_app(build_test_server())
     with lean_server(app, body_timeout_s=0.5) as lean, \

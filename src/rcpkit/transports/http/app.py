@@ -84,9 +84,10 @@ class Endpoint:
             await respond(send, *reply)
 
     def answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
-               stream: Stream | None) -> Reply | Awaitable[Reply | None] | None:
+               stream: Stream | None = None) -> Reply | Awaitable[Reply | None] | None:
         """The reply to one POST, or None once it went out as SSE on ``stream``: at once
         when nothing is waited for (the body at hand, no handler to run), else an awaitable.
+        ``path_method`` is the method the path names; None or ``""`` for the base itself.
 
         ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
         ``stream`` the reply is always buffered. The gate goes first (credentials and
@@ -164,8 +165,9 @@ class Endpoint:
         caller = principal if sessions.policy == "stateless" else None
         if stream is not None and isinstance(parsed, RpcRequest) \
                 and wants_sse(headers.get(b"accept", b""), dispatcher, self.server.capabilities):
-            return stream_call(*stream, dispatcher, parsed, path_method, caller, sessions.after)
-        reply = dispatcher.handle_now(parsed, path_method=path_method, caller=caller)
+            return stream_call(*stream, dispatcher, parsed, path_method or None, caller,
+                               sessions.after)
+        reply = dispatcher.handle_now(parsed, path_method=path_method or None, caller=caller)
         if reply is None or isinstance(reply, bytes):
             return self._replied(dispatcher, reply)
         return self._replied_later(dispatcher, reply)

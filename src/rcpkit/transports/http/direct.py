@@ -18,7 +18,7 @@ directly reaches the ASGI entry, which asks the same function and gets the same 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal, NamedTuple, cast
 
 from .server import Reply
@@ -50,6 +50,7 @@ class Routing:
         self.base = base
         self._prefix = base + "/"
         self.max_body_bytes = max_body_bytes
+        self._limit_digits = len(str(max_body_bytes))
         self.cors = cors
         self._kept: dict[str | bytes, tuple[Route, Route]] = {}
 
@@ -70,7 +71,9 @@ class Routing:
         if headers is None or headers.get(b"accept", b"").find(b"text/event-stream") >= 0:
             return endpoint
         length = headers.get(b"content-length", b"")
-        return direct if length.isdigit() and int(length) <= self.max_body_bytes else endpoint
+        # Fewer digits than the limit's are within it: no int() for the usual request.
+        return direct if length.isdigit() and (len(length) < self._limit_digits or int(
+            length) <= self.max_body_bytes) else endpoint
 
     def _under_base(self, key: str | bytes) -> tuple[Route, Route] | None:
         """The ``endpoint`` and ``direct`` routes of a POST to ``key`` (see :meth:`decide`);
@@ -99,16 +102,13 @@ class EndpointDirectRoute:
 
     def __init__(self, routing: Routing, endpoint: Endpoint) -> None:
         self.routing = routing
-        self.endpoint = endpoint
+        # The endpoint's own answer, no call in between (a route key is its path method);
+        # without a stream its reply is always buffered, never None.
+        self.answer = cast("Callable[[str, dict[bytes, bytes], bytes], Reply | Awaitable[Reply]]",
+                           endpoint.answer)
 
     def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
         """A plain target only: one with a query or escapes takes the ASGI entry, whose scope
         carries its path decoded the way every ASGI server decodes it."""
         route = self.routing.decide(method, target, headers)
         return route.method if route.kind == "direct" else None
-
-    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
-               ) -> Reply | Awaitable[Reply]:
-        # Without a stream the endpoint's reply is always buffered, never None.
-        return cast("Reply | Awaitable[Reply]",
-                    self.endpoint.answer(route or None, headers, body, None))

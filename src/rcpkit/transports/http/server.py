@@ -136,7 +136,7 @@ class _Exchange:
         self.http_version = http_version
         self.expect_continue = expect_continue
         self.head_only = head_only
-        self.chunks: collections.deque[bytes] = collections.deque()
+        self.chunks: list[bytes] = []
 
     def wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
@@ -389,13 +389,11 @@ class _Connection(asyncio.Protocol):
             self.drain_waiter.set_result(None)
 
     # ── httptools callbacks ─────────────────────────────────────────────────
-    def on_message_begin(self) -> None:
-        self.url = b""
-        self.headers = []
-        if self.read_started is None:
-            self.read_started = self.loop.time()
-
+    # No ``on_message_begin`` (a callback less per request): ``on_url`` is the first news of
+    # a request, and ``on_headers_complete`` leaves ``url`` and ``headers`` empty for the next.
     def on_url(self, url: bytes) -> None:
+        if self.read_started is None:  # a request pipelined behind one just read
+            self.read_started = self.loop.time()
         self.url += url
         if len(self.url) > self.server.max_request_line:
             self.refuse(414, b"the request target is too long")
@@ -430,6 +428,7 @@ class _Connection(asyncio.Protocol):
             exchange = _Exchange(self, self._scope(method, http_version), keep_alive, expect,
                                  http_version, method == b"HEAD")
         self.current = exchange
+        self.url, self.headers = b"", []
         self.queue.append(exchange)
         if len(self.queue) > _MAX_PIPELINE:
             self.pause_reading()
