@@ -149,6 +149,7 @@ class Endpoint:
         """``principal`` is the caller of a stateless request, whose session all share; a
         token or single session is the caller itself. The reply comes at once when the
         dispatcher gives it so (:meth:`~rcpkit.server.dispatcher.Dispatcher.handle_now`)."""
+        path_method = path_method or None  # the base itself may come as ""
         parsed = messages.parse(body)
         if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
             return error_reply(400, parsed.error)
@@ -165,9 +166,8 @@ class Endpoint:
         caller = principal if sessions.policy == "stateless" else None
         if stream is not None and isinstance(parsed, RpcRequest) \
                 and wants_sse(headers.get(b"accept", b""), dispatcher, self.server.capabilities):
-            return stream_call(*stream, dispatcher, parsed, path_method or None, caller,
-                               sessions.after)
-        reply = dispatcher.handle_now(parsed, path_method=path_method or None, caller=caller)
+            return stream_call(*stream, dispatcher, parsed, path_method, caller, sessions.after)
+        reply = dispatcher.handle_now(parsed, path_method=path_method, caller=caller)
         if reply is None or isinstance(reply, bytes):
             return self._replied(dispatcher, reply)
         return self._replied_later(dispatcher, reply)
