@@ -311,6 +311,28 @@ async def test_handle_now_answers_inline_requests_at_once() -> None:
     assert retrieved == await call(d, frame("retrieve", {"query": "json", "k": 1}))
 
 
+async def test_a_body_naming_another_method_than_its_path_is_refused() -> None:
+    """§5.2: under ``<base>/<method>`` a request or notification naming another method gets
+    -32600 (a request keeps its id); a frame without a method is judged as it is."""
+    d = await ready()
+
+    def answer(data: bytes, path_method: str) -> Any:
+        reply = d.handle_now(messages.parse(data), path_method=path_method)
+        assert reply is None or isinstance(reply, bytes)
+        return None if reply is None else json.loads(reply)
+
+    assert answer(frame("ping", id_="p"), "info") == {
+        "jsonrpc": "2.0", "id": "p", "error": {
+            "code": -32600, "message": "the method in the body does not match the URL path"}}
+    told = answer(frame("notifications/x", id_=None), "info")
+    assert told["id"] is None and code(told) == -32600
+    assert answer(frame("ping", id_=1), "ping")["result"] == {}
+    assert answer(frame("notifications/x", id_=None), "notifications/x") is None
+    invalid = answer(b'{"jsonrpc":"2.0","id":2}', "ping")  # no method: -32600 of its own
+    assert invalid["id"] == 2 and "method" in invalid["error"]["message"]
+    assert answer(b'{"jsonrpc":"2.0","id":3,"result":{}}', "ping") is None  # stray response
+
+
 async def test_cancel_sync_handler_and_unknown_ids() -> None:
     d, sink = await streaming_dispatcher()
     d.feed(frame("notifications/cancel", {"id": 12345}, id_=None))  # unknown: a no-op

@@ -187,6 +187,33 @@ def test_reply_headers_shared_by_replies_are_encoded_alike_each_time() -> None:
                                            b"content-length: 3", b"content-type: text/plain"]
 
 
+class _Echo(_Goodbye):
+    """A direct route answering every POST with its own body."""
+
+    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
+               ) -> tuple[int, Any, bytes]:
+        return 200, (), body
+
+
+class _EchoApp:
+    direct = _Echo()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("every request here is direct")
+
+
+def test_every_reply_length_is_framed_right() -> None:
+    """Small bodies take a ``content-length`` line made once, larger ones one formatted per
+    reply: both frame the body exactly, at the boundary (1024) too."""
+    lengths = [0, 1, 9, 10, 1023, 1024, 1025, 70_000]
+    with LoopbackServer(_EchoApp(), kind="rcpkit") as srv:
+        bodies = [bytes([65 + n % 26]) * n for n in lengths]
+        replies = _split(exchange(srv.port, b"".join(post("/x", body) for body in bodies)))
+    assert [body for _, body in replies] == bodies
+    for (head, _), length in zip(replies, lengths, strict=True):
+        assert f"content-length: {length}".encode() in head.split(b"\r\n")
+
+
 def test_pipelined_direct_suspended_and_asgi_requests_keep_their_order(
         lean: LoopbackServer) -> None:
     """Requests answered at once, one that waits (a task) and ones left to ASGI (a query,

@@ -230,7 +230,9 @@ def encode(message: Any) -> bytes:
     ``null`` (nearly all) pay nothing for this check.
     """
     data = orjson.dumps(message, option=_OPTIONS, default=_default)
-    if data.find(b"null") >= 0:  # half the time of ``in`` on bytes (3.11), on every reply
+    # ``partition``, not ``in`` or ``find``: the cheapest search on bytes (Python 3.11), as
+    # it parses no arguments; this runs on every reply
+    if data.partition(b"null")[1]:
         data = orjson.dumps(finite_frame(message), option=_OPTIONS, default=_default)
     return data
 

@@ -59,7 +59,7 @@ from ..protocol.errors import (
 )
 from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import PROTOCOL_VERSION, Event, negotiate
-from ..protocol.messages import Invalid, Message, Notification, Request
+from ..protocol.messages import Id, Invalid, Message, Notification, Request
 from ..protocol.methods import CANCEL
 from .context import Context, Notify, ServerSession
 from .framework import Handler, Server
@@ -168,7 +168,12 @@ class Dispatcher:
         """:meth:`handle_message` without a coroutine where none is needed: the encoded
         reply (or None) at once when no handler runs — built-ins, refusals, notifications —
         else an awaitable of it (the handler's task is already scheduled)."""
-        if isinstance(parsed, list):
+        outcome: Reply | asyncio.Task[Reply] | None
+        if type(parsed) is Request:  # the usual case first
+            outcome = (self._begin_request(parsed, notify, caller)
+                       if path_method is None or parsed.method == path_method
+                       else _path_mismatch(parsed.id))
+        elif isinstance(parsed, list):
             if path_method is not None:
                 return self._encode(messages.error_response(
                     None, InvalidRequest("a batch must be posted to the base path")))
@@ -177,14 +182,13 @@ class Dispatcher:
                 return self._encode(started)
             return self._encode_batch(started)
         # (an Invalid or a Response has no method to compare)
-        if path_method is not None and getattr(parsed, "method", path_method) != path_method:
-            rid = parsed.id if isinstance(parsed, Request) else None
-            return self._encode(messages.error_response(
-                rid, InvalidRequest("the method in the body does not match the URL path")))
-        outcome = (self._begin_request(parsed, notify, caller) if type(parsed) is Request
-                   else self._begin(parsed, notify, caller))
-        if outcome is None:
-            return None
+        elif path_method is not None and isinstance(parsed, Notification) \
+                and parsed.method != path_method:
+            outcome = _path_mismatch(None)
+        else:
+            outcome = self._begin(parsed, notify, caller)
+            if outcome is None:
+                return None
         return self._encode_task(outcome) if isinstance(outcome, asyncio.Task) \
             else self._encode(outcome)
 
@@ -448,6 +452,12 @@ class Dispatcher:
             members = reply if isinstance(reply, list) else [reply]
             safe = [_encodable(member) for member in members]
             return messages.encode(safe if isinstance(reply, list) else safe[0])
+
+
+def _path_mismatch(rid: Id | None) -> Reply:
+    """§5.2: a body naming another method than the URL path does."""
+    return messages.error_response(
+        rid, InvalidRequest("the method in the body does not match the URL path"))
 
 
 # ── built-in methods (§7.1, §7.2, §7.12, §7.15) ────────────────────────────

@@ -67,8 +67,11 @@ class Routing:
         if routes is None:
             return _FRAMEWORK
         endpoint, direct = routes
-        # ``find``, not ``in``: half the time on bytes (Python 3.11), and this runs per request
-        if headers is None or headers.get(b"accept", b"").find(b"text/event-stream") >= 0:
+        if headers is None:
+            return endpoint
+        accept = headers.get(b"accept")
+        # ``partition``: the cheapest search on bytes (see ``messages.encode``)
+        if accept is not None and accept.partition(b"text/event-stream")[1]:
             return endpoint
         length = headers.get(b"content-length", b"")
         # Fewer digits than the limit's are within it: no int() for the usual request.

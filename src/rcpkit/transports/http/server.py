@@ -70,6 +70,10 @@ _SLOW_HEAD_S = 1.0
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _STATUS_LINES = {code: b"HTTP/1.1 %d %s\r\n" % (code, reason) for code, reason in _REASONS.items()}
 _NO_BODY_STATUSES = frozenset({204, 304})
+_LENGTH_LINES_KEPT = 1024
+_LENGTH_LINES = [b"content-length: %d\r\n" % length for length in range(_LENGTH_LINES_KEPT)]
+"""The ``content-length`` lines of small bodies (most RCP replies), made once: formatting
+one per reply is the costliest step of a small reply's head."""
 
 
 def _date_line() -> bytes:
@@ -111,32 +115,36 @@ class _Exchange:
     """One request/response on a connection: the ASGI ``receive``/``send`` pair, or the
     buffered body of a request claimed by the direct route (``route`` set)."""
 
-    # The state every exchange starts in, as class attributes: a small request sets only
-    # what differs (no __slots__, which could not default them).
-    direct_headers: dict[bytes, bytes]
-    started = False
-    task: asyncio.Task[None] | None = None  # once it waits for something
-    buffered = 0
-    request_complete = False
-    body_delivered = False
-    disconnected = False
-    waiter: asyncio.Future[None] | None = None
-    response_started = False
-    response_complete = False
-    chunked = False
-    head = b""
+    # Slots: no per-exchange attribute dict or weak-reference list to make and free.
+    __slots__ = ("body_delivered", "buffered", "chunked", "chunks", "conn", "disconnected",
+                 "expect_continue", "head", "head_only", "headers", "http_version", "keep_alive",
+                 "request_complete", "response_complete", "response_started", "route", "scope",
+                 "started", "task", "waiter")
 
     def __init__(self, conn: _Connection, scope: dict[str, Any] | None, keep_alive: bool,
                  expect_continue: bool, http_version: str, head_only: bool,
-                 route: str | None = None) -> None:
+                 headers: dict[bytes, bytes], route: str | None = None) -> None:
         self.conn = conn
         self.scope = scope
         self.route = route
+        self.headers = headers
+        """The request's headers, lower-cased names (what the direct route is handed)."""
         self.keep_alive = keep_alive
         self.http_version = http_version
         self.expect_continue = expect_continue
         self.head_only = head_only
         self.chunks: list[bytes] = []
+        self.started = False
+        self.task: asyncio.Task[None] | None = None  # once it waits for something
+        self.buffered = 0
+        self.request_complete = False
+        self.body_delivered = False
+        self.disconnected = False
+        self.waiter: asyncio.Future[None] | None = None
+        self.response_started = False
+        self.response_complete = False
+        self.chunked = False
+        self.head = b""
 
     def wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
@@ -202,16 +210,16 @@ class _Exchange:
         """Status line and headers; framing decided here (length, chunked or none).
         ``length``: add a ``content-length`` of that value."""
         # Concatenation, not a list joined: a head has a handful of short lines.
-        fields, has_length, closes = _header_fields(headers)
+        fields, has_length, closes = ((type(headers) is tuple and _fields_kept.get(headers))
+                                      or _header_fields(headers))
         head = (_STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status) \
             + self.conn.server.date_line + fields
         if closes:
             self.keep_alive = False
         if length is not None and status not in _NO_BODY_STATUSES:
-            has_length = True
-            head += b"content-length: %d\r\n" % length
-        framed = has_length or self.head_only or status in _NO_BODY_STATUSES or status < 200
-        if not framed:
+            head += _LENGTH_LINES[length] if length < _LENGTH_LINES_KEPT \
+                else b"content-length: %d\r\n" % length
+        elif not (has_length or self.head_only or status in _NO_BODY_STATUSES or status < 200):
             if self.keep_alive and self.http_version == "1.1":
                 self.chunked = True
                 head += b"transfer-encoding: chunked\r\n"
@@ -249,11 +257,8 @@ a 429's), so each is encoded once rather than per reply; lists are always encode
 
 def _header_fields(headers: Sequence[tuple[bytes, bytes]]) -> HeaderFields:
     """The header lines of ``headers`` but a ``connection: close``, whether they hold a
-    ``content-length``, and whether they ask to close the connection."""
-    if type(headers) is tuple:
-        kept = _fields_kept.get(headers)
-        if kept is not None:
-            return kept
+    ``content-length``, and whether they ask to close the connection; a tuple's are kept
+    (:meth:`_Exchange.encode_head` looks there first)."""
     fields, has_length, closes = b"", False, False
     for name, value in headers:
         lowered = name.lower()
@@ -394,7 +399,7 @@ class _Connection(asyncio.Protocol):
     def on_url(self, url: bytes) -> None:
         if self.read_started is None:  # a request pipelined behind one just read
             self.read_started = self.loop.time()
-        self.url += url
+        self.url = self.url + url if self.url else url  # its first piece is usually all of it
         if len(self.url) > self.server.max_request_line:
             self.refuse(414, b"the request target is too long")
             raise _Refused
@@ -413,25 +418,30 @@ class _Connection(asyncio.Protocol):
         headers = dict(pairs)
         if len(headers) != len(pairs):
             headers = header_map(pairs)
-        expect = b"expect" in headers and headers[b"expect"].lower() == b"100-continue"
-        if b"upgrade" in headers and b"upgrade" in headers.get(b"connection", b"").lower():
-            length = headers.get(b"content-length", b"0")
-            self.upgrade_body = int(length) if length.isdigit() else 0
+        # both are rare: a request without either pays two lookups
+        expect = (b"expect" in headers or b"upgrade" in headers) and self._expects(headers)
         direct = self.server.direct
         route = None if direct is None or expect else direct.claim(method, self.url, headers)
         if route is not None:
             # its reply has a length, so the version (which only decides chunking) is moot
-            exchange = _Exchange(self, None, keep_alive, False, "1.1", False, route)
-            exchange.direct_headers = headers
+            exchange = _Exchange(self, None, keep_alive, False, "1.1", False, headers, route)
         else:
             http_version = parser.get_http_version()
             exchange = _Exchange(self, self._scope(method, http_version), keep_alive, expect,
-                                 http_version, method == b"HEAD")
+                                 http_version, method == b"HEAD", headers)
         self.current = exchange
         self.url, self.headers = b"", []
         self.queue.append(exchange)
         if len(self.queue) > _MAX_PIPELINE:
             self.pause_reading()
+
+    def _expects(self, headers: dict[bytes, bytes]) -> bool:
+        """Whether the request head just parsed asks for ``100 Continue``; an ``Upgrade``
+        offer's body length is noted (its body is read past the parser)."""
+        if b"upgrade" in headers and b"upgrade" in headers.get(b"connection", b"").lower():
+            length = headers.get(b"content-length", b"0")
+            self.upgrade_body = int(length) if length.isdigit() else 0
+        return headers.get(b"expect", b"").lower() == b"100-continue"
 
     def _scope(self, method: bytes, http_version: str) -> dict[str, Any]:
         """The ASGI ``http`` scope of the request whose head was just parsed."""
@@ -511,7 +521,7 @@ class _Connection(asyncio.Protocol):
         context = contextvars.copy_context()
         try:
             outcome = context.run(self.server.direct.answer, exchange.route,
-                                  exchange.direct_headers, b"".join(exchange.chunks))
+                                  exchange.headers, b"".join(exchange.chunks))
         except Exception:
             self._direct_failed(exchange)
             return
