@@ -66,9 +66,10 @@ async def drive(kind: str, requests: int, passes: int) -> None:
     ping; warmed up first, and without collections (serving pings makes none)."""
     if kind == "floor":
         target: Any = Floor()
+        transport = target.transport
     else:
         app = create_app(build_server()) if kind == "whole" else FixedApp()
-        target, _ = connection(app, asyncio.get_running_loop())
+        target, transport = connection(app, asyncio.get_running_loop())
     for _ in range(_WARM_UP):
         target.data_received(REQUEST)
     buffer = np.zeros(_FLUSH_BYTES // 8)
@@ -78,6 +79,8 @@ async def drive(kind: str, requests: int, passes: int) -> None:
         np.add(buffer, 1.0, out=buffer)
         if done < requests:
             target.data_received(REQUEST)
+    if transport.writes != _WARM_UP + min(requests, passes):
+        raise RuntimeError("a request went unanswered")
 
 
 def counts(kind: str, requests: int, passes: int, folder: Path) -> dict[str, int]:

@@ -47,3 +47,14 @@ def test_the_build_order_bench_runs() -> None:
     for order in ("random", "ordered"):
         runs = [line for line in lines if line.strip().startswith(f"{order}:")]
         assert len(runs) == 2 and all("recall@10 at ef 128" in line for line in runs)
+
+
+@pytest.mark.parametrize("kind", ["floor", "server", "whole"])
+def test_the_cold_cache_bench_drives_each_layer(kind: str) -> None:
+    """``bench_http_cold.py`` runs its driver under valgrind; here it runs bare (no valgrind
+    in CI): every ping of each layer is answered, between its cache-emptying passes."""
+    completed = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_http_cold.py"), "--drive", kind,
+         "--requests", "3", "--passes", "5"],
+        capture_output=True, text=True, timeout=110, check=False, cwd=BENCHMARKS)
+    assert completed.returncode == 0, completed.stderr[-3000:]
