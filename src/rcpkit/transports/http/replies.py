@@ -12,20 +12,16 @@ from ...protocol import messages
 from ...protocol.errors import RateLimited, RcpError
 from .server import Reply
 
-__all__ = ["JSON_HEADERS", "error_body", "error_reply", "respond", "shed"]
+__all__ = ["JSON_HEADERS", "error_reply", "respond", "shed"]
 
 JSON_HEADERS = ((b"content-type", b"application/json"),)
 """The headers of a reply with a JSON body and nothing else to say."""
 
 
-def error_body(error: RcpError) -> bytes:
-    return messages.encode(messages.error_response(None, error))
-
-
 def error_reply(status: int, error: RcpError, *extra: tuple[bytes, bytes]) -> Reply:
     """``status`` with the JSON-RPC error response of ``error`` (id null) and ``extra``
     headers."""
-    return status, (*JSON_HEADERS, *extra), error_body(error)
+    return status, (*JSON_HEADERS, *extra), messages.encode(messages.error_response(None, error))
 
 
 def shed(seconds: float, reason: str) -> Reply:

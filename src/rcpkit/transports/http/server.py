@@ -128,7 +128,7 @@ class _Exchange:
         self.scope = scope
         self.route = route
         self.headers = headers
-        """The request's headers, lower-cased names (what the direct route is handed)."""
+        """The request's headers, names lower-cased; a direct route is handed them."""
         self.keep_alive = keep_alive
         self.http_version = http_version
         self.expect_continue = expect_continue
