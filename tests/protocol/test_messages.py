@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -108,3 +109,50 @@ def test_encoded_frames_are_single_line_finite_json(value: object) -> None:
     assert b"\n" not in data and not data.startswith(b"\xef\xbb\xbf")
     decoded = orjson.loads(data)  # orjson rejects NaN/Infinity tokens
     assert decoded["id"] == 1
+
+
+_MEMBER_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**60), max_value=2**60),
+    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8),
+    st.sampled_from(["2.0", "1.0", "", "ping", "\ud800", 2**53 - 1, 2**53, -(2**53)]),
+    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=4), st.integers(),
+                                                          max_size=3))
+_MEMBERS = st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "extra"])
+
+
+@given(st.dictionaries(_MEMBERS, _MEMBER_VALUES, max_size=5), st.booleans(),
+       st.sampled_from([b"", b" ", b"\n", b"x", b"]"]))
+def test_the_usual_request_parses_as_any_frame_does(
+        members: dict[str, object], compact: bool, tail: bytes) -> None:
+    """``parse`` decodes the usual request on a path of its own: whatever the members, it
+    classifies every frame as the general path does (§4.1, §4.6, §5.3)."""
+    # the stdlib writes huge integers and escapes lone surrogates, as a client may
+    data = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping", **members}).encode() + tail
+    assert _wire(m.parse(data, allow_compact=compact)) == _wire(m._parse_any(data, compact))
+
+
+@pytest.mark.parametrize("data", [
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"q":"\\ud800"}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"q":"\xff"}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"n":123456789012345678901234567890}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"x","params":' + b"[" * 3000 + b"]" * 3000 + b"}",
+    b'{"jsonrpc":"2.0","id":1,"id":"two","method":"x","params":{"a":1,"a":2}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}',
+    b'{"jsonrpc":"2.0","id":true,"method":"x"}',
+    b'{"jsonrpc":"2.0","id":1.0,"method":"x"}',
+    b'{"jsonrpc":"2.0","id":9007199254740992,"method":"x"}',
+    b'{"jsonrpc":"2.0","id":-9007199254740991,"method":"x"}',
+    b'{"jsonrpc":"2.0","id":1,"method":""}',
+    b'{"id":1,"method":"x"}',
+])
+def test_frames_at_the_edge_of_the_usual_request_parse_as_any_frame_does(data: bytes) -> None:
+    assert _wire(m.parse(data)) == _wire(m._parse_any(data, True))
+
+
+def _wire(parsed: m.Message | list[m.Message]) -> object:
+    """A parse result made comparable: an Invalid's error as it goes on the wire."""
+    if isinstance(parsed, list):
+        return [_wire(each) for each in parsed]
+    if isinstance(parsed, m.Invalid):
+        return "invalid", parsed.id, parsed.error.to_wire()
+    return parsed

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -200,6 +201,47 @@ class _EchoApp:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         raise AssertionError("every request here is direct")
+
+
+class _Counting(_Echo):
+    """A direct route echoing each body, that of ``/wait`` after a pause, counting calls."""
+
+    def __init__(self) -> None:
+        self.answered: list[bytes] = []
+
+    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
+        return target.decode()
+
+    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Any:
+        self.answered.append(body)
+        if route != "/wait":
+            return 200, (), body
+
+        async def later() -> tuple[int, Any, bytes]:
+            await asyncio.sleep(0.05)
+            return 200, (), body
+        return later()
+
+
+class _CountingApp:
+    def __init__(self) -> None:
+        self.direct = _Counting()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("every request here is direct")
+
+
+@pytest.mark.parametrize("first", [[], ["/wait"]], ids=["answered-at-once", "behind-a-wait"])
+def test_requests_pipelined_behind_a_closing_one_are_not_run(first: list[str]) -> None:
+    """RFC 9112 §9.6: after answering a request that closes the connection, the server
+    reads no further requests from it (it neither runs nor answers them)."""
+    app = _CountingApp()
+    requests = [post(path, b"first") for path in first] + [
+        post("/x", b"closing", b"Connection: close\r\n"), post("/x", b"after")]
+    with LoopbackServer(app, kind="rcpkit") as srv:
+        replies = _split(exchange(srv.port, b"".join(requests), until_close=True))
+    assert [body for _, body in replies] == [b"first"] * len(first) + [b"closing"]
+    assert app.direct.answered == [b"first"] * len(first) + [b"closing"]
 
 
 def test_every_reply_length_is_framed_right() -> None:

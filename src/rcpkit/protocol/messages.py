@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import numpy as np
@@ -177,12 +177,48 @@ def classify(obj: Any, allow_compact: bool = True) -> Message:
     return Request(echo_id, method, params, compact)
 
 
+class _Envelope(msgspec.Struct, forbid_unknown_fields=True):
+    """The usual request, exactly: any other member, a missing ``jsonrpc`` (§5.3), an id
+    other than an integer within 53 bits or a string, or an empty method fails to decode."""
+
+    jsonrpc: Literal["2.0"]
+    id: Annotated[int, msgspec.Meta(ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)] | str
+    method: Annotated[str, msgspec.Meta(min_length=1)]
+    params: msgspec.Raw = msgspec.Raw()
+    """Left undecoded here: orjson decodes it as for any other frame (see :func:`parse`)."""
+
+
+_ENVELOPE = msgspec.json.Decoder(_Envelope)
+
+
 def parse(data: bytes | str, *, allow_compact: bool = True) -> Message | list[Message]:
     """Decode and classify one frame: a message, a batch (list), or an Invalid.
 
     An empty batch is a single ``-32600`` with ``id: null`` (§11). A request holding
     a string that is not valid Unicode is refused with ``-32602`` naming it.
+
+    The usual request is decoded straight into its parts (:class:`_Envelope`, in C); its
+    ``params`` by orjson as every other frame, so that they decode to the same values. Any
+    frame the envelope does not fit takes the general path, which gives every answer.
     """
+    try:
+        envelope = _ENVELOPE.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return _parse_any(data, allow_compact)
+    raw = envelope.params
+    if not raw:
+        return Request(envelope.id, envelope.method)
+    try:
+        params = orjson.loads(memoryview(raw))
+    except orjson.JSONDecodeError:  # not valid Unicode, say: the general path says how
+        return _parse_any(data, allow_compact)
+    if params is not None and type(params) is not dict:
+        return _parse_any(data, allow_compact)
+    return Request(envelope.id, envelope.method, params)
+
+
+def _parse_any(data: bytes | str, allow_compact: bool) -> Message | list[Message]:
+    """:func:`parse` of any frame."""
     lenient = False
     try:
         obj = orjson.loads(data)

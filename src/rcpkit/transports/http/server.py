@@ -205,21 +205,13 @@ class _Exchange:
         else:
             await self.conn.drained()
 
-    def encode_head(self, status: int, headers: Sequence[tuple[bytes, bytes]],
-                    length: int | None = None) -> bytes:
-        """Status line and headers; framing decided here (length, chunked or none).
-        ``length``: add a ``content-length`` of that value."""
-        # Concatenation, not a list joined: a head has a handful of short lines.
-        fields, has_length, closes = ((type(headers) is tuple and _fields_kept.get(headers))
-                                      or _header_fields(headers))
-        head = (_STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status) \
-            + self.conn.server.date_line + fields
+    def encode_head(self, status: int, headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+        """Status line and headers of a streamed reply: its framing decided here (its own
+        ``content-length``, chunked, or to the end of the connection)."""
+        head, has_length, closes = _head_start(self.conn.server.date_line, status, headers)
         if closes:
             self.keep_alive = False
-        if length is not None and status not in _NO_BODY_STATUSES:
-            head += _LENGTH_LINES[length] if length < _LENGTH_LINES_KEPT \
-                else b"content-length: %d\r\n" % length
-        elif not (has_length or self.head_only or status in _NO_BODY_STATUSES or status < 200):
+        if not (has_length or self.head_only or status in _NO_BODY_STATUSES or status < 200):
             if self.keep_alive and self.http_version == "1.1":
                 self.chunked = True
                 head += b"transfer-encoding: chunked\r\n"
@@ -243,7 +235,7 @@ class _Exchange:
         if not self.response_started:
             body = b"Internal Server Error"
             self.conn.write(self.encode_head(500, [(b"content-type", b"text/plain; charset=utf-8"),
-                                             (b"content-length", str(len(body)).encode())])
+                                                   (b"content-length", str(len(body)).encode())])
                             + body)
         self._finish()
 
@@ -258,7 +250,7 @@ a 429's), so each is encoded once rather than per reply; lists are always encode
 def _header_fields(headers: Sequence[tuple[bytes, bytes]]) -> HeaderFields:
     """The header lines of ``headers`` but a ``connection: close``, whether they hold a
     ``content-length``, and whether they ask to close the connection; a tuple's are kept
-    (:meth:`_Exchange.encode_head` looks there first)."""
+    (:func:`_head_start` looks there first)."""
     fields, has_length, closes = b"", False, False
     for name, value in headers:
         lowered = name.lower()
@@ -272,6 +264,29 @@ def _header_fields(headers: Sequence[tuple[bytes, bytes]]) -> HeaderFields:
     if type(headers) is tuple and len(_fields_kept) < _FIELDS_KEPT:
         _fields_kept[headers] = encoded
     return encoded
+
+
+def _head_start(date_line: bytes, status: int, headers: Sequence[tuple[bytes, bytes]]
+                ) -> HeaderFields:
+    """The status line, ``date_line`` and ``headers`` (:func:`_header_fields`)."""
+    # Concatenation, not a list joined: a head has a handful of short lines.
+    fields, has_length, closes = ((type(headers) is tuple and _fields_kept.get(headers))
+                                  or _header_fields(headers))
+    return ((_STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status) + date_line + fields,
+            has_length, closes)
+
+
+def reply_head(date_line: bytes, status: int, headers: Sequence[tuple[bytes, bytes]],
+               length: int, keep_alive: bool) -> tuple[bytes, bool]:
+    """The head of a buffered reply (:data:`Reply`) whose body is ``length`` bytes, and
+    whether the connection stays open after it (``keep_alive``, unless the headers close it)."""
+    head, _, closes = _head_start(date_line, status, headers)
+    if status not in _NO_BODY_STATUSES:
+        head += _LENGTH_LINES[length] if length < _LENGTH_LINES_KEPT \
+            else b"content-length: %d\r\n" % length
+    if closes or not keep_alive:
+        return head + b"connection: close\r\n\r\n", False
+    return head + b"\r\n", True
 
 
 class _Connection(asyncio.Protocol):
@@ -288,6 +303,11 @@ class _Connection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.current: _Exchange | None = None
         """The exchange being parsed (its body is still arriving)."""
+        self.claimed: tuple[str, dict[bytes, bytes], bool] | None = None
+        """The direct route key, headers and keep-alive of the request being read when it
+        has no exchange: claimed with nothing queued before it, it is answered as soon as
+        its body is complete (:meth:`_answer_claimed`)."""
+        self.claimed_body: list[bytes] = []
         self.queue: collections.deque[_Exchange] = collections.deque()
         """Exchanges parsed or being parsed, answered in order; the first one runs."""
         self.reading_paused = False
@@ -345,7 +365,8 @@ class _Connection(asyncio.Protocol):
                 return
             self.head_bytes = counted
         self._feed(data)
-        self._start()
+        if self.queue:
+            self._start()
 
     def _head_fits(self, data: bytes) -> bool:
         """Count the head bytes in ``data`` before the parser sees them (it buffers a header
@@ -370,7 +391,11 @@ class _Connection(asyncio.Protocol):
                 data = data[upgrade.args[0]:]
                 self.parser = httptools.HttpRequestParser(self)
             except httptools.HttpParserError:
-                if self.transport is not None and not self.transport.is_closing():
+                if self.queue and not self.queue[-1].keep_alive:
+                    # bytes after a request that closes the connection, which the parser
+                    # refuses: that request is still answered, and no more are read
+                    self.pause_reading()
+                elif self.transport is not None and not self.transport.is_closing():
                     self.refuse(400, b"Invalid HTTP request")
                 return
 
@@ -414,24 +439,26 @@ class _Connection(asyncio.Protocol):
         self.reading_head = False
         self.head_bytes = 0
         self.read_started = self.idle_since  # now the body's deadline
-        pairs = self.headers  # names lowered already (on_header)
+        url, pairs = self.url, self.headers  # header names lowered already (on_header)
+        self.url, self.headers = b"", []
         headers = dict(pairs)
         if len(headers) != len(pairs):
             headers = header_map(pairs)
         # both are rare: a request without either pays two lookups
         expect = (b"expect" in headers or b"upgrade" in headers) and self._expects(headers)
         direct = self.server.direct
-        route = None if direct is None or expect else direct.claim(method, self.url, headers)
+        route = None if direct is None or expect else direct.claim(method, url, headers)
         if route is not None:
-            # its reply has a length, so the version (which only decides chunking) is moot
-            exchange = _Exchange(self, None, keep_alive, False, "1.1", False, headers, route)
+            if not self.queue:  # the usual case: no exchange at all (see ``claimed``)
+                self.claimed = route, headers, keep_alive
+                return
+            exchange = self._claimed_exchange(route, headers, keep_alive)
         else:
             http_version = parser.get_http_version()
-            exchange = _Exchange(self, self._scope(method, http_version), keep_alive, expect,
-                                 http_version, method == b"HEAD", headers)
+            exchange = _Exchange(self, self._scope(method, http_version, url, pairs),
+                                 keep_alive, expect, http_version, method == b"HEAD", headers)
+            self.queue.append(exchange)
         self.current = exchange
-        self.url, self.headers = b"", []
-        self.queue.append(exchange)
         if len(self.queue) > _MAX_PIPELINE:
             self.pause_reading()
 
@@ -443,20 +470,25 @@ class _Connection(asyncio.Protocol):
             self.upgrade_body = int(length) if length.isdigit() else 0
         return headers.get(b"expect", b"").lower() == b"100-continue"
 
-    def _scope(self, method: bytes, http_version: str) -> dict[str, Any]:
+    def _scope(self, method: bytes, http_version: str, url: bytes,
+               pairs: list[tuple[bytes, bytes]]) -> dict[str, Any]:
         """The ASGI ``http`` scope of the request whose head was just parsed."""
-        parsed = httptools.parse_url(self.url)
+        parsed = httptools.parse_url(url)
         raw_path: bytes = parsed.path
         return {
             "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": http_version, "method": method.decode("ascii"), "scheme": "http",
             "path": unquote(raw_path.decode("ascii", "replace")), "raw_path": raw_path,
-            "query_string": parsed.query or b"", "root_path": "", "headers": self.headers,
+            "query_string": parsed.query or b"", "root_path": "", "headers": pairs,
             "server": self.local, "client": self.remote, "state": {}}
 
     def on_body(self, body: bytes) -> None:
         exchange = self.current
-        if exchange is None or exchange.response_complete:
+        if exchange is None:
+            if self.claimed is not None:
+                self.claimed_body.append(body)
+            return
+        if exchange.response_complete:
             return
         exchange.chunks.append(body)
         exchange.buffered += len(body)
@@ -471,6 +503,13 @@ class _Connection(asyncio.Protocol):
             return
         self.reading_head = True
         self.read_started = None
+        claimed = self.claimed
+        if claimed is not None:
+            self.claimed = None
+            parts = self.claimed_body
+            self.claimed_body = []
+            self._answer_claimed(*claimed, b"".join(parts))
+            return
         exchange = self.current
         self.current = None
         if exchange is None:
@@ -497,6 +536,8 @@ class _Connection(asyncio.Protocol):
                 if exchange.started or (exchange.route is not None
                                         and not exchange.request_complete):
                     return
+                if self.transport is None or self.transport.is_closing():
+                    return  # a request behind one that closed the connection is not run
                 exchange.started = True
                 if exchange.route is None:
                     exchange.task = self.server.spawn(self._run(exchange))
@@ -514,9 +555,44 @@ class _Connection(asyncio.Protocol):
         exchange.fail()
         self._next(exchange)
 
+    def _answer_claimed(self, route: str, headers: dict[bytes, bytes], keep_alive: bool,
+                        body: bytes) -> None:
+        """Answer a request read whole that no exchange runs before (``claimed``) from the
+        parser callback: at once when the route can, else in a task (an exchange then holds
+        its place in the queue). Either way in a context of its own, as :meth:`spawn`."""
+        direct = self.server.direct
+        assert direct is not None
+        context = contextvars.copy_context()
+        try:
+            outcome = context.run(direct.answer, route, headers, body)
+        except Exception:
+            self._direct_failed(self._claimed_exchange(route, headers, keep_alive))
+            return
+        if isinstance(outcome, tuple):
+            status, reply_headers, reply_body = outcome
+            head, keep_alive = reply_head(self.server.date_line, status, reply_headers,
+                                          len(reply_body), keep_alive)
+            self.write(head + reply_body)
+            self.idle_since = self.loop.time()
+            if not keep_alive or self.server.stopping:
+                self.close()
+                raise _Refused  # nothing more is read (requests pipelined behind it)
+            return
+        exchange = self._claimed_exchange(route, headers, keep_alive)
+        exchange.started = exchange.request_complete = True
+        exchange.task = self.server.spawn(self._await_direct(exchange, outcome), context)
+
+    def _claimed_exchange(self, route: str, headers: dict[bytes, bytes],
+                          keep_alive: bool) -> _Exchange:
+        """The queued exchange of a request the direct route claimed."""
+        # its reply has a length, so the version (which only decides chunking) is moot
+        exchange = _Exchange(self, None, keep_alive, False, "1.1", False, headers, route)
+        self.queue.append(exchange)
+        return exchange
+
     def _answer_direct(self, exchange: _Exchange) -> None:
-        """Answer a direct request now if the route can, else once its awaitable is done
-        (in a task when it waits); either way in a context of its own, as :meth:`spawn`."""
+        """Answer a direct request queued behind others once they are answered (as
+        :meth:`_answer_claimed`)."""
         assert exchange.route is not None and self.server.direct is not None
         context = contextvars.copy_context()
         try:
@@ -543,7 +619,9 @@ class _Connection(asyncio.Protocol):
     def _reply_direct(self, exchange: _Exchange, reply: Reply) -> None:
         status, headers, body = reply
         exchange.response_started = exchange.response_complete = True
-        self.write(exchange.encode_head(status, headers, len(body)) + body)
+        head, exchange.keep_alive = reply_head(self.server.date_line, status, headers, len(body),
+                                               exchange.keep_alive)
+        self.write(head + body)
         self._next(exchange)
 
     def _direct_failed(self, exchange: _Exchange) -> None:
@@ -613,7 +691,7 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def idle(self) -> bool:
-        return not self.queue
+        return not self.queue and self.claimed is None
 
     def close(self) -> None:
         if self.transport is not None:
