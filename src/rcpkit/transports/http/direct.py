@@ -1,19 +1,19 @@
 """The route of each request to the RCP app, decided in one place, and the direct route.
 
-:meth:`Routing.decide` is the only code that looks at a request's verb, path and headers
-to choose how it is served. Exactly one of three routes:
+:class:`Routing` is the only code that looks at a request's verb, path and headers to
+choose how it is served. Exactly one of three routes:
 
-- ``direct`` — a POST under the base with a ``content-length`` within the limit and no
-  SSE in ``Accept``: under :class:`.server.HttpServer` the endpoint answers it from the
-  buffered body, with no ASGI scope or message at all (:class:`DirectRoute`);
+- direct — a POST under the base with a ``content-length`` within the limit and no SSE
+  in ``Accept``: under :class:`.server.HttpServer` the endpoint answers it from the
+  buffered body, with no ASGI scope or message at all (:meth:`Routing.claim`);
 - ``endpoint`` — any other POST under the base (SSE, a chunked body, or any ASGI server):
   the endpoint over ASGI, past Starlette's router and middleware;
 - ``framework`` — everything else, and every request while CORS is on: Starlette's full
   stack (404, 405, OPTIONS preflight, CORS headers, the operational ``GET`` routes).
 
-:class:`.server.HttpServer` asks first, from the request head; a request it does not take
-directly reaches the ASGI entry, which asks the same function and gets the same route
-(``endpoint`` or ``framework``), so both entries always agree.
+:class:`.server.HttpServer` asks first, from the request head (:meth:`Routing.claim`); a
+request it does not take directly reaches the ASGI entry, which asks
+:meth:`Routing.decide`: both look the path up in the same table, so they always agree.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EndpointDirectRoute", "Route", "Routing"]
 
-RouteKind = Literal["direct", "endpoint", "framework"]
+RouteKind = Literal["endpoint", "framework"]
 
 
 class Route(NamedTuple):
@@ -52,36 +52,38 @@ class Routing:
         self.max_body_bytes = max_body_bytes
         self._limit_digits = len(str(max_body_bytes))
         self.cors = cors
-        self._kept: dict[str | bytes, tuple[Route, Route]] = {}
+        self._kept: dict[str | bytes, tuple[Route, str]] = {}
 
-    def decide(self, verb: bytes, path: str | bytes, headers: dict[bytes, bytes] | None = None
-               ) -> Route:
-        """The route of one request. ``path`` has its query and root path removed and its
-        escapes decoded; or it is the raw request target as bytes, where one with a query or
-        an escape is ``framework`` (the ASGI entry then decides from its decoded path).
-        ``headers`` come from a caller that can hand the endpoint the whole body at once
-        (only :class:`.server.HttpServer` can): without them the route is never ``direct``."""
-        if self.cors or verb != b"POST":
-            return _FRAMEWORK
-        routes = self._kept.get(path) or self._under_base(path)
-        if routes is None:
-            return _FRAMEWORK
-        endpoint, direct = routes
-        if headers is None:
-            return endpoint
+    def decide(self, verb: bytes, path: str) -> Route:
+        """The route of a request at the ASGI entry: ``path`` has its query and root path
+        removed and its escapes decoded. Never ``direct``: only the server that buffers the
+        whole body can take that route (:meth:`claim`)."""
+        routes = verb == b"POST" and (self._kept.get(path) or self._under_base(path))
+        return routes[0] if routes else _FRAMEWORK
+
+    def claim(self, verb: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
+        """The path method of a request routed ``direct``, from its raw request target and
+        lower-cased headers (:meth:`.server.DirectRoute.claim`); else None, and the ASGI
+        entry decides. A target with a query or an escape goes there too: its scope carries
+        the path decoded the way every ASGI server decodes it."""
+        routes = verb == b"POST" and (self._kept.get(target) or self._under_base(target))
+        if not routes:
+            return None
         accept = headers.get(b"accept")
         # ``partition``: the cheapest search on bytes (see ``messages.encode``)
         if accept is not None and accept.partition(b"text/event-stream")[1]:
-            return endpoint
+            return None
         length = headers.get(b"content-length", b"")
         # Fewer digits than the limit's are within it: no int() for the usual request.
-        return direct if length.isdigit() and (len(length) < self._limit_digits or int(
-            length) <= self.max_body_bytes) else endpoint
+        return routes[1] if length.isdigit() and (len(length) < self._limit_digits or int(
+            length) <= self.max_body_bytes) else None
 
-    def _under_base(self, key: str | bytes) -> tuple[Route, Route] | None:
-        """The ``endpoint`` and ``direct`` routes of a POST to ``key`` (see :meth:`decide`);
-        None outside the base. Kept for the first :data:`_KEPT_PATHS` keys, so a request does
-        not build them."""
+    def _under_base(self, key: str | bytes) -> tuple[Route, str] | None:
+        """The ``endpoint`` route of a POST to ``key`` and its path method (see
+        :meth:`decide`); None outside the base, and for every request while CORS is on.
+        Kept for the first :data:`_KEPT_PATHS` keys, so a request does not build them."""
+        if self.cors:
+            return None
         if isinstance(key, str):
             path = key
         elif key.find(b"?") >= 0 or key.find(b"%") >= 0:
@@ -94,7 +96,7 @@ class Routing:
             method = path[len(self._prefix):]
         else:
             return None
-        routes = Route("endpoint", method), Route("direct", method)
+        routes = Route("endpoint", method), method
         if len(self._kept) < _KEPT_PATHS:
             self._kept[key] = routes
         return routes
@@ -104,14 +106,8 @@ class EndpointDirectRoute:
     """:class:`.server.DirectRoute` for the endpoint: the requests routed ``direct``."""
 
     def __init__(self, routing: Routing, endpoint: Endpoint) -> None:
-        self.routing = routing
-        # The endpoint's own answer, no call in between (a route key is its path method);
-        # without a stream its reply is always buffered, never None.
+        # The routing's and the endpoint's own methods, no call in between (a route key is
+        # its path method); without a stream the endpoint's reply is always buffered.
+        self.claim = routing.claim
         self.answer = cast("Callable[[str, dict[bytes, bytes], bytes], Reply | Awaitable[Reply]]",
                            endpoint.answer)
-
-    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
-        """A plain target only: one with a query or escapes takes the ASGI entry, whose scope
-        carries its path decoded the way every ASGI server decodes it."""
-        route = self.routing.decide(method, target, headers)
-        return route.method if route.kind == "direct" else None

@@ -68,7 +68,17 @@ _SLOW_HEAD_S = 1.0
 """At the connection cap, a head still arriving after this long gives way to a newcomer."""
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
-_STATUS_LINES = {code: b"HTTP/1.1 %d %s\r\n" % (code, reason) for code, reason in _REASONS.items()}
+
+
+class _StatusLines(dict[int, bytes]):
+    """Status code → status line; a code without a reason phrase gets an empty one."""
+
+    def __missing__(self, status: int) -> bytes:
+        return b"HTTP/1.1 %d \r\n" % status
+
+
+_STATUS_LINES = _StatusLines({code: b"HTTP/1.1 %d %s\r\n" % (code, reason)
+                              for code, reason in _REASONS.items()})
 _NO_BODY_STATUSES = frozenset({204, 304})
 _LENGTH_LINES_KEPT = 1024
 _LENGTH_LINES = [b"content-length: %d\r\n" % length for length in range(_LENGTH_LINES_KEPT)]
@@ -208,7 +218,8 @@ class _Exchange:
     def encode_head(self, status: int, headers: Sequence[tuple[bytes, bytes]]) -> bytes:
         """Status line and headers of a streamed reply: its framing decided here (its own
         ``content-length``, chunked, or to the end of the connection)."""
-        head, has_length, closes = _head_start(self.conn.server.date_line, status, headers)
+        fields, has_length, closes = _header_fields(headers)
+        head = _STATUS_LINES[status] + self.conn.server.date_line + fields
         if closes:
             self.keep_alive = False
         if not (has_length or self.head_only or status in _NO_BODY_STATUSES or status < 200):
@@ -250,7 +261,7 @@ a 429's), so each is encoded once rather than per reply; lists are always encode
 def _header_fields(headers: Sequence[tuple[bytes, bytes]]) -> HeaderFields:
     """The header lines of ``headers`` but a ``connection: close``, whether they hold a
     ``content-length``, and whether they ask to close the connection; a tuple's are kept
-    (:func:`_head_start` looks there first)."""
+    (:func:`reply_head` looks there first)."""
     fields, has_length, closes = b"", False, False
     for name, value in headers:
         lowered = name.lower()
@@ -266,21 +277,14 @@ def _header_fields(headers: Sequence[tuple[bytes, bytes]]) -> HeaderFields:
     return encoded
 
 
-def _head_start(date_line: bytes, status: int, headers: Sequence[tuple[bytes, bytes]]
-                ) -> HeaderFields:
-    """The status line, ``date_line`` and ``headers`` (:func:`_header_fields`)."""
-    # Concatenation, not a list joined: a head has a handful of short lines.
-    fields, has_length, closes = ((type(headers) is tuple and _fields_kept.get(headers))
-                                  or _header_fields(headers))
-    return ((_STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status) + date_line + fields,
-            has_length, closes)
-
-
 def reply_head(date_line: bytes, status: int, headers: Sequence[tuple[bytes, bytes]],
                length: int, keep_alive: bool) -> tuple[bytes, bool]:
     """The head of a buffered reply (:data:`Reply`) whose body is ``length`` bytes, and
     whether the connection stays open after it (``keep_alive``, unless the headers close it)."""
-    head, _, closes = _head_start(date_line, status, headers)
+    # Concatenation, not a list joined: a head has a handful of short lines.
+    fields, _, closes = ((type(headers) is tuple and _fields_kept.get(headers))
+                         or _header_fields(headers))
+    head = _STATUS_LINES[status] + date_line + fields
     if status not in _NO_BODY_STATUSES:
         head += _LENGTH_LINES[length] if length < _LENGTH_LINES_KEPT \
             else b"content-length: %d\r\n" % length
@@ -364,27 +368,13 @@ class _Connection(asyncio.Protocol):
             if counted > self.server.max_header_bytes and not self._head_fits(data):
                 return
             self.head_bytes = counted
-        self._feed(data)
-        if self.queue:
-            self._start()
-
-    def _head_fits(self, data: bytes) -> bool:
-        """Count the head bytes in ``data`` before the parser sees them (it buffers a header
-        piece by piece); answer 431 and close once a head exceeds its limit."""
-        end = data.find(b"\r\n\r\n")
-        if self.head_bytes + (len(data) if end < 0 else end + 4) <= self.server.max_header_bytes:
-            return True
-        self.refuse(431, b"the request head is too large")
-        return False
-
-    def _feed(self, data: bytes) -> None:
         while data:
             if self.raw_body_left:
                 data = self._take_raw_body(data)
                 continue
             try:
                 self.parser.feed_data(data)
-                return
+                break
             except httptools.HttpParserUpgrade as upgrade:
                 # No protocol switch is offered: the parser stopped after the head, so the
                 # request is served as plain HTTP/1.1 and its body read past the parser.
@@ -397,7 +387,18 @@ class _Connection(asyncio.Protocol):
                     self.pause_reading()
                 elif self.transport is not None and not self.transport.is_closing():
                     self.refuse(400, b"Invalid HTTP request")
-                return
+                break
+        if self.queue:
+            self._start()
+
+    def _head_fits(self, data: bytes) -> bool:
+        """Count the head bytes in ``data`` before the parser sees them (it buffers a header
+        piece by piece); answer 431 and close once a head exceeds its limit."""
+        end = data.find(b"\r\n\r\n")
+        if self.head_bytes + (len(data) if end < 0 else end + 4) <= self.server.max_header_bytes:
+            return True
+        self.refuse(431, b"the request head is too large")
+        return False
 
     def _take_raw_body(self, data: bytes) -> bytes:
         piece = data[:self.raw_body_left]
@@ -508,7 +509,7 @@ class _Connection(asyncio.Protocol):
             self.claimed = None
             parts = self.claimed_body
             self.claimed_body = []
-            self._answer_claimed(*claimed, b"".join(parts))
+            self._answer_claimed(claimed, b"".join(parts))
             return
         exchange = self.current
         self.current = None
@@ -555,11 +556,12 @@ class _Connection(asyncio.Protocol):
         exchange.fail()
         self._next(exchange)
 
-    def _answer_claimed(self, route: str, headers: dict[bytes, bytes], keep_alive: bool,
-                        body: bytes) -> None:
+    def _answer_claimed(self, claimed: tuple[str, dict[bytes, bytes], bool], body: bytes
+                        ) -> None:
         """Answer a request read whole that no exchange runs before (``claimed``) from the
         parser callback: at once when the route can, else in a task (an exchange then holds
         its place in the queue). Either way in a context of its own, as :meth:`spawn`."""
+        route, headers, keep_alive = claimed
         direct = self.server.direct
         assert direct is not None
         context = contextvars.copy_context()
@@ -572,8 +574,9 @@ class _Connection(asyncio.Protocol):
             status, reply_headers, reply_body = outcome
             head, keep_alive = reply_head(self.server.date_line, status, reply_headers,
                                           len(reply_body), keep_alive)
+            # (no clock read for ``idle_since``: it was read when the request's bytes came,
+            # in this same callback)
             self.write(head + reply_body)
-            self.idle_since = self.loop.time()
             if not keep_alive or self.server.stopping:
                 self.close()
                 raise _Refused  # nothing more is read (requests pipelined behind it)
