@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from rcpkit.transports.http import create_app
+from rcpkit.transports.http.server import HttpServer, _Connection
 from support.example_server import build_test_server
 from support.http import LoopbackServer
 from support.net import free_port
@@ -242,6 +243,57 @@ def test_requests_pipelined_behind_a_closing_one_are_not_run(first: list[str]) -
         replies = _split(exchange(srv.port, b"".join(requests), until_close=True))
     assert [body for _, body in replies] == [b"first"] * len(first) + [b"closing"]
     assert app.direct.answered == [b"first"] * len(first) + [b"closing"]
+
+
+class _Recording:
+    """A transport that keeps what is written to it and whether it was closed."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed, "written after close"
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str) -> Any:
+        return None
+
+
+def test_replies_made_in_one_round_of_the_loop_go_out_first_at_once_then_together() -> None:
+    """One round answering a request on each of three connections: the first reply is sent
+    at once, the others when the round ends, and one that closes its connection is sent
+    before the close."""
+    async def scenario() -> None:
+        server = HttpServer(_CountingApp())
+        server._loop = asyncio.get_running_loop()
+        transports = [_Recording() for _ in range(3)]
+        conns = [_Connection(server) for _ in transports]
+        for conn, transport in zip(conns, transports, strict=True):
+            conn.connection_made(transport)  # type: ignore[arg-type]
+        conns[0].data_received(post("/x", b"hi"))
+        conns[1].data_received(post("/x", b"hi"))
+        assert [len(t.written) for t in transports] == [1, 0, 0]
+        await asyncio.sleep(0)  # the round ends
+        assert [len(t.written) for t in transports] == [1, 1, 0]
+        conns[1].data_received(post("/x", b"hi"))
+        conns[2].data_received(post("/x", b"hi", b"Connection: close\r\n"))
+        assert [len(t.written) for t in transports] == [1, 2, 1]  # held ones go before a close
+        assert transports[2].closed and not transports[1].closed
+        assert all(t.written[-1].endswith(b"\r\n\r\nhi") for t in transports)
+        await asyncio.sleep(0)
+        conn = _Connection(server)  # a new round: its first reply goes out at once again
+        conn.connection_made(transports[0])  # type: ignore[arg-type]
+        conn.data_received(post("/x", b"again"))
+        assert transports[0].written[-1].endswith(b"again")
+
+    asyncio.run(scenario())
 
 
 def test_every_reply_length_is_framed_right() -> None:

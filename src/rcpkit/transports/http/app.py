@@ -100,18 +100,20 @@ class Endpoint:
             self.auth.release(principal)
             self.shed_counter()
             return shed(_PENDING_RETRY_S, "server busy")
-        self.pending += 1
         try:
             outcome = (self.dispatch(path_method, headers, body, stream, principal)
                        if isinstance(body, bytes)
                        else self._read_and_dispatch(path_method, headers, body, stream,
                                                     principal))
         except Exception:
-            self._done(principal)
+            self.auth.release(principal)
             return _failed()
         if outcome is None or isinstance(outcome, tuple):
-            self._done(principal)
+            self.auth.release(principal)
             return outcome
+        # pending: the requests that wait for something (one answered at once is over
+        # before another can arrive)
+        self.pending += 1
         return self._finish(outcome, principal)
 
     async def _read_and_dispatch(self, path_method: str | None, headers: Headers,
@@ -133,11 +135,8 @@ class Endpoint:
         except Exception:
             return _failed()
         finally:
-            self._done(principal)
-
-    def _done(self, principal: str | None) -> None:
-        self.pending -= 1
-        self.auth.release(principal)
+            self.pending -= 1
+            self.auth.release(principal)
 
     def too_large(self) -> Reply:
         return error_reply(413, PayloadTooLarge(
@@ -154,16 +153,19 @@ class Endpoint:
         if isinstance(parsed, Invalid) and isinstance(parsed.error, ParseError):
             return error_reply(400, parsed.error)
         sessions = self.sessions
-        token = headers.get(_SESSION_KEY)
-        presented = token.decode("latin-1") if token is not None else None
-        dispatcher = sessions.dispatcher_for(presented)
-        if sessions.policy == "token":  # only token sessions can be full or unknown
-            wait = sessions.retry_after(dispatcher)
-            if wait is not None:
-                return shed(wait, "every session is in use")
-            if presented is not None and dispatcher.session.token != presented:
-                parsed = refuse_unknown_session(parsed)
-        caller = principal if sessions.policy == "stateless" else None
+        caller = None
+        if sessions.policy == "stateless":  # one session for all: the caller is told apart
+            dispatcher, caller = sessions.dispatcher_for(None), principal
+        else:
+            token = headers.get(_SESSION_KEY)
+            presented = token.decode("latin-1") if token is not None else None
+            dispatcher = sessions.dispatcher_for(presented)
+            if sessions.policy == "token":  # only token sessions can be full or unknown
+                wait = sessions.retry_after(dispatcher)
+                if wait is not None:
+                    return shed(wait, "every session is in use")
+                if presented is not None and dispatcher.session.token != presented:
+                    parsed = refuse_unknown_session(parsed)
         if stream is not None and isinstance(parsed, RpcRequest) \
                 and wants_sse(headers.get(b"accept", b""), dispatcher, self.server.capabilities):
             return stream_call(*stream, dispatcher, parsed, path_method, caller, sessions.after)
