@@ -826,12 +826,12 @@ class HttpServer:
 
         With many busy connections, one round answers a request on each of several of
         them. Writing every answer as it is made wakes the clients' threads one reply at a
-        time, and on a VM each wake-up of an idle CPU costs the writer an interrupt
-        (measured: ~3 µs a reply, 12 % of the server's time at 16 connections). So the
-        first reply of a round goes out at once (a lone connection waits for nothing), and
-        the others go out together once the round's callbacks have run; those clients then
-        wake once for the lot (docs/benchmarks.md, "Replies sent together"). A lone
-        connection's replies are never held (no other can share its round)."""
+        time, and on a VM each wake-up of an idle CPU costs the writer an inter-processor
+        interrupt (measured: ~3 µs a reply, 12 % of the server's time at 16 connections).
+        So the first reply of a round goes out at once, and the others go out together
+        once the round's callbacks have run; those clients then wake once for the lot
+        (docs/benchmarks.md, "Replies sent together"). A lone connection's replies are
+        never held (no other can share its round)."""
         self.write_held()
         self.held = None
 
