@@ -193,8 +193,9 @@ def _failed() -> Reply:
 class RcpApp(Starlette):
     """Starlette, entered through :meth:`.direct.Routing.decide`: a request routed
     ``endpoint`` goes straight to the endpoint, skipping the generic middleware and router;
-    one routed ``framework`` takes the full Starlette stack. Requests routed ``direct`` never
-    arrive here: :class:`.server.HttpServer` answers them through :attr:`direct`."""
+    one routed ``framework`` takes the full Starlette stack. Requests the direct route claims
+    (:meth:`.direct.Routing.claim`) never arrive here: :class:`.server.HttpServer` answers
+    them through :attr:`direct`."""
 
     def __init__(self, routing: Routing, endpoint: Endpoint, **options: Any) -> None:
         super().__init__(**options)
