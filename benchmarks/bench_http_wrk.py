@@ -14,12 +14,17 @@ server. ``--floor`` adds a ceiling for any Python server on this machine: ``FLOO
 same event loop and HTTP parser as rcpkit (uvloop + httptools) answering every request
 with a fixed ping reply, with no routing, JSON or dispatch at all.
 
+``--baseline DIR`` adds rcpkit from another checkout to each round (for instance ``git
+worktree add /tmp/base <commit>``), and prints this tree's rate over its, round by round.
+
     python benchmarks/bench_http_wrk.py --seconds 3 --rounds 3 [--workers 2] [--floor]
+                                        [--baseline DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import resource
@@ -81,11 +86,13 @@ def process_cpu(pid: int) -> float:
 
 
 def wrk_rate(code: str, args: list[str], connections: int, threads: int, seconds: float,
-             script: Path) -> Run:
-    """What wrk gets from a server started from ``code`` on a free loopback port."""
+             script: Path, source: Path | None = None) -> Run:
+    """What wrk gets from a server started from ``code`` on a free loopback port; with
+    ``source``, importing rcpkit from that tree (a ``src`` folder) instead of this one."""
     port = free_port()
+    env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
     server = subprocess.Popen([sys.executable, "-c", code, str(port), *args],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         wait_listening(port)
         subprocess.run(  # a warm-up, which also lets every worker start before CPU is counted
@@ -119,7 +126,13 @@ def main() -> None:
                         help="also run rcpkit with --workers N (16 connections)")
     parser.add_argument("--floor", action="store_true",
                         help="also run FLOOR, a fixed-reply uvloop + httptools server")
+    parser.add_argument("--baseline", type=Path,
+                        help="also run rcpkit from another checkout (e.g. a git worktree of an "
+                             "earlier commit), in the same rounds: this tree's rate over its")
     options = parser.parse_args()
+    baseline = None if options.baseline is None else options.baseline.resolve() / "src"
+    if baseline is not None and not (baseline / "rcpkit").is_dir():
+        sys.exit(f"error: no rcpkit package under {baseline}")
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian: apt-get install wrk)")
     ours = [(name, OURS_HTTP, [], c, t) for name, c, t in SCENARIOS]
@@ -131,16 +144,18 @@ def main() -> None:
         script.write_text(LUA)
         print(f"{'scenario (ping)':34} {'rcpkit/s':>10} {'reference/s':>12} {'best ratio':>11} "
               f"{'median ratio':>13}  CPU µs/request: {'rcpkit':>6} {'wrk':>4} | "
-              f"{'reference':>9} {'wrk':>4}" + ("  | floor/s  µs  wrk" if options.floor else ""))
+              f"{'reference':>9} {'wrk':>4}" + ("  | floor/s  µs  wrk" if options.floor else "")
+              + ("  | baseline/s  median rcpkit/baseline" if baseline else ""))
         for name, code, args, connections, threads in ours:
-            rounds = [(wrk_rate(code, args, connections, threads, options.seconds, script),
-                       wrk_rate(REFERENCE, [], connections, threads, options.seconds, script),
-                       wrk_rate(FLOOR, [], connections, threads, options.seconds, script)
-                       if options.floor and not args else None)
+            measure = functools.partial(wrk_rate, connections=connections, threads=threads,
+                                        seconds=options.seconds, script=script)
+            rounds = [(measure(code, args), measure(REFERENCE, []),
+                       measure(FLOOR, []) if options.floor and not args else None,
+                       measure(code, args, source=baseline) if baseline else None)
                       for _ in range(options.rounds)]
             mine, theirs = [r[0] for r in rounds], [r[1] for r in rounds]
             best_ours, best_reference = max(r.rate for r in mine), max(r.rate for r in theirs)
-            median = statistics.median(o.rate / r.rate for o, r, _ in rounds)
+            median = statistics.median(o.rate / r.rate for o, r, _, _ in rounds)
             line = (f"{name:34} {best_ours:10,.0f} {best_reference:12,.0f} "
                     f"{best_ours / best_reference:10.2f}x {median:12.2f}x  "
                     f"{'':16}{_median(mine, 'server_us'):6.1f} {_median(mine, 'wrk_us'):4.1f} | "
@@ -149,6 +164,10 @@ def main() -> None:
             if floors:
                 line += (f"  | {max(r.rate for r in floors):7,.0f} "
                          f"{_median(floors, 'server_us'):4.1f} {_median(floors, 'wrk_us'):4.1f}")
+            earlier = [(r[0], r[3]) for r in rounds if r[3] is not None]
+            if earlier:
+                line += (f"  | {max(b.rate for _, b in earlier):10,.0f} "
+                         f"{statistics.median(o.rate / b.rate for o, b in earlier):8.3f}x")
             print(line, flush=True)
 
 
