@@ -267,9 +267,9 @@ class _Recording:
 
 
 def test_replies_made_in_one_round_of_the_loop_go_out_first_at_once_then_together() -> None:
-    """One round answering a request on each of three connections: the first reply is sent
-    at once, the others when the round ends, and one that closes its connection is sent
-    before the close."""
+    """Requests on two connections answered in one round: the first reply is sent at once,
+    the other when the round ends. A reply that closes its connection sends what is held
+    before it, and the next round starts afresh."""
     async def scenario() -> None:
         server = HttpServer(_CountingApp())
         server._loop = asyncio.get_running_loop()
@@ -292,6 +292,22 @@ def test_replies_made_in_one_round_of_the_loop_go_out_first_at_once_then_togethe
         conn.connection_made(transports[0])  # type: ignore[arg-type]
         conn.data_received(post("/x", b"again"))
         assert transports[0].written[-1].endswith(b"again")
+
+    asyncio.run(scenario())
+
+
+def test_a_lone_connections_replies_are_never_held() -> None:
+    """With one connection open nothing can share its round: each reply goes out at once,
+    and no round is scheduled for it."""
+    async def scenario() -> None:
+        server = HttpServer(_CountingApp())
+        server._loop = asyncio.get_running_loop()
+        transport = _Recording()
+        conn = _Connection(server)
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        for n in range(3):
+            conn.data_received(post("/x", b"%d" % n))
+            assert len(transport.written) == n + 1 and server.held is None
 
     asyncio.run(scenario())
 
