@@ -310,7 +310,7 @@ class _Connection(asyncio.Protocol):
         self.claimed: tuple[str, dict[bytes, bytes], bool] | None = None
         """The direct route key, headers and keep-alive of the request being read when it
         has no exchange: claimed with nothing queued before it, it is answered as soon as
-        its body is complete (:meth:`_answer_claimed`)."""
+        its body is complete (:meth:`_answer_direct`)."""
         self.claimed_body: list[bytes] = []
         self.queue: collections.deque[_Exchange] = collections.deque()
         """Exchanges parsed or being parsed, answered in order; the first one runs."""
@@ -507,9 +507,10 @@ class _Connection(asyncio.Protocol):
         claimed = self.claimed
         if claimed is not None:
             self.claimed = None
+            route, headers, keep_alive = claimed
             parts = self.claimed_body
             self.claimed_body = []
-            self._answer_claimed(claimed, b"".join(parts))
+            self._answer_direct(route, headers, keep_alive, b"".join(parts))
             return
         exchange = self.current
         self.current = None
@@ -543,7 +544,8 @@ class _Connection(asyncio.Protocol):
                 if exchange.route is None:
                     exchange.task = self.server.spawn(self._run(exchange))
                 else:
-                    self._answer_direct(exchange)
+                    self._answer_direct(exchange.route, exchange.headers, exchange.keep_alive,
+                                        b"".join(exchange.chunks), exchange)
         finally:
             self.starting = False
 
@@ -556,21 +558,22 @@ class _Connection(asyncio.Protocol):
         exchange.fail()
         self._next(exchange)
 
-    def _answer_claimed(self, claimed: tuple[str, dict[bytes, bytes], bool], body: bytes
-                        ) -> None:
-        """Answer a request read whole that no exchange runs before (``claimed``) from the
-        parser callback: at once when the route can, else in a task (an exchange then holds
-        its place in the queue). Either way in a context of its own, as :meth:`spawn`."""
-        route, headers, keep_alive = claimed
+    def _answer_direct(self, route: str, headers: dict[bytes, bytes], keep_alive: bool,
+                       body: bytes, exchange: _Exchange | None = None) -> None:
+        """Answer a request the direct route claimed, read whole: at once when the route
+        can, else in a task; either way in a context of its own, as :meth:`spawn`.
+        ``exchange`` is the queued one of a request that waited for others; without it (a
+        request ``claimed`` with nothing before it, answered from the parser callback), an
+        exchange is made only if the answer is not at once."""
         direct = self.server.direct
         assert direct is not None
         context = contextvars.copy_context()
         try:
             outcome = context.run(direct.answer, route, headers, body)
         except Exception:
-            self._direct_failed(self._claimed_exchange(route, headers, keep_alive))
+            self._direct_failed(exchange or self._claimed_exchange(route, headers, keep_alive))
             return
-        if isinstance(outcome, tuple):
+        if exchange is None and isinstance(outcome, tuple):
             data, keep_alive = encode_reply(self.server.date_line, outcome, keep_alive)
             # (no clock read for ``idle_since``: it was read when the request's bytes came,
             # in this same callback)
@@ -579,9 +582,13 @@ class _Connection(asyncio.Protocol):
                 self.close()
                 raise _Refused  # nothing more is read (requests pipelined behind it)
             return
-        exchange = self._claimed_exchange(route, headers, keep_alive)
-        exchange.started = exchange.request_complete = True
-        exchange.task = self.server.spawn(self._await_direct(exchange, outcome), context)
+        if exchange is None:
+            exchange = self._claimed_exchange(route, headers, keep_alive)
+            exchange.started = exchange.request_complete = True
+        if isinstance(outcome, tuple):
+            self._reply_direct(exchange, outcome)
+        else:
+            exchange.task = self.server.spawn(self._await_direct(exchange, outcome), context)
 
     def _claimed_exchange(self, route: str, headers: dict[bytes, bytes],
                           keep_alive: bool) -> _Exchange:
@@ -590,22 +597,6 @@ class _Connection(asyncio.Protocol):
         exchange = _Exchange(self, None, keep_alive, False, "1.1", False, headers, route)
         self.queue.append(exchange)
         return exchange
-
-    def _answer_direct(self, exchange: _Exchange) -> None:
-        """Answer a direct request queued behind others once they are answered (as
-        :meth:`_answer_claimed`)."""
-        assert exchange.route is not None and self.server.direct is not None
-        context = contextvars.copy_context()
-        try:
-            outcome = context.run(self.server.direct.answer, exchange.route,
-                                  exchange.headers, b"".join(exchange.chunks))
-        except Exception:
-            self._direct_failed(exchange)
-            return
-        if isinstance(outcome, tuple):
-            self._reply_direct(exchange, outcome)
-        else:
-            exchange.task = self.server.spawn(self._await_direct(exchange, outcome), context)
 
     async def _await_direct(self, exchange: _Exchange, outcome: Awaitable[Reply]) -> None:
         try:
