@@ -21,7 +21,7 @@ from rcpkit.conformance.driver import parse_frame, sse_payloads
 from rcpkit.conformance.model import same_id
 from rcpkit.conformance.report import CheckResult
 from support.net import free_port, wait_listening
-from support.schema import schema_cli_args
+from support.schema import schema_available, schema_cli_args
 
 SERVERS = Path(__file__).parent / "servers"
 MINI = [sys.executable, str(SERVERS / "mini_server.py")]
@@ -132,7 +132,9 @@ def test_text_output_junit_and_schema(tmp_path: Path) -> None:
     assert status == 0, out
     assert re.search(r"\[L0\] PASS +§4\.7 +id\.echo\.string: ", out)
     assert "CERTIFIED LEVEL: L1" in out
-    assert re.search(r"\[L0\] PASS +§14\.4 +schema\.frames: ", out)
+    # without the schema (a bare clone, not CI: schema_cli_args fails there) it is skipped
+    outcome = "PASS" if schema_available() else "SKIP"
+    assert re.search(rf"\[L0\] {outcome} +§14\.4 +schema\.frames: ", out)
     suite = ElementTree.parse(junit).getroot()
     assert suite.tag == "testsuite" and int(suite.get("tests", "0")) == len(CHECKS)
     assert suite.get("failures") == "0"
