@@ -98,7 +98,7 @@ def test_a_refused_member_is_refused_before_its_scope_and_others_still_run(
     for _app, client in deployment.serve():
         replies = post_batch(client, "/rcp/alpha", token, batch(
             ("index/add", {"documents": [{"id": "x", "text": "planted"}]}),
-            ("retrieve", {"query": "planted"}),
+            ("retrieve", {"query": "planted", "k": 3}),
             ("index/delete", {"ids": ["x"]})))
         assert replies["m0"]["error"]["code"] == -32012
         assert replies["m1"]["result"]["hits"] == []
@@ -180,31 +180,50 @@ def test_batch_members_each_hold_a_slot_so_a_heavy_batch_cannot_starve_another_t
             == {}
 
 
-def test_fan_out_caps_hold_after_typed_decoding_and_on_the_default(
-        deployment: Deployment) -> None:
-    """§15.5: ``2.0`` is the integer 2 on the wire, so it is capped like 2; a request that
-    leaves ``n`` out gets the server's default, lowered to the key's cap."""
+QUESTION = {"query": "how do bees make honey and pollinate crops", "method": "multi-query"}
+
+
+def _bees(deployment: Deployment, client: httpx.Client) -> None:
     writer = deployment.key("writer", "alpha:read,write")
+    _add(Tenant(client, writer), "alpha",
+         ("b1", "bees make honey in hives during summer"),
+         ("b2", "honey bees pollinate flowers and crops"),
+         ("b3", "wasps and hornets are not bees"))
+
+
+def test_fan_out_caps_hold_after_typed_decoding(deployment: Deployment) -> None:
+    """§15.5: ``3.0`` is the integer 3 on the wire, so a cap of 2 refuses it as it does 3,
+    alone or as a batch member."""
     token = deployment.key("alice", "alpha:read", transform_n=2, graph_hops=1)
-    question = {"query": "how do bees make honey and pollinate crops", "method": "multi-query"}
     for _app, client in deployment.serve():
-        _add(Tenant(client, writer), "alpha",
-             ("b1", "bees make honey in hives during summer"),
-             ("b2", "honey bees pollinate flowers and crops"),
-             ("b3", "wasps and hornets are not bees"))
-        uncapped = Tenant(client, writer).ok("/rcp/alpha", "query/transform", question)
-        assert len(uncapped["queries"]) == 3  # the server's default n for multi-query
+        _bees(deployment, client)
         alice = Tenant(client, token)
-        assert len(alice.ok("/rcp/alpha", "query/transform", question)["queries"]) == 2
-        error = alice.error("/rcp/alpha", "query/transform", {**question, "n": 3.0})
+        error = alice.error("/rcp/alpha", "query/transform", {**QUESTION, "n": 3.0})
         assert (error["code"], error["data"]["field"]) == (-32602, "n")
         error = alice.error("/rcp/alpha", "graph",
                             {"op": "neighbors", "seedIds": ["b1#0"], "hops": 2.0})
         assert (error["code"], error["data"]["field"]) == (-32602, "hops")
         assert "result" in alice.frame("/rcp/alpha", "graph",
                                        {"op": "neighbors", "seedIds": ["b1#0"], "hops": 1.0})
-        # And in a batch, member by member.
         replies = post_batch(client, "/rcp/alpha", token, batch(
-            ("query/transform", {**question, "n": 2}), ("query/transform", {**question, "n": 4.0})))
+            ("query/transform", {**QUESTION, "n": 2}), ("query/transform", {**QUESTION, "n": 4.0})))
         assert len(replies["m0"]["result"]["queries"]) == 2
-        assert replies["m1"]["error"]["data"]["field"] == "n"
+        assert (replies["m1"]["error"]["code"], replies["m1"]["error"]["data"]["field"]) \
+            == (-32602, "n")
+
+
+def test_a_capped_key_leaving_n_out_gets_the_default_lowered_to_its_cap(
+        deployment: Deployment) -> None:
+    token = deployment.key("alice", "alpha:read", transform_n=2)
+    uncapped = deployment.key("bob", "alpha:read")
+    for _app, client in deployment.serve():
+        _bees(deployment, client)
+        # The server's default n for multi-query is 3.
+        assert len(Tenant(client, uncapped).ok("/rcp/alpha", "query/transform",
+                                               QUESTION)["queries"]) == 3
+        queries = Tenant(client, token).ok("/rcp/alpha", "query/transform", QUESTION)["queries"]
+        assert len(queries) == 2
+        # A default already within the cap is left alone.
+        step_back = {**QUESTION, "method": "step-back"}
+        assert Tenant(client, token).ok("/rcp/alpha", "query/transform", step_back) \
+            == Tenant(client, uncapped).ok("/rcp/alpha", "query/transform", step_back)
