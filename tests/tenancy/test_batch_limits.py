@@ -38,9 +38,10 @@ def batch(*calls: tuple[str, Any]) -> list[dict[str, Any]]:
             for index, (method, params) in enumerate(calls)]
 
 
-def post_batch(client: httpx.Client, path: str, token: str,
-               members: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The batch's replies by id (one per request, each a valid frame)."""
+def post_batch(client: httpx.Client, path: str, token: str, members: list[dict[str, Any]],
+               answered: int | None = None) -> dict[str, dict[str, Any]]:
+    """The batch's replies by id (one per request, each a valid frame); ``answered`` is how
+    many requests ``members`` holds (default: all of them)."""
     response = client.post(path, json=members, headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 200, response.text
     replies = response.json()
@@ -48,7 +49,7 @@ def post_batch(client: httpx.Client, path: str, token: str,
     for reply in replies:
         assert_frame(reply)
     by_id = {reply["id"]: reply for reply in replies}
-    assert len(by_id) == len(replies) == len(members)
+    assert len(by_id) == len(replies) == (len(members) if answered is None else answered)
     return by_id
 
 
@@ -68,8 +69,12 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deplo
 def test_each_batch_member_is_charged_a_token_with_a_truthful_retry_after(
         deployment: Deployment) -> None:
     token = deployment.key("alice", "alpha:read", requests_per_second=2, burst=2)
+    notification = {"jsonrpc": "2.0", "method": "notifications/cancel", "params": {"id": "m0"}}
     for _app, client in deployment.serve():
-        replies = post_batch(client, "/rcp/alpha", token, batch(*[("ping", None)] * 5))
+        pings = batch(*[("ping", None)] * 5)
+        # Notifications (answered by nothing) between the requests change nothing.
+        members = [notification, pings[0], notification, *pings[1:3], notification, *pings[3:]]
+        replies = post_batch(client, "/rcp/alpha", token, members, answered=5)
         assert [rid for rid, reply in replies.items() if "result" in reply] == ["m0", "m1"]
         # The bucket is empty: the next token comes in 1/2 s, for each refused member.
         assert refused(replies) == {"m2": 500, "m3": 500, "m4": 500}

@@ -416,17 +416,17 @@ class Dispatcher:
                 f"a batch may hold at most {self.max_batch} messages",
                 data={"limit": self.max_batch}))
         outcomes: list[Reply | asyncio.Task[Reply] | None] = []
-        charged = False  # the frame's admission pays for its first request
+        admit_each = False  # until the first request, which the frame's admission paid for
         for member in members:
             if isinstance(member, Invalid):
                 # §11: a malformed member is answered with id null, whatever id it may carry.
                 outcomes.append(messages.error_response(None, member.error))
-            elif charged and isinstance(member, Request):
+            elif admit_each and isinstance(member, Request):
                 outcomes.append(self._begin_member(member, notify, caller))
             else:
                 outcomes.append(self._begin(member, notify, caller))
-                charged = charged or (isinstance(member, Request)
-                                      and self.admit_member is not None)
+                if isinstance(member, Request):
+                    admit_each = self.admit_member is not None
         return outcomes
 
     def _begin_member(self, req: Request, notify: Notify | None,
