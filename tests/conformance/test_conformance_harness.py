@@ -45,6 +45,15 @@ MUTANTS: dict[str, str | None] = {
     "delete-counts-absent": "index.delete-absent",
     "bom": "stdio.no-bom",
     "hang-on-batch": "batch.requests",
+    "repeat-cursor": "page.terminates",
+    "endless-cursor": "page.terminates",
+    "pages-past-maxk": "page.terminates",
+}
+#: paging mutation → what its page.terminates failure expected (the mini server's maxK is 20).
+PAGING_FAILURES = {
+    "repeat-cursor": "expected: a new opaque cursor",
+    "endless-cursor": "expected: pagination to end within 11 pages of k=2 (maxK=20",
+    "pages-past-maxk": "expected: at most maxK=20 hits over all pages",
 }
 
 
@@ -68,10 +77,12 @@ def cli_runs() -> dict[str, tuple[int, dict[str, Any]]]:
     """The correct mini server and every mutant, checked concurrently with --json."""
 
     def check_in_process(mutation: str) -> tuple[int, dict[str, Any]]:
-        target = Target(argv=(*MINI, "--mutate", mutation))
-        # Short reads keep the suite fast; the one mutant asserted to have no failing check
-        # gets a generous timeout so machine load cannot produce a spurious FAIL.
-        timeout = {"hang-on-batch": 0.5, "lying-conformance": 5.0}.get(mutation, 2.0)
+        options = ("--pagination",) if mutation == "pagination" else ("--mutate", mutation)
+        target = Target(argv=(*MINI, *options))
+        # Short reads keep the suite fast; the runs asserted to have no (or one) failing check
+        # get a generous timeout so machine load cannot produce a spurious FAIL.
+        generous = {"lying-conformance", "pagination", *PAGING_FAILURES}
+        timeout = 0.5 if mutation == "hang-on-batch" else 5.0 if mutation in generous else 2.0
         report = run_checks(target, timeout=timeout)
         return (0 if report.ok else 1), report.to_json()
 
@@ -81,8 +92,9 @@ def cli_runs() -> dict[str, tuple[int, dict[str, Any]]]:
 
     with ThreadPoolExecutor(max_workers=6) as pool:
         correct = pool.submit(check_via_cli)
-        mutants = dict(zip(MUTANTS, pool.map(check_in_process, MUTANTS), strict=True))
-        return {"correct": correct.result(), **mutants}
+        runs = [*MUTANTS, "pagination"]
+        checked = dict(zip(runs, pool.map(check_in_process, runs), strict=True))
+        return {"correct": correct.result(), **checked}
 
 
 def test_registry_has_at_least_120_distinct_checks() -> None:
@@ -115,6 +127,22 @@ def test_harness_fails_each_broken_server(
         assert report["declarationHonest"] is False
     else:
         assert outcomes(report)[expected_failure] == "FAIL"
+    if mutation in PAGING_FAILURES:
+        detail = next(c["detail"] for c in report["checks"] if c["id"] == expected_failure)
+        assert detail.startswith(PAGING_FAILURES[mutation]), detail
+        assert report["counts"]["fail"] == 1 and report["certifiedLevel"] == "L1"
+
+
+def test_paginating_server_certifies_l2(
+    cli_runs: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    """§10 cursors walked to the end within maxK make the mini server L2 (with streaming)."""
+    status, report = cli_runs["pagination"]
+    assert report["counts"]["fail"] == 0, [c for c in report["checks"] if c["outcome"] == "FAIL"]
+    assert status == 0
+    assert report["certifiedLevel"] == report["declaredLevel"] == "L2"
+    result = outcomes(report)
+    assert result["page.terminates"] == result["page.bad-cursor"] == result["profile.l2"] == "PASS"
 
 
 def test_failure_detail_shows_sent_got_expected(
