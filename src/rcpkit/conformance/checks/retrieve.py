@@ -477,17 +477,19 @@ def pagination_terminates(ctx: Ctx) -> None:
     empty, page allowed), however large the corpus. Pages of ``ceil(maxK / 50)`` hits keep
     the walk within about 50 requests. Without ``maxK`` nothing bounds the end: a walk still
     minting new cursors after 50 pages is skipped, not failed."""
-    max_k = retrieve_cap(ctx).get("maxK")
-    bounded = is_integer(max_k) and max_k >= 1
-    k = min(max_k, max(2, -(-max_k // PAGING_WALK))) if bounded else 2
-    pages = -(-max_k // k) + 1 if bounded else PAGING_WALK
+    advertised = retrieve_cap(ctx).get("maxK")
+    max_k = advertised if is_integer(advertised) and advertised >= 1 else None
+    k, pages = 2, PAGING_WALK
+    if max_k is not None:
+        k = min(max_k, max(2, -(-max_k // PAGING_WALK)))
+        pages = -(-max_k // k) + 1
     params: dict[str, Any] = {"query": probe_query(ctx), "k": k}
     seen: set[str] = set()
     hits = 0
     for page in range(1, pages + 1):
         result = ctx.result("retrieve", params)
         hits += len(expect_hits(ctx, result, k))
-        if bounded:
+        if max_k is not None:
             ctx.expect(hits <= max_k, f"at most maxK={max_k} hits over all pages (§7.7, §10)",
                        got=f"{hits} hits in {page} pages of k={k}")
         cursor = result.get("nextCursor")
@@ -496,7 +498,7 @@ def pagination_terminates(ctx: Ctx) -> None:
         ctx.expect(isinstance(cursor, str) and cursor not in seen, "a new opaque cursor (§10)")
         seen.add(cursor)
         params = {**params, "cursor": cursor}
-    if not bounded:
+    if max_k is None:
         raise ctx.skip(f"no retrieve.maxK bounds paging: {pages} pages of k={k} followed, "
                        "each with a new cursor")
     raise ctx.fail(f"pagination to end within {pages} pages of k={k} (maxK={max_k}, §10)")
