@@ -137,6 +137,18 @@ def test_harness_fails_each_broken_server(
         assert report["counts"]["fail"] == 1 and report["certifiedLevel"] == "L1"
 
 
+@pytest.mark.parametrize(
+    ("mutation", "outcome"), [(None, Outcome.PASS), ("endless-cursor", Outcome.SKIP)]
+)
+def test_paging_without_an_advertised_max_k(mutation: str | None, outcome: Outcome) -> None:
+    """Without retrieve.maxK a walk that ends passes; one still minting cursors after 50
+    pages has no advertised end to fail against, so it is skipped (§10)."""
+    options = ("--mutate", mutation) if mutation else ()
+    target = Target(argv=(*MINI, "--pagination", "unbounded", *options))
+    report = run_checks(target, timeout=5.0, select=lambda c: c.id == "page.terminates")
+    assert [r.outcome for r in report.results] == [outcome], report.results
+
+
 def test_failure_detail_shows_sent_got_expected(
     cli_runs: dict[str, tuple[int, dict[str, Any]]],
 ) -> None:

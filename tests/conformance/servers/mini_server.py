@@ -3,7 +3,8 @@
 It is the harness's control subject: ``rcpkit check`` must PASS it as-is and FAIL
 it under every ``--mutate NAME``, each of which introduces exactly one bug.
 ``--pagination`` adds §10 cursors and declares L2 (streaming and pagination); the
-paging mutations imply it.
+paging mutations imply it. ``--pagination unbounded`` keeps ``maxK`` out of the capabilities
+(the server still clamps to it).
 """
 
 from __future__ import annotations
@@ -132,9 +133,9 @@ def embed_text(text: str) -> list[float]:
 
 
 class MiniServer:
-    def __init__(self, mutation: str | None, pagination: bool = False) -> None:
+    def __init__(self, mutation: str | None, pagination: str | None = None) -> None:
         self.mutation = mutation
-        self.pagination = pagination or mutation in PAGING_MUTATIONS
+        self.pagination = pagination or ("bounded" if mutation in PAGING_MUTATIONS else None)
         self.initialized = False
         self.shut_down = False
         self.minted = 0
@@ -248,6 +249,9 @@ class MiniServer:
     def info(self, version: int) -> dict[str, Any]:
         level = "L2" if self.mutation == "lying-conformance" or self.pagination else "L1"
         capabilities = {**CAPABILITIES, "pagination": {}} if self.pagination else CAPABILITIES
+        if self.pagination == "unbounded":
+            retrieve = {k: v for k, v in CAPABILITIES["retrieve"].items() if k != "maxK"}
+            capabilities = {**capabilities, "retrieve": retrieve}
         return {
             "protocolVersion": version,
             "server": {"name": "mini", "version": "1.0"},
@@ -560,7 +564,7 @@ class HttpFrontend:
     """§5.2 over stdlib ``http.server``: ``POST /rcp/<method>`` (batches at ``/rcp``), HTTP 200
     for every JSON-RPC response, 204 for none, SSE when asked, ``token`` or ``single`` sessions."""
 
-    def __init__(self, mutation: str | None, policy: str, pagination: bool) -> None:
+    def __init__(self, mutation: str | None, policy: str, pagination: str | None) -> None:
         self.mutation, self.policy, self.pagination = mutation, policy, pagination
         self.single = MiniServer(mutation, pagination)
         self.sessions: dict[str, MiniServer] = {}
@@ -633,7 +637,8 @@ def main() -> None:
     parser.add_argument("--mutate", choices=sorted(MUTATIONS), help="introduce one bug")
     parser.add_argument("--http", type=int, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT")
     parser.add_argument("--session", choices=("token", "single"), default="token")
-    parser.add_argument("--pagination", action="store_true", help="advertise §10 cursors (L2)")
+    parser.add_argument("--pagination", nargs="?", const="bounded",
+                        choices=("bounded", "unbounded"), help="advertise §10 cursors (L2)")
     args = parser.parse_args()
     if args.http is None:
         MiniServer(args.mutate, args.pagination).serve()
