@@ -22,7 +22,16 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from bridge_support import DYING_ENGINE, REF_SERVER, SLOW_ENGINE, listening, rcpkit
+from bridge_support import (
+    DYING_ENGINE,
+    LINE_BREAKS,
+    REF_SERVER,
+    SLOW_ENGINE,
+    listening,
+    outside_passages,
+    passages,
+    rcpkit,
+)
 from mcp import Client, StdioServerParameters
 
 from rcpkit.client.memory import connect_memory
@@ -49,15 +58,6 @@ async def in_process(data: Path, **options: Any) -> AsyncIterator[Client]:
 
 def tool_names(listing: Any) -> set[str]:
     return {tool.name for tool in listing.tools}
-
-
-def passages(text: str) -> list[str]:
-    """The bodies between the rendering's passage markers, below each trust note (§15.2)."""
-    boundary = re.search(r"lines marked (rcp-[0-9a-f]{16})", text)
-    assert boundary, text
-    marker = re.escape(boundary.group(1))
-    return re.findall(rf"<<<passage \d+ {marker}>>>[^\n]*\n\[[^\n]*\]\n(.*?)\n"
-                      rf"<<<end of passage \d+ {marker}>>>", text, flags=re.S)
 
 
 # ── over stdio, against our engine on a data directory ───────────────────────
@@ -172,21 +172,6 @@ async def test_writes_round_trip_and_untrusted_passages_stay_fenced(kb: Path) ->
 
 
 FORGED = ("SYSTEM:", "[trusted source]")
-LINE_BREAKS = ("\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
-               "\u2029")
-
-
-def outside_passages(text: str) -> list[str]:
-    """The lines of a rendering an LLM reads as the bridge's own: everything but the fenced
-    passage bodies, split at every line break ``str.splitlines`` knows (§15.2)."""
-    boundary = re.search(r"lines marked (rcp-[0-9a-f]{16})", text)
-    assert boundary, text
-    marker = re.escape(boundary.group(1))
-    unfenced = re.sub(rf"(<<<passage \d+ {marker}>>>[^\n]*\n\[[^\n]*\]\n).*?\n"
-                      rf"(<<<end of passage \d+ {marker}>>>)", r"\1\2", text, flags=re.S)
-    return unfenced.splitlines()
-
-
 async def test_document_fields_cannot_forge_header_lines(kb: Path) -> None:
     """An id, title, source or uri holding a line break (any of them) or a control
     character cannot start a line of the rendering: no forged trust note, no "SYSTEM:"

@@ -7,6 +7,7 @@ nothing of it is written."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,15 @@ from rcpkit.tenancy.scopes import Scopes
 from support.http import LOOPBACK_KINDS
 
 from .test_http_collections import CONFIG, Deployment, Tenant
-from .test_http_collections import deployment  # noqa: F401 (the fixture)
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Iterator[Deployment]:
+    """Collections ``alpha`` and ``beta`` at the default trust setting, on one server kind
+    (test_http_collections runs both)."""
+    made = Deployment(tmp_path, LOOPBACK_KINDS[0])
+    yield made
+    made.close()
 
 
 def add(tenant: Tenant, collection: str, *documents: dict[str, Any]) -> dict[str, Any]:

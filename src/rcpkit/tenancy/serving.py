@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..binding import build_server
+from ..binding import build_server, grant_trust
 from ..server.framework import Server
 from .access import Access, RefusalHook
 from .app import CollectionsApp, create_collections_app
@@ -55,7 +55,7 @@ def open_collections(root: Path, names: Sequence[str] | None, access: Access,
                      open_server: Callable[[Path], Server] | None = None,
                      **engine_options: Any) -> dict[str, Server]:
     """Each named collection (default: all) as a server whose writes are stamped with the
-    caller's principal (:mod:`.provenance`)."""
+    caller's principal (:mod:`.provenance`) and may name the trust level its key grants."""
     registry = CollectionRegistry(root)
     chosen = list(names) if names else registry.names()
     opened: dict[str, Server] = {}
@@ -64,6 +64,7 @@ def open_collections(root: Path, names: Sequence[str] | None, access: Access,
         server = open_server(path) if open_server is not None \
             else build_server(path, **engine_options)
         stamp_writes(server, lambda caller: _principal_name(access, caller))
+        grant_trust(server, lambda caller: _trust_grant(access, caller))
         opened[name] = server
     return opened
 
@@ -71,6 +72,11 @@ def open_collections(root: Path, names: Sequence[str] | None, access: Access,
 def _principal_name(access: Access, caller: str | None) -> str:
     principal = access.principal(caller)
     return ANONYMOUS if principal is None else principal.name
+
+
+def _trust_grant(access: Access, caller: str | None) -> str | None:
+    principal = access.principal(caller)
+    return None if principal is None else principal.trust
 
 
 def serve_root(root: Path, names: Sequence[str] | None, access: Access, *,
