@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from ..protocol.codec import to_builtins
@@ -37,7 +38,7 @@ def one_line(text: str) -> str:
 
 def quoted(text: str) -> str:
     """``text`` as a JSON string on one line (:func:`one_line`): where it ends is visible."""
-    return one_line(json.dumps(text, ensure_ascii=False))
+    return one_line(encode_basestring(text))  # json.dumps(text, ensure_ascii=False), faster
 
 
 def hit_text(hit: Hit) -> str:
