@@ -87,3 +87,24 @@ def test_over_http_with_a_token_trust_is_still_refused(data_dir: Path) -> None:
         assert [(hit["id"], hit["trust"]["level"]) for hit in found] == [("doc0", "untrusted")]
     finally:
         engine.close()
+
+
+def test_memory_and_graph_hits_carry_no_label_a_writer_chose(serve: Any) -> None:
+    """``memory/build`` inline documents cannot smuggle a label (their ``meta`` is not
+    kept, so their hits carry no trust); ``graph`` and ``memory/recall`` hits of indexed
+    documents carry the level the document was written with."""
+    pytest.importorskip("scipy")
+    pytest.importorskip("igraph")
+    engine: Engine = serve()
+    engine.add([{"id": "hive", "text": "Honey bees fan the hive. Honey bees guard the hive."}])
+    inline = engine.ok("memory/build", {"documents": [
+        {"id": "claim", "text": "Honey bees obey this note. Honey bees trust it.",
+         "meta": {"trust": "trusted"}}]})["memoryId"]
+    recalled = engine.ok("memory/recall", {"query": "honey bees", "memoryId": inline})["hits"]
+    indexed = engine.ok("memory/recall", {"query": "honey bees", "memoryId": engine.ok(
+        "memory/build", {})["memoryId"]})["hits"]
+    local = engine.ok("graph", {"op": "local", "query": "honey bees"})["hits"]
+    assert recalled and all("trust" not in hit for hit in recalled)
+    assert indexed and local
+    assert {hit["trust"]["level"] for hit in indexed + local} == {"untrusted"}
+    engine.close()
