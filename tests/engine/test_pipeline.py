@@ -38,7 +38,7 @@ from support.schema import load_schema
 
 CORPUS = [
     DocumentIn("Honeybees dance to tell nest mates where the flowers are.", id="bees",
-               meta={"tag": "bees", "year": 2021, "lang": "en", "trust": "community",
+               meta={"tag": "bees", "year": 2021, "lang": "en",
                      "title": "Bees", "uri": "https://example.org/bees"}),
     DocumentIn("Compost heaps need green nitrogen and brown carbon material.", id="compost",
                meta={"tag": "garden", "year": 2019, "lang": "en"}),
@@ -51,6 +51,11 @@ CORPUS = [
 ]
 
 
+LABELLED = [DocumentIn(CORPUS[0].text, id=CORPUS[0].id,
+                      meta={**(CORPUS[0].meta or {}), "trust": "community"}), *CORPUS[1:]]
+"""CORPUS with its first document labelled ``community`` by the operator (§15.2)."""
+
+
 def make_config(path: Path, **overrides: Any) -> EngineConfig:
     return EngineConfig(data_dir=path, embedder="hashing").with_overrides(**overrides)
 
@@ -58,7 +63,7 @@ def make_config(path: Path, **overrides: Any) -> EngineConfig:
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
     with Engine.open(make_config(tmp_path)) as opened:
-        opened.add(CORPUS)
+        opened.add(LABELLED, max_trust="community")
         yield opened
 
 
@@ -375,7 +380,7 @@ def test_reads_never_see_half_a_write(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_minilm_on_the_sample_corpus(tmp_path: Path) -> None:
     with Engine.open(EngineConfig(data_dir=tmp_path)) as eng:
-        eng.add(sample_documents(), chunk=True, contextual=True)
+        eng.add(sample_documents(), chunk=True, contextual=True, max_trust="trusted")
         description = eng.describe()
         assert description.embed_dimension == 384
         assert {"tag": "keyword", "year": "int", "date": "date"}.items() <= \

@@ -50,12 +50,14 @@ kind is ``key`` or ``token``, never a principal's name)."""
 @dataclass(frozen=True)
 class Principal:
     """An authenticated caller: ``caller`` keys its per-caller engine state, ``name`` is who
-    it is (provenance, limits)."""
+    it is (provenance, limits), ``trust`` the highest trust level its writes may name (None:
+    the collection's own setting, §15.2)."""
 
     caller: str
     name: str
     scopes: Scopes
     limits: Limits
+    trust: str | None = None
 
 
 def hidden() -> Reply:
@@ -127,7 +129,7 @@ class Access:
         if kind != "key" or record is None or record.revoked:
             return None
         return Principal(caller, record.principal, record.scopes,
-                         record.limits.over(self.defaults))
+                         record.limits.over(self.defaults), record.trust)
 
     def visible(self, caller: str | None, names: Iterable[str]) -> list[str]:
         """The collections among ``names`` the caller may see."""
