@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 __all__ = ["PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "atomic_write", "fsync_directory",
-           "locked", "owner_only", "private_dir", "write_new"]
+           "locked", "owner_only", "private_dir", "private_file", "replace_durably",
+           "write_new"]
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
@@ -38,10 +39,19 @@ def owner_only(path: str, flags: int) -> int:
 
 
 def private_dir(path: Path) -> Path:
-    """``path`` created (with missing parents) 0700 if absent; an existing one is left as is."""
+    """``path`` and its missing parents created 0700; an existing directory is left as is."""
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    if not path.parent.exists():
+        private_dir(path.parent)
+    path.mkdir(exist_ok=True, mode=PRIVATE_DIR_MODE)
     return path
+
+
+def private_file(path: Path) -> Path:
+    """``path`` created empty, 0600, unless it exists (untouched then): for a file a library
+    opens by name, such as an SQLite database, whose journal and WAL take its mode."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE_MODE))
+    return Path(path)
 
 
 def fsync_directory(path: Path) -> None:
@@ -78,10 +88,23 @@ def atomic_write(path: Path, content: bytes | str | Writer) -> None:
     try:
         with os.fdopen(descriptor, "wb") as stream:
             _write_synced(stream, content)
-        os.replace(temporary, path)
+        _rename_synced(Path(temporary), path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def replace_durably(written: Path, path: Path) -> None:
+    """Rename ``written`` (a complete file another library wrote, in ``path``'s directory)
+    over ``path``: made 0600 and fsynced first, the directory fsynced after."""
+    with open(written, "rb") as stream:
+        os.fchmod(stream.fileno(), PRIVATE_FILE_MODE)
+        os.fsync(stream.fileno())
+    _rename_synced(written, path)
+
+
+def _rename_synced(written: Path, path: Path) -> None:
+    os.replace(written, path)
     fsync_directory(path.parent)
 
 

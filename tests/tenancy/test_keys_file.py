@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from rcpkit.tenancy.collections import CollectionRegistry
 from rcpkit.tenancy.keys import KeyStore
 from rcpkit.tenancy.scopes import Scopes
 from support.http import LOOPBACK_KINDS
@@ -118,3 +121,19 @@ def test_concurrent_revokes_and_creates_are_all_kept(tmp_path: Path) -> None:
     assert len(created) == 30 and set(created) <= set(records)
     assert [key_id for key_id in revoked if not records[key_id].revoked] == []
     assert len(records) == 60
+
+
+def test_a_root_of_collections_is_owner_only(tmp_path: Path) -> None:
+    previous = os.umask(0o022)  # a permissive umask, as most shells have
+    try:
+        root = tmp_path / "root"
+        CollectionRegistry(root).create("alpha", CONFIG)
+        KeyStore(root).create("alice", Scopes.parse(["alpha:read"]))
+    finally:
+        os.umask(previous)
+    modes = {str(path.relative_to(tmp_path)): oct(stat.S_IMODE(path.stat().st_mode))
+             for path in [root, *root.rglob("*")]}
+    assert modes == {"root": "0o700", "root/collections": "0o700",
+                     "root/collections/alpha": "0o700",
+                     "root/collections/alpha/rcpkit.toml": "0o600",
+                     "root/keys.json": "0o600", "root/keys.json.lock": "0o600"}
