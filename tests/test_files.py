@@ -83,12 +83,11 @@ def _renames(path: Path) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue
-        name = node.func.attr
+        if node.func.attr not in ("replace", "rename"):
+            continue
         owner = node.func.value
-        if isinstance(owner, ast.Name) and owner.id == "os" and name in ("replace", "rename"):
-            found.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
-        elif name in ("replace", "rename") and len(node.args) == 1 and not node.keywords \
-                and not (isinstance(owner, ast.Name) and owner.id == "os"):
+        by_os = isinstance(owner, ast.Name) and owner.id == "os"
+        if by_os or (len(node.args) == 1 and not node.keywords):
             found.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
     return found
 
