@@ -56,6 +56,25 @@ def test_serve_stdio_app() -> None:
     assert json.loads(proc.stdout)["result"]["server"]["name"] == "rcpkit-keyword-example"
 
 
+@pytest.mark.parametrize("stdin", ["/dev/null", "/dev/zero"])
+def test_serve_stdio_on_a_character_device_reads_it_to_the_end(stdin: str) -> None:
+    """A device epoll cannot watch (``/dev/null``: EOF at once; ``/dev/zero``: one endless
+    line, refused as too long, until the bound below) is read by a thread, not the loop."""
+    with open(stdin, "rb") as device:
+        if stdin == "/dev/null":
+            proc = run("--stdio", "--app", APP, stdin=device)
+            assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+            return
+        child = subprocess.Popen([*RCPKIT, "serve", "--stdio", "--app", APP], stdin=device,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        frame = json.loads(child.stdout.readline())  # type: ignore[union-attr]
+        assert (frame["id"], frame["error"]["code"]) == (None, -32600)
+    finally:
+        child.kill()
+        child.communicate(timeout=30)
+
+
 def test_serve_http_app_with_auth_from_env() -> None:
     port = free_port()
     child = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", "--app", APP,
