@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import rcpkit
-from rcpkit.files import atomic_write, private_dir, write_new
+from rcpkit.files import atomic_write, private_dir, private_file, write_new
 
 SOURCE = Path(rcpkit.__file__).parent
 
@@ -74,6 +74,16 @@ def test_files_are_0600_and_directories_0700(tmp_path: Path) -> None:
     write_new(root / "b.npy", lambda stream: stream.write(b"x"))
     assert _mode(root) == 0o700
     assert [_mode(root / name) for name in ("a.json", "b.npy")] == [0o600, 0o600]
+
+
+def test_private_file_creates_0600_and_leaves_an_existing_file_alone(tmp_path: Path) -> None:
+    fresh = private_file(tmp_path / "store.sqlite3")
+    assert (_mode(fresh), fresh.read_bytes()) == (0o600, b"")
+    existing = tmp_path / "old.sqlite3"
+    existing.write_bytes(b"SQLite format 3\0")
+    existing.chmod(0o444)  # a read-only store is served read-only, never opened for writing
+    private_file(existing)
+    assert (_mode(existing), existing.read_bytes()) == (0o444, b"SQLite format 3\0")
 
 
 def _renames(path: Path) -> list[str]:

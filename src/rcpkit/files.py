@@ -14,11 +14,11 @@ Protocol-free and dependency-free: the engine, the tenancy layer and the tools s
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -50,7 +50,9 @@ def private_dir(path: Path) -> Path:
 def private_file(path: Path) -> Path:
     """``path`` created empty, 0600, unless it exists (untouched then): for a file a library
     opens by name, such as an SQLite database, whose journal and WAL take its mode."""
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE_MODE))
+    # O_EXCL: an existing file is not even opened for writing (it may be read-only).
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
     return Path(path)
 
 
@@ -108,7 +110,7 @@ def _rename_synced(written: Path, path: Path) -> None:
     fsync_directory(path.parent)
 
 
-@contextmanager
+@contextlib.contextmanager
 def locked(lock_file: Path, *, exclusive: bool = True) -> Iterator[None]:
     """Hold ``flock`` on ``lock_file`` (created 0600; never deleted, so every process locks
     the same inode) for the ``with`` block: exclusive, or shared with other shared holders."""
