@@ -428,6 +428,23 @@ def test_pages_keep_their_ranking_when_feedback_arrives_midway(tmp_path: Path) -
         assert eng.search(request).hits[0].id != seen[0]  # a fresh query sees the feedback
 
 
+@pytest.mark.parametrize("candidate_k", [None, 8])
+def test_hybrid_pages_reach_at_most_candidate_k_hits(tmp_path: Path,
+                                                     candidate_k: int | None) -> None:
+    """§3.3, §10: paging walks the recall stage's candidates, which are clamped to maxK,
+    though hybrid recall's dense and sparse lists together hold up to twice that."""
+    with Engine.open(make_config(tmp_path, max_k=8, default_candidate_k=6)) as eng:
+        eng.add([DocumentIn(f"{' '.join(['paddle'] * (1 + i % 5))} kayak trip {i} "
+                            f"{'fjord ' * (i % 7)}", id=f"d{i}") for i in range(40)])
+        request = SearchRequest("paddle fjord", k=3, mode="hybrid", candidate_k=candidate_k)
+        page = eng.search(request)
+        seen = ids(page)
+        while page.next_cursor:
+            page = eng.search(replace(request, cursor=page.next_cursor))
+            seen.extend(ids(page))
+        assert len(seen) == len(set(seen)) == page.usage.candidates == (candidate_k or 6)
+
+
 def test_cursor_of_a_collected_snapshot_is_not_found(tmp_path: Path) -> None:
     with Engine.open(make_config(tmp_path, retain_versions=1, retain_seconds=0)) as eng:
         eng.add(CORPUS)

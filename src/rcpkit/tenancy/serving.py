@@ -14,7 +14,7 @@ from typing import Any
 
 from ..binding import build_server
 from ..server.framework import Server
-from .access import Access, RefusalHook
+from .access import Access, RefusalHook, cap_fan_out
 from .app import CollectionsApp, create_collections_app
 from .collections import CollectionRegistry
 from .keys import KeyStore
@@ -55,7 +55,8 @@ def open_collections(root: Path, names: Sequence[str] | None, access: Access,
                      open_server: Callable[[Path], Server] | None = None,
                      **engine_options: Any) -> dict[str, Server]:
     """Each named collection (default: all) as a server whose writes are stamped with the
-    caller's principal (:mod:`.provenance`)."""
+    caller's principal (:mod:`.provenance`) and whose fan-out is held to the caller's caps
+    (:func:`.access.cap_fan_out`)."""
     registry = CollectionRegistry(root)
     chosen = list(names) if names else registry.names()
     opened: dict[str, Server] = {}
@@ -64,6 +65,7 @@ def open_collections(root: Path, names: Sequence[str] | None, access: Access,
         server = open_server(path) if open_server is not None \
             else build_server(path, **engine_options)
         stamp_writes(server, lambda caller: _principal_name(access, caller))
+        cap_fan_out(server, access)
         opened[name] = server
     return opened
 
