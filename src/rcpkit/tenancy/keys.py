@@ -90,7 +90,7 @@ class KeyStore:
         """Whether callers must authenticate: the file exists or existed once in this store's
         lifetime (then a missing file refuses every key: fail closed)."""
         if self.path.exists():
-            self._in_force = True
+            self._in_force, self._missing_reported = True, False
         elif self._in_force:
             self._report_missing()
         return self._in_force
