@@ -82,7 +82,7 @@ class Access:
         self.on_refusal = on_refusal
 
     def required(self) -> bool:
-        return bool(self.tokens) or (self.keys is not None and self.keys.exists())
+        return bool(self.tokens) or (self.keys is not None and self.keys.in_force())
 
     def authenticate(self, headers: Mapping[bytes, bytes]) -> Principal | Reply | None:
         """The caller, None when no auth is configured, else the 400/401 refusal."""
