@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from rcpkit.engine.timing import Stage
+
 __all__ = [
     "TRUST_LEVELS",
     "WRITE_STAMP",
@@ -57,6 +59,9 @@ class AddResult:
     chunks: int
     index_version: str
     outcomes: tuple[str, ...] = field(default=(), compare=False)
+    stage_seconds: tuple[Stage, ...] = field(default=(), compare=False)
+    """The write's timed stages: ``queue`` (the write lock), ``prepare``, ``embed``,
+    ``commit``, ``publish`` (a report, like ``outcomes``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +186,8 @@ class SearchResult:
     index_version: str
     usage: Usage
     next_cursor: str | None = None
-    stage_seconds: tuple[tuple[str, float], ...] = ()
-    """Wall time of each pipeline stage, in order (operators' latency metrics)."""
+    stage_seconds: tuple[Stage, ...] = ()
+    """Each timed pipeline stage, in order (operators' latency metrics and trace spans)."""
 
 
 @dataclass(frozen=True, slots=True)

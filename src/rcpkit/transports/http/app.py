@@ -168,8 +168,10 @@ class Endpoint:
                     parsed = refuse_unknown_session(parsed)
         if stream is not None and isinstance(parsed, RpcRequest) \
                 and wants_sse(headers.get(b"accept", b""), dispatcher, self.server.capabilities):
-            return stream_call(*stream, dispatcher, parsed, path_method, caller, sessions.after)
-        reply = dispatcher.handle_now(parsed, path_method=path_method, caller=caller)
+            return stream_call(*stream, dispatcher, parsed, path_method, caller, headers,
+                               sessions.after)
+        reply = dispatcher.handle_now(parsed, path_method=path_method, caller=caller,
+                                      headers=headers)
         if reply is None or isinstance(reply, bytes):
             return self._replied(dispatcher, reply)
         return self._replied_later(dispatcher, reply)
