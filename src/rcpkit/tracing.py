@@ -123,10 +123,12 @@ class Tracing:
         runs with ``--log-bodies``, so handlers may add the query text."""
         carrier = carrier_of(headers, meta)
         parent = self._propagator.extract(carrier) if carrier else None
+        started = time.perf_counter()  # the clock of its stages: they nest exactly
         span = self.tracer.start_span(method, context=parent, kind=self._server_kind,
                                       attributes={"rpc.system": "jsonrpc", "rpc.method": method,
-                                                  **attributes})
-        return RequestTrace(self, span, bodies)
+                                                  **attributes},
+                                      start_time=_epoch_ns(started))
+        return RequestTrace(self, span, started, bodies)
 
     def span(self, name: str, carrier: Mapping[str, str] | None = None,
              attributes: Mapping[str, Any] | None = None) -> Any:
@@ -148,12 +150,12 @@ class RequestTrace:
 
     __slots__ = ("_last", "_tracing", "bodies", "span")
 
-    def __init__(self, tracing: Tracing, span: Any, bodies: bool = False) -> None:
+    def __init__(self, tracing: Tracing, span: Any, started: float, bodies: bool) -> None:
         self._tracing = tracing
         self.span = span
         self.bodies = bodies
         """Whether query text may be recorded (``--log-bodies``); never otherwise (§15.6)."""
-        self._last = time.perf_counter()
+        self._last = started
 
     def lap(self, name: str) -> None:
         """The stage ``name`` ran from the previous lap (or the span's start) until now."""
@@ -172,9 +174,9 @@ class RequestTrace:
         tracing = self._tracing
         parent = tracing._trace.set_span_in_context(self.span)
         for name, started, seconds in stages:
-            start_ns = _PERF_TO_EPOCH_NS + int(started * 1e9)
-            child = tracing.tracer.start_span(name, context=parent, start_time=start_ns)
-            child.end(end_time=start_ns + int(seconds * 1e9))
+            child = tracing.tracer.start_span(name, context=parent,
+                                              start_time=_epoch_ns(started))
+            child.end(end_time=_epoch_ns(started + seconds))
 
     def activated(self) -> Any:
         """A context manager making the span current for the block, so what the handler
@@ -189,7 +191,12 @@ class RequestTrace:
         if code:
             span.set_attribute("rpc.jsonrpc.error_code", code)
             span.set_status(self._tracing._trace.StatusCode.ERROR)
-        span.end()
+        span.end(end_time=_epoch_ns(time.perf_counter()))
+
+
+def _epoch_ns(instant: float) -> int:
+    """A :func:`time.perf_counter` instant on the wall clock spans are stamped with."""
+    return _PERF_TO_EPOCH_NS + int(instant * 1e9)
 
 
 def carrier_of(headers: Mapping[bytes, bytes] | None, meta: Any) -> dict[str, str]:

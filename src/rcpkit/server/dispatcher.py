@@ -61,8 +61,8 @@ from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import PROTOCOL_VERSION, Event, negotiate
 from ..protocol.messages import Id, Invalid, Message, Notification, Request
 from ..protocol.methods import CANCEL
+from ..tracing import RequestTrace, Tracing, active
 from .context import Context, Notify, ServerSession
-from ..tracing import RequestTrace, Tracing
 from .framework import Handler, Server
 
 __all__ = ["Authorize", "Dispatcher", "RequestObserver"]
@@ -120,8 +120,9 @@ class Dispatcher:
         self.server = server
         self.authorize = authorize
         self.observer = observer
-        self.tracing = tracing
-        """Spans of every request (:mod:`rcpkit.tracing`), None when tracing is off."""
+        self.tracing = tracing if tracing is not None else active()
+        """Spans of every request (:mod:`rcpkit.tracing`; by default the process's), None
+        when tracing is off."""
         self.trace_attributes = dict(trace_attributes or {})
         """Set on every request's span (the collection served…)."""
         self.log_bodies = log_bodies
@@ -142,7 +143,7 @@ class Dispatcher:
         self._caps_revision = 0
         self._begin_request: Callable[[Request, Notify | None, str | None, Headers | None],
                                       Reply | asyncio.Task[Reply]] = \
-            self._admit_request if observer is None and tracing is None \
+            self._admit_request if observer is None and self.tracing is None \
             else self._observed_request
         """How a request starts: chosen here, as the observer and tracing never change."""
         if stateless:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from ..cli_support import LogLevelOption, configure_logging, fail
+from ..cli_support import LogLevelOption, configure_logging, configure_tracing, fail
 from ..protocol.errors import RcpError, UsageError
 from ..server.framework import Server
 from ..tenancy.collections import is_collection_root
@@ -178,6 +178,7 @@ def serve(
 
         if app is None and data is not None and is_collection_root(data):
             configure_logging("serve", log_level)
+            configure_tracing("serve")
             raise typer.Exit(_serve_collections(data, collection or [], address, engine_options,
                                                 tokens, workers, sessions, public_url, {
                 "base": base, "api_key_header": api_key_header, "cors_origins": cors_origin or (),
@@ -197,6 +198,7 @@ def serve(
     except ConfigError as exc:
         _fail(str(exc))
     configure_logging("serve", log_level)
+    configure_tracing("serve")
     if address is None:
         from .stdio import serve_stdio
 

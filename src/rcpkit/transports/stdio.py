@@ -28,6 +28,7 @@ from ..protocol.errors import InvalidRequest
 from ..protocol.framing import OVERSIZED, LineBuffer
 from ..server.dispatcher import Dispatcher
 from ..server.framework import Server
+from ..tracing import Tracing
 
 __all__ = ["DEFAULT_MAX_LINE", "serve_stdio"]
 
@@ -36,13 +37,17 @@ _READ_SIZE = 256 * 1024
 
 
 def serve_stdio(server: Server, *, max_line: int = DEFAULT_MAX_LINE, max_concurrency: int = 64,
-                request_timeout_ms: float | None = None, log_bodies: bool = False) -> int:
+                request_timeout_ms: float | None = None, log_bodies: bool = False,
+                tracing: Tracing | None = None) -> int:
     """Serve ``server`` on this process's stdin/stdout until EOF or ``shutdown``; return 0.
-    ``log_bodies`` lets failure logs quote queries and documents (§15.6; off by default)."""
+    ``log_bodies`` lets failure logs quote queries and documents (§15.6; off by default).
+    ``tracing`` (default: the process's, :func:`rcpkit.tracing.active`) traces every
+    request, a child of the trace context in its ``_meta``."""
     frames_fd = _claim_stdout()
     dispatcher_options: dict[str, Any] = {"max_concurrency": max_concurrency,
                                           "request_timeout_ms": request_timeout_ms,
-                                          "log_bodies": log_bodies}
+                                          "log_bodies": log_bodies,
+                                          "tracing": tracing}
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         runner.run(_serve(server, sys.stdin.fileno(), frames_fd, max_line, dispatcher_options))
     return 0
@@ -122,7 +127,8 @@ async def _serve(server: Server, in_fd: int, out_fd: int, max_line: int,
                  dispatcher_options: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     writer = _FrameWriter(out_fd, loop)
-    dispatcher = Dispatcher(server, **dispatcher_options)
+    dispatcher = Dispatcher(server, trace_attributes={"rcp.collection": server.name},
+                            **dispatcher_options)
     dispatcher.start(writer.emit)
     lines = LineBuffer(max_line)
     finished = loop.create_future()

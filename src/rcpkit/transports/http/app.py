@@ -18,6 +18,7 @@ from ...protocol.messages import Invalid
 from ...protocol.messages import Request as RpcRequest
 from ...server.dispatcher import Authorize, Dispatcher
 from ...server.framework import Server
+from ...tracing import Tracing
 from .auth import Authenticator, Gate, cors_middleware
 from .direct import EndpointDirectRoute, Routing
 from .metrics import Metrics
@@ -226,18 +227,23 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
                max_pending: int = 1024, max_concurrency: int = 64,
                request_timeout_ms: float | None = None, metrics: Metrics | None = None,
                collection: str | None = None, log_bodies: bool = False,
-               gate: Gate | None = None, authorize: Authorize | None = None) -> RcpApp:
+               gate: Gate | None = None, authorize: Authorize | None = None,
+               tracing: Tracing | None = None) -> RcpApp:
     """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`), with
     ``/healthz`` and ``/readyz`` beside the base, and ``/metrics`` when ``metrics`` is given
     (its requests labelled ``collection``, by default the server's name). ``log_bodies``
     lets failure logs quote queries and documents (§15.6; off by default). ``gate``
     replaces the ``auth_tokens`` check; ``authorize`` is the dispatcher's check of each
-    request's caller (:class:`~rcpkit.server.dispatcher.Dispatcher`)."""
+    request's caller (:class:`~rcpkit.server.dispatcher.Dispatcher`). ``tracing`` (default:
+    the process's, :func:`rcpkit.tracing.active`) traces every request, its span labelled
+    ``collection``."""
     base = "/" + base.strip("/")
+    label = collection or server.name
     options: dict[str, Any] = {"max_concurrency": max_concurrency,
                                "request_timeout_ms": request_timeout_ms,
-                               "log_bodies": log_bodies, "authorize": authorize}
-    label = collection or server.name
+                               "log_bodies": log_bodies, "authorize": authorize,
+                               "tracing": tracing,
+                               "trace_attributes": {"rcp.collection": label}}
     shed_counter: Callable[[], None] = _uncounted
     if metrics is not None:
         metrics.watch(label, server)
