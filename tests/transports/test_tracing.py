@@ -234,3 +234,27 @@ def test_the_query_is_recorded_only_with_log_bodies(engine: Engine) -> None:
     (request,) = _by_name(list(exporter.get_finished_spans()))["retrieve"]
     assert request.attributes is not None
     assert request.attributes["rcp.query"] == f"{SECRET} honey"
+
+
+async def test_the_mcp_bridge_continues_the_hosts_trace_to_the_engine(
+        spans: InMemorySpanExporter, tmp_path: Path) -> None:
+    from mcp.client import Client
+
+    from rcpkit.client.memory import connect_memory
+    from rcpkit.integrations.mcp import McpBridge
+
+    engine = _engine(tmp_path / "kb", f"honey bees and {SECRET}")
+    try:
+        rcp = await connect_memory(bind(engine))
+        try:
+            async with Client(McpBridge(rcp).server()) as host:
+                called = await host.call_tool("retrieve", {"query": f"{SECRET} honey", "k": 2},
+                                              meta={"traceparent": TRACEPARENT})
+        finally:
+            await rcp.close()
+    finally:
+        engine.close()
+    assert not called.is_error
+    (request,) = _by_name(list(spans.get_finished_spans()))["retrieve"]
+    assert _hex(request.context.trace_id, 32) == TRACE_ID
+    _assert_no_text(list(spans.get_finished_spans()))
