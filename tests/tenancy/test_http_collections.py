@@ -349,7 +349,9 @@ def test_health_readiness_and_metrics_beside_the_collections(deployment: Deploym
         assert client.get("/readyz").json() == {"ready": True}
         assert alice.post("/rcp/alpha/ping", "ping").status_code == 200
         assert alice.post("/rcp/alpha/ping", "ping").status_code == 429
-        exposition = client.get("/metrics").text
+        # A scraper sees the collections its key sees (none without one): issue 31 item 7.
+        assert "alpha" not in client.get("/metrics").text
+        exposition = client.get("/metrics", headers={"Authorization": f"Bearer {token}"}).text
         assert 'rcpkit_rate_limited_total{collection="alpha",principal_kind="key"} 1.0' \
             in exposition
         assert 'rcpkit_requests_total{code="ok",collection="alpha",method="ping"} 1.0' \
