@@ -15,8 +15,8 @@ or, with ``--access-log-format json``, one JSON object per line with the keys ``
 
 from __future__ import annotations
 
-import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -72,8 +72,8 @@ def outcome_code(frame: bytes) -> int | None:
 
 
 class AccessLog:
-    """Writes access lines to ``stream`` (stderr by default) through the ``rcpkit.access``
-    logger, so an embedding application may route them elsewhere."""
+    """Writes access lines to ``stream`` (default: stderr, looked up at each line, as the
+    stdio transport repoints ``sys.stderr``-bound streams at start), one write per line."""
 
     def __init__(self, format: Format = "text", *, stream: TextIO | None = None,
                  clock: Callable[[], float] = time.time) -> None:
@@ -81,14 +81,8 @@ class AccessLog:
             raise ValueError(f"access log format must be one of {', '.join(FORMATS)}")
         self.json = format == "json"
         self.clock = clock
-        self.logger = logging.getLogger("rcpkit.access")
-        self.logger.setLevel(logging.INFO)
-        self.logger.propagate = False  # its own line format, whatever the root's
-        if not any(getattr(handler, "rcpkit_access", False) for handler in self.logger.handlers):
-            handler = logging.StreamHandler(stream or sys.stderr)
-            handler.setFormatter(logging.Formatter("%(message)s"))
-            handler.rcpkit_access = True  # type: ignore[attr-defined]
-            self.logger.addHandler(handler)
+        self.stream = stream
+        self._lock = threading.Lock()
 
     def record(self, *, method: str, collection: str, principal: str | None,
                status: int | None, code: int | None, seconds: float,
@@ -109,7 +103,10 @@ class AccessLog:
                              "-" if code is None else str(code), f"{milliseconds}ms",
                              f"in={'-' if bytes_in is None else bytes_in}",
                              f"out={'-' if bytes_out is None else bytes_out}"))
-        self.logger.info(line)
+        stream = self.stream or sys.stderr
+        with self._lock:  # whole lines, whichever thread answers
+            stream.write(line + "\n")
+            stream.flush()
 
 
 _MAX_METHOD = 100
