@@ -372,7 +372,7 @@ def test_metrics_never_name_a_collection_the_scraper_may_not_see(
             "documents": [{"text": "owls"}]}).json()["error"]["code"] == -32012
         assert client.post("/rcp/alpha/ping", json={}).status_code == 401
 
-        def scraped(token: str | None) -> str:
+        def scraped(token: str | None, client: httpx.Client = client) -> str:
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             reply = client.get("/metrics", headers=headers)
             assert reply.status_code == 200
