@@ -111,8 +111,8 @@ class Tracing:
         self._trace = trace
         self._context = context
         self._server_kind = trace.SpanKind.SERVER
-        provider = provider or trace.get_tracer_provider()
-        self.tracer = provider.get_tracer("rcpkit", __version__)
+        self.provider = provider or trace.get_tracer_provider()
+        self.tracer = self.provider.get_tracer("rcpkit", __version__)
         self._propagator = TraceContextTextMapPropagator()
 
     # ── servers ─────────────────────────────────────────────────────────────
@@ -137,6 +137,12 @@ class Tracing:
         parent = self._propagator.extract(carrier) if carrier else None
         return self.tracer.start_as_current_span(name, context=parent, kind=self._server_kind,
                                                  attributes=attributes)
+
+    def flush(self) -> None:
+        """Export the spans still buffered (a provider without buffers has nothing to do)."""
+        force_flush = getattr(self.provider, "force_flush", None)
+        if force_flush is not None:
+            force_flush()
 
     # ── clients ─────────────────────────────────────────────────────────────
     def inject(self, carrier: MutableMapping[str, str]) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ...protocol.errors import UsageError
 from ...server.framework import Server
+from ...tracing import active
 from .app import create_app
 from .metrics import MULTIPROCESS_ENV, Metrics
 from .server import HttpServer
@@ -204,6 +205,9 @@ class _Workers:
             os.close(ready_fd)
         HttpServer(app, graceful_timeout_s=self.graceful_timeout_s, **self.limits).run(
             self.listener)
+        tracing = active()
+        if tracing is not None:  # a worker ends by os._exit: no exit hook sends its spans
+            tracing.flush()
         return 0
 
     def _signal_all(self, signum: int) -> None:
