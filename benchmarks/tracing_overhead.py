@@ -9,7 +9,9 @@ route in process (the HTTP parsing around it is the same in all three, so it is 
   (the console exporter writing to ``/dev/null``: an exporter's work without a collector).
 
 Blocks of requests alternate between the three; prints each one's p50 and p90 µs per
-request over all blocks and the median per-block p50 ratio to ``off``. Not a test.
+request over all blocks and the median per-block p50 ratio to ``off``. ``--off-only`` runs
+``off`` alone, importing nothing of tracing: run so with ``PYTHONPATH`` at another checkout
+(one without tracing) to compare its path with this one's ``off``. Not a test.
 
     python benchmarks/tracing_overhead.py [--docs 2000] [--requests 300] [--blocks 10]
 """
@@ -25,14 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-
 from rcpkit.binding import bind
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.types import DocumentIn
-from rcpkit.tracing import Tracing
 from rcpkit.transports.http import create_app
 from rcpkit.transports.http.app import RcpApp
 
@@ -82,6 +80,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=2_000)
     parser.add_argument("--requests", type=int, default=300, help="per block")
     parser.add_argument("--blocks", type=int, default=10)
+    parser.add_argument("--off-only", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory, open(os.devnull, "w") as sink:
         engine = Engine.open(EngineConfig(data_dir=Path(directory), embedder="hashing"))
@@ -90,13 +89,24 @@ def main() -> None:
             for start in range(0, len(documents), 500):
                 engine.add(documents[start:start + 500])
             server = bind(engine)
-            exporting = TracerProvider()
-            exporting.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sink)))
-            apps = {"off": create_app(server),
-                    "on, no exporter": create_app(server, tracing=Tracing(TracerProvider())),
-                    "on, exporter": create_app(server, tracing=Tracing(exporting))}
+            apps = {"off": create_app(server)}
+            if not args.off_only:
+                from opentelemetry.sdk.trace import TracerProvider
+                from opentelemetry.sdk.trace.export import (
+                    BatchSpanProcessor,
+                    ConsoleSpanExporter,
+                )
+
+                from rcpkit.tracing import Tracing
+
+                exporting = TracerProvider()
+                exporting.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sink)))
+                apps["on, no exporter"] = create_app(server,
+                                                     tracing=Tracing(TracerProvider()))
+                apps["on, exporter"] = create_app(server, tracing=Tracing(exporting))
             samples = asyncio.run(measure(apps, args.requests, args.blocks))
-            exporting.shutdown()
+            if not args.off_only:
+                exporting.shutdown()
         finally:
             engine.close()
     base = samples["off"][1]
