@@ -258,3 +258,41 @@ async def test_the_mcp_bridge_continues_the_hosts_trace_to_the_engine(
     (request,) = _by_name(list(spans.get_finished_spans()))["retrieve"]
     assert _hex(request.context.trace_id, 32) == TRACE_ID
     _assert_no_text(list(spans.get_finished_spans()))
+
+
+def test_an_index_add_is_one_span_per_write_stage(
+        spans: InMemorySpanExporter, engine: Engine) -> None:
+    with LoopbackServer(create_app(bind(engine), collection="kb"), kind="rcpkit") as srv:
+        reply = httpx.post(f"{srv.url}/rcp/index/add", headers={"traceparent": TRACEPARENT},
+                           json={"jsonrpc": "2.0", "id": 1, "method": "index/add", "params": {
+                               "documents": [{"id": "w", "text": f"wombats and {SECRET}"}]}})
+    assert reply.json()["result"]["ids"] == ["w"]
+    finished = list(spans.get_finished_spans())
+    (request,) = _by_name(finished)["index/add"]
+    assert request.attributes is not None and request.attributes["rcp.documents"] == 1
+    assert [span.name for span in sorted(
+        (span for span in finished if span.parent is not None
+         and span.parent.span_id == request.context.span_id),
+        key=lambda span: span.start_time or 0)] == [
+        "admit", "decode", "queue", "prepare", "embed", "commit", "publish"]
+    _assert_no_text(finished)
+
+
+async def test_the_client_continues_its_callers_span(
+        spans: InMemorySpanExporter, engine: Engine) -> None:
+    from rcpkit.client.memory import connect_memory
+
+    client = await connect_memory(bind(engine))
+    on = tracing.active()
+    assert on is not None
+    try:
+        with on.tracer.start_as_current_span("agent step") as caller:
+            await client.retrieve("honey", k=1)
+        await client.retrieve("honey", k=1)  # no current span: a trace of its own
+    finally:
+        await client.close()
+    first, second = _by_name(list(spans.get_finished_spans()))["retrieve"]
+    assert first.parent is not None
+    assert first.parent.span_id == caller.get_span_context().span_id
+    assert first.context.trace_id == caller.get_span_context().trace_id
+    assert second.parent is None
