@@ -296,3 +296,24 @@ async def test_the_client_continues_its_callers_span(
     assert first.parent.span_id == caller.get_span_context().span_id
     assert first.context.trace_id == caller.get_span_context().trace_id
     assert second.parent is None
+
+
+async def test_graph_and_memory_ops_are_request_spans(
+        spans: InMemorySpanExporter, engine: Engine) -> None:
+    pytest.importorskip("igraph")
+    from rcpkit.server import Dispatcher
+
+    dispatcher = Dispatcher(bind(engine), stateless=True, trace_attributes={
+        "rcp.collection": "kb"})
+    for method, params in (("memory/build", {}), ("graph", {"op": "neighbors", "query": f"{SECRET} honey"})):
+        reply = json.loads(await dispatcher.handle(json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode(),
+            caller="key-k1") or b"{}")
+        assert "result" in reply, reply
+    named = _by_name(list(spans.get_finished_spans()))
+    for method in ("memory/build", "graph"):
+        (span,) = named[method]
+        assert span.attributes is not None
+        assert (span.attributes["rcp.collection"], span.attributes["rcp.principal"]) \
+            == ("kb", "key-k1")
+    _assert_no_text(list(spans.get_finished_spans()))
