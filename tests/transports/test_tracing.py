@@ -305,7 +305,8 @@ async def test_graph_and_memory_ops_are_request_spans(
 
     dispatcher = Dispatcher(bind(engine), stateless=True, trace_attributes={
         "rcp.collection": "kb"})
-    for method, params in (("memory/build", {}), ("graph", {"op": "neighbors", "query": f"{SECRET} honey"})):
+    for method, params in (("memory/build", {}),
+                           ("graph", {"op": "neighbors", "query": f"{SECRET} honey"})):
         reply = json.loads(await dispatcher.handle(json.dumps({
             "jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode(),
             caller="key-k1") or b"{}")
