@@ -121,22 +121,14 @@ class Tracing:
         """The span of one request, started now, child of the trace context in ``meta``
         (``_meta[TRACE_META_KEY]``) or else in the HTTP ``headers``. ``bodies``: the server
         runs with ``--log-bodies``, so handlers may add the query text."""
-        carrier = carrier_of(headers, meta)
-        parent = self._propagator.extract(carrier) if carrier else None
+        # Only the wire parents it: no carrier, a new trace, whatever span is current here.
+        parent = self._propagator.extract(carrier_of(headers, meta))
         started = time.perf_counter()  # the clock of its stages: they nest exactly
         span = self.tracer.start_span(method, context=parent, kind=self._server_kind,
                                       attributes={"rpc.system": "jsonrpc", "rpc.method": method,
                                                   **attributes},
                                       start_time=_epoch_ns(started))
         return RequestTrace(self, span, started, bodies)
-
-    def span(self, name: str, carrier: Mapping[str, str] | None = None,
-             attributes: Mapping[str, Any] | None = None) -> Any:
-        """A context manager: a span made current for the block, child of ``carrier``'s
-        trace context when given, else of the current span (the bridges' own hops)."""
-        parent = self._propagator.extract(carrier) if carrier else None
-        return self.tracer.start_as_current_span(name, context=parent, kind=self._server_kind,
-                                                 attributes=attributes)
 
     def flush(self) -> None:
         """Export the spans still buffered (a provider without buffers has nothing to do)."""
