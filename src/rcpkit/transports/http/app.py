@@ -63,7 +63,7 @@ class Endpoint:
         self.label = label
         """The collection named in access lines."""
         if access_log is not None:  # chosen once: without a log, no wrapper runs
-            self.answer = self._logged_answer  # type: ignore[method-assign]
+            self.answer = self._logged_answer  # type: ignore[method-assign,assignment]
         self.sessions = sessions
         self.auth = auth
         self.max_body_bytes = max_body_bytes
@@ -95,7 +95,8 @@ class Endpoint:
             await respond(send, *reply)
 
     def answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
-               stream: Stream | None = None) -> Reply | Awaitable[Reply | None] | None:
+               stream: Stream | None = None, seen: _Seen | None = None
+               ) -> Reply | Awaitable[Reply | None] | None:
         """The reply to one POST, or None once it went out as SSE on ``stream``: at once
         when nothing is waited for (the body at hand, no handler to run), else an awaitable.
         ``path_method`` is the method the path names; None or ``""`` for the base itself.
@@ -103,14 +104,8 @@ class Endpoint:
         ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
         ``stream`` the reply is always buffered. The gate goes first (credentials and
         what else it checks), then load (429), then the body; an unexpected failure here is
-        a 500 (``-32603``)."""
-        return self._answer(path_method, headers, body, stream, None)
-
-    def _answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
-                stream: Stream | None, seen: _Seen | None
-                ) -> Reply | Awaitable[Reply | None] | None:
-        """:meth:`answer`, telling ``seen`` (the access log's record, if any) who called
-        and the body read."""
+        a 500 (``-32603``). ``seen`` is told who called and the body read (the access log's
+        record of the request, :meth:`_logged_answer`)."""
         principal = self.auth.admit(headers)
         if isinstance(principal, tuple):
             self.refused(REFUSALS.get(principal[0], str(principal[0])))
@@ -212,14 +207,15 @@ class Endpoint:
 
     # ── the access log (:mod:`..access`) ────────────────────────────────────
     def _logged_answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
-                       stream: Stream | None = None) -> Reply | Awaitable[Reply | None] | None:
-        """:meth:`answer`, then one access line."""
-        seen = _Seen(time.perf_counter(), body if isinstance(body, bytes) else None)
-        outcome = self._answer(path_method, headers, body, stream, seen)
+                       stream: Stream | None = None, seen: None = None
+                       ) -> Reply | Awaitable[Reply | None] | None:
+        """:meth:`answer`, then one access line (``seen``: :meth:`answer`'s signature)."""
+        record = _Seen(time.perf_counter(), body if isinstance(body, bytes) else None)
+        outcome = Endpoint.answer(self, path_method, headers, body, stream, record)
         if outcome is None or isinstance(outcome, tuple):
-            self._log(seen, path_method, outcome)
+            self._log(record, path_method, outcome)
             return outcome
-        return self._logged_later(seen, path_method, outcome)
+        return self._logged_later(record, path_method, outcome)
 
     async def _logged_later(self, seen: _Seen, path_method: str | None,
                             outcome: Awaitable[Reply | None]) -> Reply | None:
