@@ -15,7 +15,8 @@ On when
 
 A request's span is the child of the W3C trace context (``traceparent``, ``tracestate``)
 the caller sent: in the HTTP headers, or over any transport in the namespaced
-``_meta["x-tracecontext"]`` object (§4.4: peers that do not know it ignore it). Its stages
+``_meta["x-tracecontext"]`` object (§4.4: peers that do not know it ignore it); the result
+carries the span's own context back in the same key. Its stages
 are child spans with the engine's own stage timings. Attributes are what an operator filters
 on — method, collection, principal, mode, k, hit count, error code — never query or
 document text (§15.6).
@@ -175,6 +176,16 @@ class RequestTrace:
             child = tracing.tracer.start_span(name, context=parent,
                                               start_time=_epoch_ns(started))
             child.end(end_time=_epoch_ns(started + seconds))
+
+    def stamp(self, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` with this span's trace context in ``_meta[TRACE_META_KEY]`` (§17.2:
+        correlation ids in ``_meta``), so the caller can find the trace it answered in."""
+        carrier: dict[str, str] = {}
+        tracing = self._tracing
+        tracing._propagator.inject(carrier, context=tracing._trace.set_span_in_context(self.span))
+        meta = result.get("_meta")
+        return {**result, "_meta": {**(meta if isinstance(meta, Mapping) else {}),
+                                    TRACE_META_KEY: carrier}}
 
     def activated(self) -> Any:
         """A context manager making the span current for the block, so what the handler

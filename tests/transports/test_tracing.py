@@ -113,8 +113,11 @@ def test_a_hybrid_retrieve_over_http_is_one_span_per_stage(
                                  "params": {"query": f"{SECRET} honey", "k": 3}})
     assert len(reply.json()["result"]["hits"]) == 3
     finished = list(spans.get_finished_spans())
-    _assert_retrieve_tree(finished, collection="kb")
+    request = _assert_retrieve_tree(finished, collection="kb")
     _assert_no_text(finished)
+    # back: the result names the span that answered it (§17.2)
+    assert reply.json()["result"]["_meta"][tracing.TRACE_META_KEY] == {
+        "traceparent": f"00-{TRACE_ID}-{_hex(request.context.span_id, 16)}-01"}
 
 
 def test_a_refused_request_is_a_span_marked_as_an_error(
@@ -204,12 +207,14 @@ def test_the_gateway_carries_one_trace_to_every_engine(
             opened.close()
     hits = reply.json()["result"]["hits"]
     assert {hit["id"].split("-")[0] for hit in hits} == {"north", "south"}
+    returned = reply.json()["result"]["_meta"][tracing.TRACE_META_KEY]["traceparent"]
     finished = list(spans.get_finished_spans())
     retrieves = _by_name(finished)["retrieve"]
     assert {_hex(span.context.trace_id, 32) for span in retrieves} == {TRACE_ID}
     (front_span,) = [span for span in retrieves if span.attributes
                      and span.attributes["rcp.collection"] == "gw"]
     assert front_span.parent is not None and _hex(front_span.parent.span_id, 16) == PARENT_ID
+    assert returned == f"00-{TRACE_ID}-{_hex(front_span.context.span_id, 16)}-01"
     backends = {span.attributes["rcp.collection"]: span for span in retrieves
                 if span is not front_span and span.attributes}
     assert set(backends) == {"north", "south"}

@@ -380,7 +380,10 @@ class Dispatcher:
                     else:
                         with ctx.trace.activated():
                             result = await self._invoke(handler, typed, ctx)
-            return messages.success_response(req.id, _result_object(result))
+            answer = _result_object(result)
+            if ctx.trace is not None:
+                answer = ctx.trace.stamp(answer)
+            return messages.success_response(req.id, answer)
         except asyncio.CancelledError:
             if not ctx.cancelled:
                 raise
