@@ -24,10 +24,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..engine.types import TRUST_LEVELS
 from .limits import Limits
 from .scopes import Scopes
 
-__all__ = ["KEYS_FILE", "KeyRecord", "KeyStore", "KeyStoreError"]
+__all__ = ["KEYS_FILE", "KeyRecord", "KeyStore", "KeyStoreError", "trust_grant"]
 
 KEYS_FILE = "keys.json"
 _PREFIX = "rcpk_"
@@ -39,7 +40,9 @@ class KeyStoreError(ValueError):
 
 @dataclass(frozen=True)
 class KeyRecord:
-    """One key: who it is (``principal``), what it may do, whether it still may."""
+    """One key: who it is (``principal``), what it may do, whether it still may. ``trust``
+    is the operator's grant: the highest trust level (§15.2) the key's writes may name
+    (None: each collection's own ``trust`` setting)."""
 
     key_id: str
     principal: str
@@ -48,10 +51,12 @@ class KeyRecord:
     created: float
     revoked: bool = False
     digest: str = ""
+    trust: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        granted = {} if self.trust is None else {"trust": self.trust}
         return {"id": self.key_id, "principal": self.principal, "sha256": self.digest,
-                "scopes": self.scopes.to_json(), "limits": self.limits.to_json(),
+                "scopes": self.scopes.to_json(), "limits": self.limits.to_json(), **granted,
                 "created": self.created, "revoked": self.revoked}
 
     @classmethod
@@ -60,9 +65,18 @@ class KeyRecord:
             return cls(key_id=str(value["id"]), principal=str(value["principal"]),
                        digest=str(value["sha256"]), scopes=Scopes.from_json(value["scopes"]),
                        limits=Limits.from_mapping(value.get("limits", {}), where),
+                       trust=trust_grant(value.get("trust"), where),
                        created=float(value["created"]), revoked=bool(value["revoked"]))
         except (KeyError, TypeError, AttributeError) as exc:
             raise KeyStoreError(f"{where}: malformed key record ({exc})") from None
+
+
+def trust_grant(value: Any, where: str) -> str | None:
+    """A key's trust grant: one of the §7.7 levels, or None (no grant)."""
+    if value is not None and value not in TRUST_LEVELS:
+        raise KeyStoreError(f"{where}: trust must be one of {', '.join(TRUST_LEVELS)}, "
+                            f"not {value!r}")
+    return value
 
 
 def _digest(secret: str) -> str:
@@ -111,7 +125,7 @@ class KeyStore:
         return record if hmac.compare_digest(_digest(secret), record.digest) else None
 
     def create(self, principal: str, scopes: Scopes, limits: Limits | None = None,
-               *, now: float | None = None) -> tuple[KeyRecord, str]:
+               *, trust: str | None = None, now: float | None = None) -> tuple[KeyRecord, str]:
         """A new key and its token (shown once: only its digest is kept)."""
         if not principal.strip():
             raise KeyStoreError("a key needs a principal name")
@@ -122,6 +136,7 @@ class KeyStore:
         secret = secrets.token_urlsafe(32)
         record = KeyRecord(key_id=key_id, principal=principal.strip(), scopes=scopes,
                            limits=limits or Limits(), digest=_digest(secret),
+                           trust=trust_grant(trust, "trust"),
                            created=time.time() if now is None else now)
         self._write([*existing.values(), record])
         return record, f"{_PREFIX}{key_id}_{secret}"

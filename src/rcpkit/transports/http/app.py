@@ -18,7 +18,7 @@ from ...protocol import messages
 from ...protocol.errors import InternalError, ParseError, PayloadTooLarge
 from ...protocol.messages import Invalid
 from ...protocol.messages import Request as RpcRequest
-from ...server.dispatcher import Authorize, Dispatcher
+from ...server.dispatcher import AdmitMember, Authorize, Dispatcher
 from ...server.framework import Server
 from ...tracing import Tracing
 from ..access import AccessLog, outcome_code, request_summary
@@ -290,22 +290,25 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
                request_timeout_ms: float | None = None, metrics: Metrics | None = None,
                collection: str | None = None, log_bodies: bool = False,
                gate: Gate | None = None, authorize: Authorize | None = None,
-               tracing: Tracing | None = None, access_log: AccessLog | None = None) -> RcpApp:
+               admit_member: AdmitMember | None = None, tracing: Tracing | None = None,
+               access_log: AccessLog | None = None) -> RcpApp:
     """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`), with
     ``/healthz`` and ``/readyz`` beside the base, and ``/metrics`` when ``metrics`` is given
     (its requests labelled ``collection``, by default the server's name). ``log_bodies``
     lets failure logs quote queries and documents (§15.6; off by default). ``gate``
     replaces the ``auth_tokens`` check; ``authorize`` is the dispatcher's check of each
-    request's caller (:class:`~rcpkit.server.dispatcher.Dispatcher`). ``tracing`` (default:
-    the process's, :func:`rcpkit.tracing.active`) traces every request, its span labelled
-    ``collection``. ``access_log`` writes one line per request (:mod:`..access`)."""
+    request's caller and ``admit_member`` its admission of a batch's requests after the
+    first, which the gate admitted with the POST (:class:`~rcpkit.server.dispatcher.Dispatcher`).
+    ``tracing`` (default: the process's, :func:`rcpkit.tracing.active`) traces every request,
+    its span labelled ``collection``. ``access_log`` writes one line per request
+    (:mod:`..access`)."""
     base = "/" + base.strip("/")
     label = collection or server.name
     refused: Callable[[str], None] = _uncounted
     options: dict[str, Any] = {"max_concurrency": max_concurrency,
                                "request_timeout_ms": request_timeout_ms,
                                "log_bodies": log_bodies, "authorize": authorize,
-                               "tracing": tracing,
+                               "admit_member": admit_member, "tracing": tracing,
                                "trace_attributes": {"rcp.collection": label}}
     if metrics is not None:
         metrics.watch(label, server)
