@@ -35,6 +35,8 @@ def run(*args: str, **kw: object) -> subprocess.CompletedProcess[bytes]:
     ["--http", "127.0.0.1:0", "--sessions", "sticky", "--app", APP],
     ["--stdio", "--auth-token", "t", "--app", APP],
     ["--stdio", "--metrics", "--app", APP],
+    ["--http", "127.0.0.1:0", "--metrics-token", "t", "--app", APP],
+    ["--stdio", "--access-log", "--access-log-format", "xml", "--app", APP],
     ["--http", "127.0.0.1:0", "--workers", "2", "--sessions", "token", "--app", APP],
     ["--http", "127.0.0.1:0", "--workers", "0", "--app", APP],
     ["--stdio", "--workers", "2", "--app", APP],
@@ -158,3 +160,11 @@ def test_serve_defaults_to_the_engine(tmp_path: Path) -> None:
                "hashing", input=request)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["result"]["server"]["name"] == "rcpkit-engine"
+
+
+def test_an_unknown_traces_exporter_is_one_line_exit_2() -> None:
+    result = CliRunner().invoke(app, ["serve", "--stdio", "--app", APP],
+                                env={"OTEL_TRACES_EXPORTER": "zipkin"})
+    assert result.exit_code == 2
+    assert result.stderr.strip() == ("rcpkit serve: error: OTEL_TRACES_EXPORTER 'zipkin': "
+                                     "rcpkit knows otlp, console and none")

@@ -35,6 +35,9 @@ def register(server: Server, engine: Engine, trust_grant: TrustGrant) -> None:
         result = engine.add(documents_in(params.documents), chunk=params.chunk,
                             contextual=params.contextual, idempotency_key=key,
                             max_trust=trust_grant(ctx.caller))
+        server.stage_done(ctx, result.stage_seconds)
+        if ctx.trace is not None:
+            ctx.trace.annotate({"rcp.documents": len(result.ids), "rcp.chunks": result.chunks})
         ctx.log("info", f"indexed {len(result.ids)} documents ({result.chunks} chunks)",
                 {"indexVersion": result.index_version}, logger=_LOGGER)
         return reply(IndexAddResult(ids=result.ids, chunks=result.chunks,
@@ -42,6 +45,8 @@ def register(server: Server, engine: Engine, trust_grant: TrustGrant) -> None:
 
     def index_delete(params: IndexDeleteParams, ctx: Context) -> dict[str, Any]:
         result = engine.delete(params.ids)
+        if ctx.trace is not None:
+            ctx.trace.annotate({"rcp.documents": result.deleted})
         ctx.log("info", f"deleted {result.deleted} documents",
                 {"indexVersion": result.index_version}, logger=_LOGGER)
         return reply(IndexDeleteResult(deleted=result.deleted,

@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from rcpkit.engine.timing import Stage
+
 __all__ = [
     "TRUST_LEVELS",
     "WRITE_STAMP",
@@ -64,6 +66,9 @@ class AddResult:
     chunks: int
     index_version: str
     outcomes: tuple[str, ...] = field(default=(), compare=False)
+    stage_seconds: tuple[Stage, ...] = field(default=(), compare=False)
+    """The write's timed stages: ``queue`` (the write lock), ``prepare``, ``embed``,
+    ``commit``, ``publish`` (a report, like ``outcomes``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +193,8 @@ class SearchResult:
     index_version: str
     usage: Usage
     next_cursor: str | None = None
-    stage_seconds: tuple[tuple[str, float], ...] = ()
-    """Wall time of each pipeline stage, in order (operators' latency metrics)."""
+    stage_seconds: tuple[Stage, ...] = ()
+    """Each timed pipeline stage, in order (operators' latency metrics and trace spans)."""
 
 
 @dataclass(frozen=True, slots=True)
