@@ -1,0 +1,297 @@
+"""Online backups of engine data directories and their restore.
+
+A backup is a directory: a copy of each data directory (its record, side stores, saved
+indexes and ``rcpkit.toml``), any extra files the caller names (a root's ``keys.json``), and
+``backup.json``, a manifest giving every file's size and checksum and, per record, the
+version it holds (its §7.7.1 ``indexVersion``).
+
+Consistency while processes serve and write: SQLite files are copied with SQLite's backup
+API in one step, which reads one committed snapshot (WAL lets writers go on meanwhile). The
+saved index state is copied first, under the shared index lock (saves take it exclusively),
+then the side stores, then the record: every derived copy is at a write-log position at or
+below the record's, so a restored engine loads it and catches up from the log, exactly as
+after a restart (a state it cannot use is rebuilt from the record). The summary tree
+(``tree.npz``) is not copied: it is rebuilt on the first tree query.
+
+A backup is written to a hidden sibling directory and renamed into place once complete, so
+an interrupted backup never looks like one. Restore checks every checksum before it writes
+anything, copies into a hidden sibling and renames it into place.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rcpkit.engine.config import CONFIG_FILE, load_config
+from rcpkit.engine.graph.storage import GRAPH_FILE
+from rcpkit.engine.indexes.persist import file_checksum
+from rcpkit.engine.memory import MEMORY_FILE
+from rcpkit.engine.store.sqlite import SqliteStore
+
+__all__ = ["MANIFEST", "BackupError", "BackupManifest", "StoreCopy", "backup", "read_manifest",
+           "restore", "verify_backup"]
+
+MANIFEST = "backup.json"
+_FORMAT = 1
+_SIDE_STORES = (GRAPH_FILE, MEMORY_FILE)
+"""SQLite files beside the record, copied with the backup API like it."""
+_INDEXES = "indexes"
+
+
+class BackupError(ValueError):
+    """A backup cannot be made, read or restored as asked (the message says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCopy:
+    """One data directory in a backup: where it is, and what its record holds."""
+
+    path: str
+    """Relative to the backup (and to the restored root); ``""`` for the root itself."""
+    backend: str
+    seq: int | None = None
+    index_version: str | None = None
+    """The §7.7.1 ``indexVersion`` of the newest version in the copy."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackupManifest:
+    """What ``backup.json`` records."""
+
+    created_at: float
+    target: str
+    """What a restore replaces, relative to the restored root: ``""`` (the whole root) or
+    one collection's directory."""
+    stores: list[StoreCopy]
+    files: dict[str, dict[str, Any]]
+    """Relative path → ``{"size": bytes, "checksum": "<algorithm>:<hex>"}``."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"format": _FORMAT, "created_at": self.created_at, "target": self.target,
+                "stores": [{"path": s.path, "backend": s.backend, "seq": s.seq,
+                            "index_version": s.index_version} for s in self.stores],
+                "files": self.files}
+
+
+# ── writing files durably ──────────────────────────────────────────────────
+
+def _fsync_dir(directory: Path) -> None:
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    """Copy ``source`` to a new private file ``target``, flushed to disk."""
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(source, "rb") as reading, \
+            open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as writing:
+        shutil.copyfileobj(reading, writing, 1 << 20)
+        writing.flush()
+        os.fsync(writing.fileno())
+
+
+def _copy_sqlite(source: Path, target: Path) -> None:
+    """One committed snapshot of the SQLite database ``source`` in ``target`` (the backup
+    API in a single step: a concurrent commit cannot tear it), flushed to disk."""
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    reading = sqlite3.connect(source, timeout=30.0)
+    reading.execute("PRAGMA query_only=ON")
+    writing = sqlite3.connect(target)
+    try:
+        reading.backup(writing, pages=-1)
+        writing.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+    finally:
+        writing.close()
+        reading.close()
+    with open(target, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+@contextmanager
+def shared_index_lock(data_dir: Path) -> Iterator[None]:
+    """The cross-process index lock (``indexes/LOCK``) held shared: no save replaces or
+    deletes a saved state meanwhile (saves hold it exclusively)."""
+    root = data_dir / _INDEXES
+    if not root.is_dir():
+        yield
+        return
+    with open(root / "LOCK", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        yield
+
+
+def _copy_indexes(data_dir: Path, target: Path) -> None:
+    """The current saved index state (``CURRENT`` and the directory it names), if any."""
+    root = data_dir / _INDEXES
+    with shared_index_lock(data_dir):
+        try:
+            current = (root / "CURRENT").read_text().strip()
+        except OSError:
+            return
+        state = root / current
+        if not current or not state.is_dir():
+            return
+        for path in sorted(state.rglob("*")):
+            if path.is_file():
+                _copy_file(path, target / _INDEXES / current / path.relative_to(state))
+        _copy_file(root / "CURRENT", target / _INDEXES / "CURRENT")
+
+
+def _copy_data_dir(data_dir: Path, target: Path, relative: str) -> StoreCopy:
+    """Copy one data directory: configuration, saved indexes, side stores, then the record
+    (in that order: see the module docstring)."""
+    config = load_config(data_dir)
+    if (data_dir / CONFIG_FILE).is_file():
+        _copy_file(data_dir / CONFIG_FILE, target / CONFIG_FILE)
+    if config.backend != "sqlite":
+        # The record is in PostgreSQL: pg_dump its schema (docs/operating.md).
+        return StoreCopy(relative, config.backend)
+    _copy_indexes(data_dir, target)
+    for name in _SIDE_STORES:
+        if (data_dir / name).is_file():
+            _copy_sqlite(data_dir / name, target / name)
+    record = data_dir / SqliteStore.FILE_NAME
+    if not record.is_file():
+        return StoreCopy(relative, config.backend)
+    _copy_sqlite(record, target / SqliteStore.FILE_NAME)
+    with sqlite3.connect(target / SqliteStore.FILE_NAME) as db:
+        settings = dict(db.execute("SELECT key, value FROM settings "
+                                   "WHERE key IN ('seq', 'database_id')").fetchall())
+    db.close()
+    seq = int(settings["seq"])
+    return StoreCopy(relative, config.backend, seq, f"{settings['database_id']}.{seq}")
+
+
+def _listing(directory: Path) -> dict[str, dict[str, Any]]:
+    return {path.relative_to(directory).as_posix():
+            {"size": path.stat().st_size, "checksum": file_checksum(path)}
+            for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def _write_json(path: Path, value: Mapping[str, Any]) -> None:
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w",
+              encoding="utf-8") as handle:
+        json.dump(value, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _staging(final: Path, purpose: str) -> Path:
+    """A fresh private directory beside ``final`` (same file system: renamed into place)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".{final.name}.{purpose}-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(mode=0o700)
+    return staging
+
+
+def backup(root: Path, out: Path, data_dirs: Sequence[str], *, target: str = "",
+           extra_files: Sequence[str] = ()) -> BackupManifest:
+    """Back up the data directories ``data_dirs`` (relative to ``root``; ``""`` is ``root``
+    itself) and the ``extra_files`` of ``root`` that exist into the new directory ``out``.
+    ``target`` is what a restore of it replaces (see :class:`BackupManifest`)."""
+    if out.exists():
+        raise BackupError(f"{out} already exists: choose a new directory for the backup")
+    staging = _staging(out, "partial")
+    try:
+        for name in extra_files:
+            if (root / name).is_file():
+                _copy_file(root / name, staging / name)
+        stores = [_copy_data_dir(root / relative, staging / relative, relative)
+                  for relative in data_dirs]
+        manifest = BackupManifest(time.time(), target, stores, _listing(staging))
+        _write_json(staging / MANIFEST, manifest.as_json())
+        for directory in sorted({p.parent for p in staging.rglob("*")}, reverse=True):
+            _fsync_dir(directory)
+        os.rename(staging, out)
+        _fsync_dir(out.parent)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return manifest
+
+
+def read_manifest(backup_dir: Path) -> BackupManifest:
+    """The manifest of the backup in ``backup_dir``."""
+    try:
+        raw = json.loads((backup_dir / MANIFEST).read_text(encoding="utf-8"))
+        if raw.get("format") != _FORMAT:
+            raise BackupError(f"{backup_dir}: backup format {raw.get('format')!r} is not "
+                              f"{_FORMAT}: restore it with the rcpkit that made it")
+        return BackupManifest(float(raw["created_at"]), str(raw["target"]),
+                              [StoreCopy(**store) for store in raw["stores"]],
+                              dict(raw["files"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, BackupError):
+            raise
+        raise BackupError(f"{backup_dir} is not a readable rcpkit backup ({exc})") from None
+
+
+def verify_backup(backup_dir: Path) -> tuple[BackupManifest, list[str]]:
+    """The manifest and the problems found: every listed file present with its size and
+    checksum, and no file the manifest does not list."""
+    manifest = read_manifest(backup_dir)
+    problems = []
+    for name, recorded in manifest.files.items():
+        path = backup_dir / name
+        if not path.is_file():
+            problems.append(f"{name}: missing")
+        elif path.stat().st_size != recorded["size"] or \
+                file_checksum(path, recorded["checksum"].partition(":")[0]) \
+                != recorded["checksum"]:
+            problems.append(f"{name}: checksum mismatch (damaged)")
+    listed = set(manifest.files) | {MANIFEST}
+    problems.extend(f"{path.relative_to(backup_dir).as_posix()}: not in the manifest"
+                    for path in sorted(backup_dir.rglob("*"))
+                    if path.is_file() and path.relative_to(backup_dir).as_posix() not in listed)
+    return manifest, problems
+
+
+def restore(backup_dir: Path, root: Path, *, overwrite: bool = False) -> BackupManifest:
+    """Restore the backup in ``backup_dir`` under ``root``: the whole root, or one collection
+    into it (the root's extra files, like ``keys.json``, only where it has none). Refuses a
+    damaged backup, and an existing non-empty target unless ``overwrite``."""
+    manifest, problems = verify_backup(backup_dir)
+    if problems:
+        raise BackupError(f"{backup_dir} is damaged, nothing was restored: "
+                          + "; ".join(problems[:5]))
+    final = root / manifest.target if manifest.target else root
+    if final.exists() and any(final.iterdir()) and not overwrite:
+        raise BackupError(f"{final} exists and is not empty: restore elsewhere, or replace "
+                          "it with --overwrite")
+    prefix = f"{manifest.target}/" if manifest.target else ""
+    staging = _staging(final, "restoring")
+    try:
+        for name in manifest.files:
+            if name.startswith(prefix):
+                _copy_file(backup_dir / name, staging / name[len(prefix):])
+            elif not (root / name).exists():
+                _copy_file(backup_dir / name, root / name)
+        for directory in sorted({p.parent for p in staging.rglob("*")}, reverse=True):
+            _fsync_dir(directory)
+        replaced = None
+        if final.exists():
+            replaced = final.parent / f".{final.name}.replaced-{uuid.uuid4().hex[:8]}"
+            os.rename(final, replaced)
+        os.rename(staging, final)
+        _fsync_dir(final.parent)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if replaced is not None:
+        shutil.rmtree(replaced)
+    return manifest
