@@ -20,21 +20,20 @@ anything, copies into a hidden sibling and renames it into place.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rcpkit.engine.config import CONFIG_FILE, load_config
 from rcpkit.engine.graph.storage import GRAPH_FILE
+from rcpkit.engine.indexes.derived import INDEX_DIR, current_state, index_lock
 from rcpkit.engine.indexes.persist import file_checksum
 from rcpkit.engine.memory import MEMORY_FILE
 from rcpkit.engine.store.sqlite import SqliteStore
@@ -46,7 +45,6 @@ MANIFEST = "backup.json"
 _FORMAT = 1
 _SIDE_STORES = (GRAPH_FILE, MEMORY_FILE)
 """SQLite files beside the record, copied with the backup API like it."""
-_INDEXES = "indexes"
 
 
 class BackupError(ValueError):
@@ -122,34 +120,21 @@ def _copy_sqlite(source: Path, target: Path) -> None:
         os.fsync(handle.fileno())
 
 
-@contextmanager
-def shared_index_lock(data_dir: Path) -> Iterator[None]:
-    """The cross-process index lock (``indexes/LOCK``) held shared: no save replaces or
-    deletes a saved state meanwhile (saves hold it exclusively)."""
-    root = data_dir / _INDEXES
-    if not root.is_dir():
-        yield
-        return
-    with open(root / "LOCK", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_SH)
-        yield
-
-
 def _copy_indexes(data_dir: Path, target: Path) -> None:
-    """The current saved index state (``CURRENT`` and the directory it names), if any."""
-    root = data_dir / _INDEXES
-    with shared_index_lock(data_dir):
+    """The current saved index state (``CURRENT`` and the directory it names), if any and
+    readable: one that is not would be rebuilt from the record anyway."""
+    root = data_dir / INDEX_DIR
+    if not root.is_dir():
+        return
+    with index_lock(data_dir, exclusive=False):
         try:
-            current = (root / "CURRENT").read_text().strip()
-        except OSError:
-            return
-        state = root / current
-        if not current or not state.is_dir():
+            state, _ = current_state(data_dir)
+        except (OSError, ValueError):
             return
         for path in sorted(state.rglob("*")):
             if path.is_file():
-                _copy_file(path, target / _INDEXES / current / path.relative_to(state))
-        _copy_file(root / "CURRENT", target / _INDEXES / "CURRENT")
+                _copy_file(path, target / INDEX_DIR / state.name / path.relative_to(state))
+        _copy_file(root / "CURRENT", target / INDEX_DIR / "CURRENT")
 
 
 def _copy_data_dir(data_dir: Path, target: Path, relative: str) -> StoreCopy:

@@ -7,6 +7,7 @@ restore writes a new directory: stop the servers of a root before replacing it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from rcpkit.cli_support import fail
 from rcpkit.engine.backup import BackupError, backup, restore
 from rcpkit.engine.config import CONFIG_FILE
 from rcpkit.engine.store import SqliteStore
+from rcpkit.engine.verify import verify_data_dir
 from rcpkit.tenancy.collections import COLLECTIONS_DIR, CollectionError, CollectionRegistry
 from rcpkit.tenancy.keys import KEYS_FILE
 
@@ -91,7 +93,49 @@ def _restore(backup_dir: Annotated[Path, typer.Argument(metavar="BACKUP",
             typer.echo(f"  {store.path or '.'}: indexVersion {store.index_version}")
 
 
+def _keys_problem(root: Path) -> str | None:
+    """Why the root's ``keys.json`` cannot be read, if it cannot."""
+    path = root / KEYS_FILE
+    if not path.is_file():
+        return None
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"{KEYS_FILE}: unreadable ({exc}): restore it from a backup"
+    return None
+
+
+def _verify(data: RootOption, collection: CollectionOption = None,
+            repair: Annotated[bool, typer.Option(
+                help="Rebuild the derived files found wrong from the record.")] = False
+            ) -> None:
+    """Check every saved file, the indexes against the record and the side stores; exit 1
+    when a problem remains. Safe beside serving processes."""
+    dirs = data_dirs("verify", data, collection)
+    problems = [problem] if (problem := _keys_problem(data)) else []
+    repaired = False
+    for relative in dirs:
+        name = relative or "."
+        report = verify_data_dir(data / relative, repair=repair)
+        for line in report.repaired:
+            repaired = True
+            typer.echo(f"{name}: repaired {line}")
+        for finding in report.findings:
+            remedy = ("derived: `rcpkit verify --repair` rebuilds it" if finding.derived
+                      else "not derived: restore it from a backup")
+            problems.append(f"{name}: {finding.where}: {finding.problem} ({remedy})")
+        if not report.findings:
+            typer.echo(f"{name}: ok ({'; '.join(report.checked)})")
+    for problem in problems:
+        typer.echo(f"FAILED {problem}")
+    if repaired:
+        typer.echo("restart the processes serving this root: they keep the indexes they "
+                   "loaded until then")
+    raise typer.Exit(1 if problems else 0)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``backup``, ``restore`` and ``verify`` to the ``rcpkit`` app."""
     app.command("backup")(_backup)
     app.command("restore")(_restore)
+    app.command("verify")(_verify)

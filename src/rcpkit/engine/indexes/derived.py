@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,7 @@ import numpy.typing as npt
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.indexes.columns import FilterColumns
 from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.indexes.persist import DamagedFile, bytes_checksum, file_checksum, verify_file
 from rcpkit.engine.indexes.records import ChunkFields
 from rcpkit.engine.indexes.windows import SentenceWindowIndex, WindowVectors, embed_windows
 from rcpkit.engine.lru import Recent
@@ -37,13 +38,18 @@ from rcpkit.engine.store import ChunkRecord, IndexDelta, RowBatch, Store
 from rcpkit.engine.text import Analyzer
 from rcpkit.protocol.filters import FilterNode
 
-__all__ = ["BoolMask", "DerivedIndexes", "ReadWriteLock"]
+__all__ = ["INDEX_DIR", "STATE_FILE", "BoolMask", "DerivedIndexes", "ReadWriteLock",
+           "current_state", "index_lock", "state_problems"]
 
 logger = logging.getLogger(__name__)
 
 _Part = TypeVar("_Part")
 
 BoolMask = npt.NDArray[np.bool_]
+INDEX_DIR = "indexes"
+STATE_FILE = "state.json"
+"""In each saved state: its record, embedder and log position, a checksum of every other
+file in the state, and a checksum of itself."""
 MAX_BUILD_THREADS = 8
 """Default cap on background HNSW build threads, so that a large machine keeps cores for
 the queries served meanwhile."""
@@ -153,7 +159,7 @@ class DerivedIndexes:
                              self._dimension)
 
     def _index_dir(self) -> Path:
-        return Path(self._config.data_dir) / "indexes"
+        return Path(self._config.data_dir) / INDEX_DIR
 
     def load(self) -> None:
         """Load persisted indexes and catch up from the write log; rebuild when they cannot
@@ -200,22 +206,14 @@ class DerivedIndexes:
         self._delta_applier(delta)(lexical, dense, columns, fields)
         self._install(lexical, dense, columns, fields, delta.position)
 
-    @contextmanager
-    def _locked(self, *, exclusive: bool) -> Iterator[None]:
-        """``flock`` on ``indexes/LOCK`` across processes: saves exclusive, loads shared."""
-        root = self._index_dir()
-        root.mkdir(parents=True, exist_ok=True)
-        with open(root / "LOCK", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            yield
+    def _locked(self, *, exclusive: bool) -> AbstractContextManager[None]:
+        return index_lock(Path(self._config.data_dir), exclusive=exclusive)
 
     def _saved_state(self) -> tuple[Path, int] | None:
         """The persisted state directory and its log position, if it is one of this record's
         and embedder's (call with the index lock held)."""
-        root = self._index_dir()
         try:
-            state_dir = root / (root / "CURRENT").read_text().strip()
-            state = json.loads((state_dir / "state.json").read_text())
+            state_dir, state = current_state(Path(self._config.data_dir))
         except (OSError, ValueError):
             return None
         if (state.get("database_id") != self._store.database_id
@@ -336,9 +334,14 @@ class DerivedIndexes:
         self.dense.save(target / "dense", vectors=self._config.dense_save_vectors)
         self.columns.save(target / "columns")
         self.fields.save(target / "fields")
-        (target / "state.json").write_text(json.dumps({
-            "database_id": self._store.database_id, "embedder": self._embedder_identity,
-            "position": self.position}))
+        files = {path.relative_to(target).as_posix(): file_checksum(path)
+                 for path in sorted(target.rglob("*")) if path.is_file()}
+        state = {"database_id": self._store.database_id, "embedder": self._embedder_identity,
+                 "position": self.position, "files": files}
+        with open(target / STATE_FILE, "w", encoding="utf-8") as handle:
+            json.dump({**state, "checksum": _state_checksum(state)}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
         pointer = root / "CURRENT.tmp"
         with open(pointer, "w") as handle:
             handle.write(name)
@@ -380,6 +383,60 @@ class DerivedIndexes:
     def close(self) -> None:
         """Stop background work (the dense graph build)."""
         self.dense.close()
+
+
+@contextmanager
+def index_lock(data_dir: Path, *, exclusive: bool) -> Iterator[None]:
+    """``flock`` on ``indexes/LOCK`` across processes: saves exclusive, loads (and backups)
+    shared, so no save replaces or deletes a state while another process reads it."""
+    root = data_dir / INDEX_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "LOCK", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+
+
+def _state_checksum(state: Mapping[str, object]) -> str:
+    return bytes_checksum(json.dumps(state, sort_keys=True).encode())
+
+
+def current_state(data_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The directory of the saved state ``CURRENT`` names and its ``state.json`` (call with
+    the index lock held); ``OSError``/``ValueError`` when there is none or it is unreadable,
+    :class:`DamagedFile` when ``state.json`` does not match its own checksum."""
+    root = data_dir / INDEX_DIR
+    name = (root / "CURRENT").read_text().strip()
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"CURRENT names no saved state ({name!r})")
+    state_dir = root / name
+    state = json.loads((state_dir / STATE_FILE).read_text(encoding="utf-8"))
+    if not isinstance(state, dict):
+        raise ValueError(f"{STATE_FILE} is not an object")
+    recorded = state.pop("checksum", None)
+    if recorded is not None and recorded != _state_checksum(state):
+        raise DamagedFile(f"{STATE_FILE}: checksum mismatch (damaged on disk)")
+    return state_dir, state
+
+
+def state_problems(state_dir: Path, state: Mapping[str, Any]) -> list[str]:
+    """Files of a saved state missing, damaged or not listed in its ``state.json`` (a state
+    saved before the listing is checked through its parts' own manifests only)."""
+    files = state.get("files")
+    if not isinstance(files, dict):
+        return []
+    problems = []
+    for name, checksum in files.items():
+        try:
+            verify_file(state_dir / name, checksum)
+        except FileNotFoundError:
+            problems.append(f"{name}: missing")
+        except DamagedFile as exc:
+            problems.append(str(exc).replace(Path(name).name, name, 1))
+    problems.extend(f"{path.relative_to(state_dir).as_posix()}: not in {STATE_FILE}"
+                    for path in sorted(state_dir.rglob("*"))
+                    if path.is_file() and path.name != STATE_FILE
+                    and path.relative_to(state_dir).as_posix() not in files)
+    return problems
 
 
 def _add_columns(columns: FilterColumns, records: Sequence[ChunkRecord]) -> None:
