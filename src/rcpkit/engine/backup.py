@@ -36,7 +36,7 @@ from rcpkit.engine.graph.storage import GRAPH_FILE
 from rcpkit.engine.indexes.derived import INDEX_DIR, current_state, index_lock
 from rcpkit.engine.indexes.persist import file_checksum
 from rcpkit.engine.memory import MEMORY_FILE
-from rcpkit.engine.store.sqlite import SqliteStore
+from rcpkit.engine.store.sqlite import SqliteStore, copy_database
 
 __all__ = ["MANIFEST", "BackupError", "BackupManifest", "StoreCopy", "backup", "read_manifest",
            "restore", "verify_backup"]
@@ -102,24 +102,6 @@ def _copy_file(source: Path, target: Path) -> None:
         os.fsync(writing.fileno())
 
 
-def _copy_sqlite(source: Path, target: Path) -> None:
-    """One committed snapshot of the SQLite database ``source`` in ``target`` (the backup
-    API in a single step: a concurrent commit cannot tear it), flushed to disk."""
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    reading = sqlite3.connect(source, timeout=30.0)
-    reading.execute("PRAGMA query_only=ON")
-    writing = sqlite3.connect(target)
-    try:
-        reading.backup(writing, pages=-1)
-        writing.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
-    finally:
-        writing.close()
-        reading.close()
-    with open(target, "rb+") as handle:
-        os.fsync(handle.fileno())
-
-
 def _copy_indexes(data_dir: Path, target: Path) -> None:
     """The current saved index state (``CURRENT`` and the directory it names), if any and
     readable: one that is not would be rebuilt from the record anyway."""
@@ -149,11 +131,11 @@ def _copy_data_dir(data_dir: Path, target: Path, relative: str) -> StoreCopy:
     _copy_indexes(data_dir, target)
     for name in _SIDE_STORES:
         if (data_dir / name).is_file():
-            _copy_sqlite(data_dir / name, target / name)
+            copy_database(data_dir / name, target / name)
     record = data_dir / SqliteStore.FILE_NAME
     if not record.is_file():
         return StoreCopy(relative, config.backend)
-    _copy_sqlite(record, target / SqliteStore.FILE_NAME)
+    copy_database(record, target / SqliteStore.FILE_NAME)
     with sqlite3.connect(target / SqliteStore.FILE_NAME) as db:
         settings = dict(db.execute("SELECT key, value FROM settings "
                                    "WHERE key IN ('seq', 'database_id')").fetchall())

@@ -43,7 +43,7 @@ from .base import (
 )
 from .sql import SqlStore
 
-__all__ = ["SqliteStore"]
+__all__ = ["SqliteStore", "copy_database"]
 
 logger = logging.getLogger("rcpkit.engine")
 
@@ -114,6 +114,8 @@ CREATE TABLE IF NOT EXISTS feedback (
 CREATE INDEX IF NOT EXISTS feedback_poison ON feedback(doc_id) WHERE poison_suspected = 1;
 """
 
+_SCHEMA_OBJECTS = tuple(re.findall(r"IF NOT EXISTS (\w+)", _SCHEMA))
+"""The tables and indexes ``_SCHEMA`` creates where they are missing."""
 _VISIBLE = "c.added_seq <= ? AND (c.deleted_seq IS NULL OR c.deleted_seq > ?)"
 _CHUNK_TEXT = "COALESCE(c.text, substr(d.text, c.start + 1, c.end - c.start))"
 """A chunk's text: stored, or (NULL, layout 2) the document's ``text[start:end]`` — SQLite's
@@ -161,6 +163,8 @@ class SqliteStore(SqlStore):
         fresh = recorded == 0 and self._writer.execute(
             "SELECT 1 FROM sqlite_master WHERE name = 'documents'").fetchone() is None
         self._layout = SCHEMA_VERSION if fresh else max(recorded, 1)
+        if not fresh:
+            self._keep_before_upgrade(recorded)
         self._writer.executescript(_SCHEMA)
         if recorded < self._layout:
             self._writer.execute(f"PRAGMA user_version = {self._layout}")
@@ -192,6 +196,20 @@ class SqliteStore(SqlStore):
             self._writer.close()
             raise
         return found
+
+    def _keep_before_upgrade(self, recorded: int) -> None:
+        """Copy an existing store aside before this open changes its schema (a table or
+        index to add, or the version mark of a store from before versions were recorded):
+        an upgrade never rewrites a store without a copy of what it was."""
+        present = {row[0] for row in self._writer.execute("SELECT name FROM sqlite_master")}
+        if recorded >= self._layout and set(_SCHEMA_OBJECTS) <= present:
+            return
+        target = self._path.with_name(f"{self._path.name}.pre-upgrade-v{recorded}")
+        if target.exists():
+            target = target.with_name(f"{target.name}-{time.strftime('%Y%m%dT%H%M%S')}")
+        copy_database(self._path, target)
+        logger.warning("%s is upgraded in place (schema version %d to %d); a copy of it as "
+                       "it was is kept in %s", self._path, recorded, self._layout, target)
 
     @classmethod
     def open(cls, data_dir: str | Path) -> SqliteStore:
@@ -590,6 +608,24 @@ class SqliteStore(SqlStore):
         return {label: int(mark) for label, mark in self._reader().execute(
             "SELECT hit_id, MAX(id) FROM feedback WHERE doc_id = '' AND id <= ? "
             "GROUP BY hit_id", (up_to,))}
+
+
+def copy_database(source: Path, target: Path) -> None:
+    """One committed snapshot of the SQLite database ``source`` in the new private file
+    ``target`` (the backup API in a single step: a concurrent commit cannot tear it; WAL
+    lets writers go on meanwhile), flushed to disk."""
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    reading = sqlite3.connect(source, timeout=30.0)
+    writing = sqlite3.connect(target)
+    try:
+        reading.backup(writing, pages=-1)
+        writing.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+    finally:
+        writing.close()
+        reading.close()
+    with open(target, "rb+") as handle:
+        os.fsync(handle.fileno())
 
 
 def _log_floor(db: sqlite3.Connection) -> int:
