@@ -121,13 +121,10 @@ _REFERENCES = (
 
 
 def _read_record(path: Path, report: DataDirReport) -> _Record | None:
-    """Check the record and read what the derived stores are compared with."""
+    """The record's references checked, and what the derived stores are compared with, in
+    one read transaction (call after reading them: their positions are then at or below
+    the record's)."""
     where = SqliteStore.FILE_NAME
-    problems = _sqlite_problems(path)
-    for problem in problems:
-        report.add(where, problem, derived=False)
-    if problems:
-        return None
     db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
     try:
         db.execute("PRAGMA query_only=ON")
@@ -145,14 +142,16 @@ def _read_record(path: Path, report: DataDirReport) -> _Record | None:
         log = [(int(pos), added, removed) for pos, added, removed in db.execute(
             "SELECT pos, added, removed FROM write_log ORDER BY pos")]
         db.execute("COMMIT")
-    except sqlite3.DatabaseError as exc:
-        report.add(where, f"unreadable ({exc})", derived=False)
+        record = _Record(settings["database_id"], 0 if sequence is None else int(sequence[0]),
+                         int(settings.get("log_floor", 0)), frozenset(names), log, names)
+        report.checked.append(f"record: {len(names)} stored chunks at version "
+                              f"{int(settings['seq'])}")
+    except (sqlite3.DatabaseError, KeyError, ValueError) as exc:
+        report.add(where, f"unreadable ({type(exc).__name__}: {exc})", derived=False)
         return None
     finally:
         db.close()
-    report.checked.append(f"record: {len(names)} stored chunks at version {settings['seq']}")
-    return _Record(settings["database_id"], 0 if sequence is None else int(sequence[0]),
-                   int(settings.get("log_floor", 0)), frozenset(names), log, names)
+    return record
 
 
 def _rows(found: Iterable[int]) -> str:
@@ -172,84 +171,105 @@ def _compare(report: DataDirReport, where: str, held: Iterable[int],
         report.add(where, f"lacks {_rows(missing)} of the record", derived=True)
 
 
-def _check_indexes(data_dir: Path, record: _Record, report: DataDirReport) -> None:
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """Rows a derived store holds, per part, at its write-log position."""
+
+    where: str
+    database_id: str | None
+    position: int
+    parts: dict[str, frozenset[int]]
+    names: dict[int, str] = field(default_factory=dict)
+    """Hit ids the graph gives its rows."""
+
+
+_INCOMPLETE_PARTS = ("dense/windows", "fields")
+"""Parts that may leave a row out: a window belongs to some row, and the chunk fields skip
+a row whose metadata they cannot encode (read from the record instead)."""
+
+
+def _saved_indexes(data_dir: Path, report: DataDirReport) -> _Derived | None:
+    """The rows of every part of the current saved state, its files checked (under the
+    shared index lock, released before the record is read: no save waits on the record)."""
     if not (data_dir / INDEX_DIR / "CURRENT").exists():
         report.checked.append("indexes: none saved (built on the next open)")
-        return
+        return None
+    readers: dict[str, Callable[[Path], Iterable[int]]] = {
+        "lexical": lambda d: LexicalIndex.load(d).held_rowids(),
+        "dense": lambda d: SentenceWindowIndex.saved_rowids(d)[0],
+        "dense/windows": lambda d: SentenceWindowIndex.saved_rowids(d.parent)[1],
+        "columns": lambda d: FilterColumns.load(d).held_rowids(),
+        "fields": lambda d: ChunkFields.load(d).held_rowids()}
     with index_lock(data_dir, exclusive=False):
         try:
             state_dir, state = current_state(data_dir)
-        except (OSError, ValueError) as exc:
+            position = int(state["position"])
+        except (OSError, ValueError, KeyError) as exc:
             report.add(INDEX_DIR, f"unreadable saved state ({exc})", derived=True)
-            return
+            return None
         where = f"{INDEX_DIR}/{state_dir.name}"
         for problem in state_problems(state_dir, state):
             report.add(f"{where}/{problem.partition(':')[0]}", problem.partition(": ")[2],
                        derived=True)
-        if state.get("database_id") != record.database_id:
-            report.add(where, "saved for another record", derived=True)
-            return
-        position = int(state["position"])
-        expected = record.rows_at(position)
-        if expected is None:
-            report.add(where, f"at write-log position {position}, which the record's log "
-                              f"({record.log_floor}..{record.log_position}) does not reach",
-                       derived=True)
-            return
-        parts: dict[str, Callable[[Path], Iterable[int]]] = {
-                 "lexical": lambda d: LexicalIndex.load(d).held_rowids(),
-                 "dense": lambda d: SentenceWindowIndex.saved_rowids(d)[0],
-                 "dense/windows": lambda d: SentenceWindowIndex.saved_rowids(d.parent)[1],
-                 "columns": lambda d: FilterColumns.load(d).held_rowids(),
-                 "fields": lambda d: ChunkFields.load(d).held_rowids()}
-        for part, held_rowids in parts.items():
+        parts = {}
+        for part, read in readers.items():
             try:
-                held = held_rowids(state_dir / part)
+                parts[part] = frozenset(int(r) for r in read(state_dir / part))
             except Exception as exc:  # any unreadable part is a finding, never a crash
                 report.add(f"{where}/{part}", f"unreadable ({type(exc).__name__}: {exc})",
                            derived=True)
-                continue
-            # A window belongs to some row; the chunk fields leave out a row whose metadata
-            # they cannot encode (read from the record instead).
-            _compare(report, f"{where}/{part}", held, expected,
-                     complete=part not in ("dense/windows", "fields"))
     report.checked.append(f"indexes: saved state at write-log position {position}")
+    return _Derived(where, state.get("database_id"), position, parts)
 
 
-def _check_graph(data_dir: Path, record: _Record, report: DataDirReport) -> None:
+def _graph(data_dir: Path, report: DataDirReport) -> _Derived | None:
     path = data_dir / GRAPH_FILE
     if not path.is_file():
-        return
+        return None
     problems = _sqlite_problems(path)
     for problem in problems:
         report.add(GRAPH_FILE, problem, derived=True)
     if problems:
-        return
+        return None
     db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
     try:
         db.execute("BEGIN")
         meta = dict(db.execute("SELECT key, value FROM graph_meta").fetchall())
-        chunks = dict(db.execute("SELECT rowid_, hit_id FROM graph_chunks").fetchall())
+        chunks = {int(rowid): hit_id for rowid, hit_id in
+                  db.execute("SELECT rowid_, hit_id FROM graph_chunks")}
         db.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         report.add(GRAPH_FILE, f"unreadable ({exc})", derived=True)
-        return
+        return None
     finally:
         db.close()
-    if meta.get("database_id") not in (None, record.database_id):
-        report.add(GRAPH_FILE, "made for another record", derived=True)
+    report.checked.append(f"graph: {len(chunks)} chunks")
+    return _Derived(GRAPH_FILE, meta.get("database_id"), int(meta.get("position", 0)),
+                    {"": frozenset(chunks)}, chunks)
+
+
+def _compare_derived(derived: _Derived, record: _Record, report: DataDirReport) -> None:
+    """Each part's rows against the rows the record held at the part's position."""
+    if derived.database_id not in (None, record.database_id):
+        report.add(derived.where, "made for another record", derived=True)
         return
-    expected = record.rows_at(int(meta.get("position", 0)))
-    if expected is not None:
-        _compare(report, GRAPH_FILE, chunks, expected)
-    renamed = [rowid for rowid, hit_id in chunks.items()
+    expected = record.rows_at(derived.position)
+    if expected is None:
+        report.add(derived.where, f"at write-log position {derived.position}, which the "
+                                  f"record's log ({record.log_floor}..{record.log_position}) "
+                                  "does not reach", derived=True)
+        return
+    for part, held in derived.parts.items():
+        _compare(report, f"{derived.where}/{part}".rstrip("/"), held, expected,
+                 complete=part not in _INCOMPLETE_PARTS)
+    renamed = [rowid for rowid, hit_id in derived.names.items()
                if rowid in record.chunk_names and record.chunk_names[rowid] != hit_id]
     if renamed:
-        report.add(GRAPH_FILE, f"names {_rows(renamed)} otherwise than the record", derived=True)
-    report.checked.append(f"graph: {len(chunks)} chunks")
+        report.add(derived.where, f"names {_rows(renamed)} otherwise than the record",
+                   derived=True)
 
 
-def _check_tree(data_dir: Path, record: _Record, report: DataDirReport) -> None:
+def _check_tree(data_dir: Path, database_id: str, report: DataDirReport) -> None:
     path = data_dir / TREE_FILE
     if not path.is_file():
         return
@@ -261,7 +281,7 @@ def _check_tree(data_dir: Path, record: _Record, report: DataDirReport) -> None:
     except Exception as exc:  # any unreadable tree is a finding, never a crash
         report.add(TREE_FILE, f"unreadable ({type(exc).__name__}: {exc})", derived=True)
         return
-    if meta.get("database") != record.database_id:
+    if meta.get("database") != database_id:
         report.add(TREE_FILE, "made for another record", derived=True)
     report.checked.append("tree")
 
@@ -279,16 +299,26 @@ def _check(data_dir: Path, report: DataDirReport) -> None:
     if not path.is_file():
         report.checked.append("no record yet")
         return
-    record = _read_record(path, report)
     if (data_dir / MEMORY_FILE).is_file():
         for problem in _sqlite_problems(data_dir / MEMORY_FILE):
             report.add(MEMORY_FILE, problem, derived=False)
         report.checked.append("memory")
+    damage = _sqlite_problems(path)
+    for problem in damage:
+        report.add(SqliteStore.FILE_NAME, problem, derived=False)
+    if damage:
+        return
+    # The derived stores are read before the record, so that their positions (which only
+    # grow) are at or below the one the record is read at, even while processes write.
+    indexes = _saved_indexes(data_dir, report)
+    graph = _graph(data_dir, report)
+    record = _read_record(path, report)
     if record is None:
         return
-    _check_indexes(data_dir, record, report)
-    _check_graph(data_dir, record, report)
-    _check_tree(data_dir, record, report)
+    for derived in (indexes, graph):
+        if derived is not None:
+            _compare_derived(derived, record, report)
+    _check_tree(data_dir, record.database_id, report)
 
 
 def _set_aside(path: Path) -> None:
