@@ -145,6 +145,10 @@ text; layout 2 keeps vectors as float16 and no chunk text that is a slice of its
 layout 3 (new stores) also keeps a hexadecimal content hash as its raw bytes (a BLOB: 32
 bytes for SHA-256 instead of 64 characters). A store keeps the layout it was created with:
 one written by an older rcpkit opens, is written and answers as before."""
+BUSY_TIMEOUT_S = 30.0
+"""How long a connection waits for a lock another process holds (SQLite's busy timeout): in
+WAL only writers wait, one write transaction at a time, so this bounds one process's wait
+behind the writes of all the others."""
 _HEX = re.compile(r"(?:[0-9a-f]{2})+")
 """Lowercase hexadecimal of whole bytes: what ``bytes.hex`` gives back unchanged."""
 
@@ -224,7 +228,7 @@ class SqliteStore(SqlStore):
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
-                             timeout=30.0)
+                             timeout=BUSY_TIMEOUT_S)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA foreign_keys=ON")
@@ -645,8 +649,13 @@ class _Transaction:
         self._lock.acquire()
         try:
             self._db.execute("BEGIN IMMEDIATE")
-        except BaseException:
+        except BaseException as exc:
             self._lock.release()
+            if isinstance(exc, sqlite3.OperationalError) and \
+                    getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
+                raise Unavailable(f"the store is busy: another process held its write lock "
+                                  f"for {BUSY_TIMEOUT_S:g} s; nothing was written, retry",
+                                  detail="busy") from exc
             raise
         return self._db
 
