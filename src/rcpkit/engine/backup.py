@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,8 @@ __all__ = ["MANIFEST", "BackupError", "BackupManifest", "StoreCopy", "backup", "
 
 MANIFEST = "backup.json"
 _FORMAT = 1
+PG_DUMP = "record.pgdump"
+"""A PostgreSQL record's schema, ``pg_dump``'s custom format, in its data directory's copy."""
 _SIDE_STORES = (GRAPH_FILE, MEMORY_FILE)
 """SQLite files beside the record, copied with the backup API like it."""
 
@@ -125,10 +128,11 @@ def _copy_data_dir(data_dir: Path, target: Path, relative: str) -> StoreCopy:
     config = load_config(data_dir)
     if (data_dir / CONFIG_FILE).is_file():
         _copy_file(data_dir / CONFIG_FILE, target / CONFIG_FILE)
-    if config.backend != "sqlite":
-        # The record is in PostgreSQL: pg_dump its schema (docs/operating.md).
-        return StoreCopy(relative, config.backend)
     _copy_indexes(data_dir, target)
+    if config.backend == "postgres" and config.dsn:
+        return _dump_postgres(config.dsn, target / PG_DUMP, relative)
+    if config.backend != "sqlite":
+        return StoreCopy(relative, config.backend)
     for name in _SIDE_STORES:
         if (data_dir / name).is_file():
             copy_database(data_dir / name, target / name)
@@ -142,6 +146,69 @@ def _copy_data_dir(data_dir: Path, target: Path, relative: str) -> StoreCopy:
     db.close()
     seq = int(settings["seq"])
     return StoreCopy(relative, config.backend, seq, f"{settings['database_id']}.{seq}")
+
+
+def _dump_postgres(dsn: str, target: Path, relative: str) -> StoreCopy:
+    """``pg_dump`` of the record's schema (its side tables with it) at one snapshot, whose
+    version is read in the same snapshot (``pg_export_snapshot``)."""
+    import psycopg
+
+    from rcpkit.engine.pgserver import client_tool
+
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        snapshot, schema = _one(db.execute("SELECT pg_export_snapshot(), current_schema()"))
+        settings: dict[str, str] = dict(db.execute(
+            "SELECT key, value FROM settings WHERE key IN ('seq', 'database_id')").fetchall())
+        dumped = subprocess.run(
+            [client_tool("pg_dump"), f"--dbname={dsn}", f"--schema={schema}",
+             f"--snapshot={snapshot}", "--format=custom", "--no-owner", f"--file={target}"],
+            capture_output=True, text=True)
+        db.execute("COMMIT")
+    if dumped.returncode != 0:
+        raise BackupError(f"pg_dump of schema {schema} failed: {dumped.stderr.strip()}")
+    with open(target, "rb+") as handle:
+        os.fsync(handle.fileno())
+    seq = int(settings["seq"])
+    return StoreCopy(relative, "postgres", seq, f"{settings['database_id']}.{seq}")
+
+
+def _one(cursor: Any) -> tuple[Any, ...]:
+    """The one row a query that always returns one gives."""
+    row: tuple[Any, ...] | None = cursor.fetchone()
+    if row is None:
+        raise BackupError("the database answered no row")
+    return row
+
+
+def _restore_postgres(dump: Path, config_dir: Path, *, overwrite: bool) -> None:
+    """``pg_restore`` a record's schema into the database its ``rcpkit.toml`` (or
+    ``$RCPKIT_DSN``) names; a schema holding tables is replaced only when ``overwrite``."""
+    import psycopg
+    from psycopg import sql
+
+    from rcpkit.engine.pgserver import client_tool
+
+    dsn = load_config(config_dir).dsn
+    if not dsn:
+        raise BackupError(f"{config_dir}: no DSN for the PostgreSQL record (set $RCPKIT_DSN)")
+    with psycopg.connect(dsn, autocommit=True) as db:
+        (schema,) = _one(db.execute("SELECT current_schema()"))
+        if schema == "public":
+            raise BackupError("the record is in the public schema: restore it with "
+                              f"pg_restore yourself ({dump})")
+        (tables,) = _one(db.execute("SELECT count(*) FROM information_schema.tables "
+                                    "WHERE table_schema = %s", (schema,)))
+        if tables and not overwrite:
+            raise BackupError(f"schema {schema} holds a record: restore elsewhere, or "
+                              "replace it with --overwrite")
+        db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        db.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    restored = subprocess.run([client_tool("pg_restore"), f"--dbname={dsn}", "--no-owner",
+                               "--exit-on-error", str(dump)], capture_output=True, text=True)
+    if restored.returncode != 0:
+        raise BackupError(f"pg_restore into schema {schema} failed: {restored.stderr.strip()}")
 
 
 def _listing(directory: Path) -> dict[str, dict[str, Any]]:
@@ -241,9 +308,15 @@ def restore(backup_dir: Path, root: Path, *, overwrite: bool = False) -> BackupM
         raise BackupError(f"{final} exists and is not empty: restore elsewhere, or replace "
                           "it with --overwrite")
     prefix = f"{manifest.target}/" if manifest.target else ""
+    for store in manifest.stores:  # the databases first: a refusal there leaves no file
+        if store.backend == "postgres" and store.index_version is not None:
+            _restore_postgres(backup_dir / store.path / PG_DUMP, backup_dir / store.path,
+                              overwrite=overwrite)
     staging = _staging(final, "restoring")
     try:
         for name in manifest.files:
+            if Path(name).name == PG_DUMP:
+                continue
             if name.startswith(prefix):
                 _copy_file(backup_dir / name, staging / name[len(prefix):])
             elif not (root / name).exists():
