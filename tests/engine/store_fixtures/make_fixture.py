@@ -2,10 +2,13 @@
 main, checked out with ``git worktree add``), and the answers that rcpkit gave on it.
 
     git worktree add /tmp/old COMMIT
-    PYTHONPATH=/tmp/old/src python tests/engine/store_fixtures/make_fixture.py NAME
+    PYTHONPATH=/tmp/old/src python tests/engine/store_fixtures/make_fixture.py NAME [DSN]
 
 writes ``tests/engine/store_fixtures/NAME.tar.gz``: ``data/`` (record, saved indexes,
-``rcpkit.toml``) and ``answers.json``. Only the API every released layout has is used:
+``rcpkit.toml``) and ``answers.json``. With ``DSN`` (a PostgreSQL database whose search path
+starts with an empty schema named ``fixture``) the record is written there instead, and the
+archive holds ``record.sql``, the schema dumped by ``pg_dump --inserts`` (the ``pg_dump`` on
+``PATH`` or ``$PG_DUMP``). Only the API every released layout has is used:
 ``open_engine``, ``add``, ``delete``, ``search`` and ``close``.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -44,11 +48,14 @@ def open_engine(data: Path):  # type: ignore[no-untyped-def]
     raise SystemExit("no open_engine in this rcpkit")
 
 
-def main(name: str) -> None:
+def main(name: str, dsn: str | None) -> None:
     with tempfile.TemporaryDirectory() as work:
         data = Path(work) / "data"
         data.mkdir()
-        (data / "rcpkit.toml").write_text(CONFIG)
+        (data / "rcpkit.toml").write_text(CONFIG if dsn is None else
+                                          f"backend = \"postgres\"\n{CONFIG}")
+        if dsn is not None:  # from the environment: the archive names no database
+            os.environ["RCPKIT_DSN"] = dsn
         engine = open_engine(data)
         engine.add([DocumentIn(id=doc_id, text=text, meta={"topic": topic})
                     for doc_id, text, topic in DOCUMENTS])
@@ -60,10 +67,16 @@ def main(name: str) -> None:
                    for query, mode in QUERIES]
         engine.close()
         (Path(work) / "answers.json").write_text(json.dumps(answers, indent=1))
+        members = ["data", "answers.json"]
+        if dsn is not None:
+            subprocess.run([os.environ.get("PG_DUMP", "pg_dump"), f"--dbname={dsn}",
+                            "--schema=fixture", "--inserts", "--no-owner", "--no-privileges",
+                            f"--file={Path(work) / 'record.sql'}"], check=True)
+            members.append("record.sql")
         target = Path(__file__).with_name(f"{name}.tar.gz")
         subprocess.run(["tar", "czf", str(target), "--owner=0", "--group=0", "-C", work,
-                        "data", "answers.json"], check=True)
+                        *members], check=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
