@@ -85,6 +85,21 @@ class Server:
             self.proc.wait(60)
 
 
+def version_of(result: dict[str, Any] | bool) -> int:
+    """The version a write's ``_meta.indexVersion`` names."""
+    assert isinstance(result, dict)
+    return int(str(result["_meta"]["indexVersion"]).rpartition(".")[2])
+
+
+def live_at(acks: list[tuple[int, str, str]], seq: int) -> set[str]:
+    """Documents the acknowledged writes at or below ``seq`` leave live."""
+    live: set[str] = set()
+    for version, op, doc_id in sorted(acks):
+        if version <= seq:
+            (live.add if op == "add" else live.discard)(doc_id)
+    return live
+
+
 class Caller(threading.Thread):
     """Adds, deletes and retrieves against one server until ``deadline``."""
 
@@ -99,6 +114,8 @@ class Caller(threading.Thread):
         self.live: list[str] = []
         self.deleted: set[str] = set()
         self.uncertain: set[str] = set()
+        self.acks: list[tuple[int, str, str]] = []
+        """``(version, "add" | "delete", id)`` of every acknowledged write."""
         self.errors: list[str] = []
         self.refused = 0
         self.latency: dict[str, list[float]] = defaultdict(list)
@@ -138,6 +155,7 @@ class Caller(threading.Thread):
                     self.uncertain.add(doc_id)
                 elif outcome is not None:
                     self.live.append(doc_id)
+                    self.acks.append((version_of(outcome), "add", doc_id))
             else:
                 doc_id = self.live.pop(self.random.randrange(len(self.live)))
                 outcome = self.call("index/delete", {"ids": [doc_id]})
@@ -146,20 +164,34 @@ class Caller(threading.Thread):
                     self.uncertain.add(doc_id)
                 elif outcome is not None:
                     self.deleted.add(doc_id)
+                    self.acks.append((version_of(outcome), "delete", doc_id))
                 else:
                     self.live.append(doc_id)
 
 
 def killer(servers: list[Server], deadline: float, every: float, seed: int,
            kills: list[float]) -> None:
+    """Every ``every`` seconds SIGKILL a random running server and start it again in the
+    background, so the next kill does not wait for the restart (a slow one under load)."""
     chooser = random.Random(seed)
-    while time.monotonic() + every < deadline:
-        time.sleep(every)
-        server = chooser.choice(servers)
-        server.kill()
+    restarts: list[threading.Thread] = []
+
+    def restart(server: Server) -> None:
         started = time.monotonic()
         server.start()
         kills.append(time.monotonic() - started)
+
+    while time.monotonic() + every < deadline:
+        time.sleep(every)
+        running = [server for server in servers if server.up.is_set()]
+        if not running:
+            continue
+        server = chooser.choice(running)
+        server.kill()
+        restarts.append(threading.Thread(target=restart, args=(server,)))
+        restarts[-1].start()
+    for thread in restarts:
+        thread.join()
 
 
 def soak(args: argparse.Namespace, work: Path) -> None:
@@ -178,6 +210,10 @@ def soak(args: argparse.Namespace, work: Path) -> None:
                                                   args.seed, restarts))
     for thread in [*callers, chaos]:
         thread.start()
+    time.sleep(args.seconds / 2)  # a backup in the middle of the load and the kills
+    started = time.perf_counter()
+    snapshot = backup(data, work / "mid", [""])
+    backup_s = time.perf_counter() - started
     for thread in [*callers, chaos]:
         thread.join(args.seconds + 300)
     live = {doc for c in callers for doc in c.live} - {d for c in callers for d in c.uncertain}
@@ -195,6 +231,18 @@ def soak(args: argparse.Namespace, work: Path) -> None:
     finally:
         store.close()
     report = verify_data_dir(data)
+    restore(work / "mid", work / "mid-restored")
+    backup_seq = snapshot.stores[0].seq
+    assert backup_seq is not None
+    acks = [ack for caller in callers for ack in caller.acks]
+    uncertain = {doc for caller in callers for doc in caller.uncertain}
+    expected = live_at(acks, backup_seq) - uncertain
+    store = SqliteStore.open(work / "mid-restored")
+    try:
+        in_backup = set(store.live_hashes(sorted({doc for _, _, doc in acks})))
+    finally:
+        store.close()
+    in_backup -= uncertain
     latency: dict[str, list[float]] = defaultdict(list)
     for caller in callers:
         for method, samples in caller.latency.items():
@@ -211,6 +259,10 @@ def soak(args: argparse.Namespace, work: Path) -> None:
           f"{sum(len(c.errors) for c in callers)} {[e for c in callers for e in c.errors][:3]}, "
           f"verify findings {len(report.findings)} {report.findings[:3]}, "
           f"servers answering after {sum(through_servers)}/{len(servers)}")
+    after = sum(version > backup_seq for version, _, _ in acks)
+    print(f"  backup during the load in {backup_s:.1f} s at version {backup_seq} "
+          f"({len(acks) - after} writes acknowledged at or before it, {after} after), "
+          f"restored: missing {len(expected - in_backup)}, extra {len(in_backup - expected)}")
     for method, samples in sorted(latency.items()):
         p50, _, p99 = percentiles(samples)
         print(f"  {method:13s} n={len(samples):6d}  p50 {p50:7.1f} ms  p99 {p99:7.1f} ms")

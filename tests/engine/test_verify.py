@@ -21,6 +21,7 @@ from rcpkit.engine.sidecar import SidecarDatabase
 from rcpkit.engine.store import SqliteStore
 from rcpkit.engine.tree import SummaryTree
 from rcpkit.engine.types import DocumentIn, SearchRequest
+from rcpkit.tenancy.collections import CollectionRegistry
 
 CONFIG = ('embedder = "hashing"\nhashing_dimension = 64\ndense_sentence_windows = true\n'
           '[field_types]\ntopic = "keyword"\n')
@@ -218,3 +219,21 @@ def test_verify_finds_nothing_on_a_root_written_and_saved_meanwhile(tmp_path: Pa
             writer.join()
     assert [o.exit_code for o in outcomes] == [0, 0, 0], [o.output for o in outcomes]
     assert SqliteStore.FILE_NAME in {p.name for p in data.iterdir()}
+
+
+def test_a_root_of_collections_is_verified_one_by_one(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    registry = CollectionRegistry(root)
+    for name in ("handbook", "tickets"):
+        with open_engine(registry.create(name, CONFIG)) as engine:
+            engine.add([DocumentIn(id=f"{name}-1", text=TEXTS[0], meta={"topic": "nature"})])
+    (root / "keys.json").write_text("{not json")
+    flip_byte(state_dir(root / "collections" / "tickets") / "state.json")
+    whole = run("verify", "--data", str(root))
+    assert whole.exit_code == 1
+    assert "collections/handbook: ok (" in whole.stdout
+    assert "FAILED collections/tickets: indexes" in whole.stdout
+    assert "FAILED keys.json: unreadable" in whole.stdout
+    (root / "keys.json").write_text('{"keys": []}')
+    assert run("verify", "--data", str(root), "--collection", "handbook").exit_code == 0
+    assert run("verify", "--data", str(root), "--collection", "nope").exit_code == 2

@@ -10,8 +10,11 @@ API in one step, which reads one committed snapshot (WAL lets writers go on mean
 saved index state is copied first, under the shared index lock (saves take it exclusively),
 then the side stores, then the record: every derived copy is at a write-log position at or
 below the record's, so a restored engine loads it and catches up from the log, exactly as
-after a restart (a state it cannot use is rebuilt from the record). The summary tree
-(``tree.npz``) is not copied: it is rebuilt on the first tree query.
+after a restart (a state it cannot use is rebuilt from the record). The memories are
+copied at their own instant, just before the record. The summary tree (``tree.npz``) is
+not copied: it is rebuilt on the first tree query. A PostgreSQL record is its schema (with
+the side tables it keeps), dumped by ``pg_dump`` at one exported snapshot in which its
+version is read, and restored by ``pg_restore`` before any file is put in place.
 
 A backup is written to a hidden sibling directory and renamed into place once complete, so
 an interrupted backup never looks like one. Restore checks every checksum before it writes
