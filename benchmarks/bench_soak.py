@@ -12,13 +12,19 @@ audit, on the record itself and through every server:
 - lost: acknowledged adds (not deleted since) absent;
 - resurrected: acknowledged deletes (not added again) present;
 - errors: JSON-RPC errors from a live server (a refused connection to a killed one is not);
-- ``rcpkit verify`` of the root (indexes against the record) and the p50/p99 of each method.
+- ``rcpkit verify`` of the root (indexes against the record) and the p50/p99 of each method;
+- a backup taken halfway through the load and the kills, restored: every write acknowledged
+  at or before its version is in it, none after (missing, extra).
 
 Phase 2: a root of ``--backup-chunks`` one-chunk documents (hashing embedder, 384-d, so the
 record holds what MiniLM's vectors would take) is backed up and restored with the library
-calls the commands make; time and size of each, and the restored record is compared.
+calls the commands make; time and size of each, and the restored root verified.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_soak.py --seconds 120 --backup-chunks 100000
+Phase 3 (with ``--collections N``): a root of N collections of 100 documents each, backed
+up whole and restored, every restored collection verified.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_soak.py --seconds 180 --kill-every 8 \\
+        --backup-chunks 100000 --collections 100
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from rcpkit.engine.core import Engine
 from rcpkit.engine.store import SqliteStore
 from rcpkit.engine.types import DocumentIn
 from rcpkit.engine.verify import verify_data_dir
+from rcpkit.tenancy.collections import CollectionRegistry
 
 CONFIG = 'embedder = "hashing"\nhashing_dimension = 384\nindex_save_every = 50\n'
 WORDS = ("harbour", "crane", "shift", "tide", "quay", "rope", "anchor", "hull", "deck", "cargo",
@@ -306,6 +313,32 @@ def backup_restore(args: argparse.Namespace, work: Path) -> None:
           f"{restored_chunks} chunks at {manifest.stores[0].index_version}")
 
 
+def many_collections(args: argparse.Namespace, work: Path) -> None:
+    """A root of ``--collections`` small collections, backed up whole and restored."""
+    root = work / "many"
+    registry = CollectionRegistry(root)
+    chooser = random.Random(args.seed)
+    for number in range(args.collections):
+        path = registry.create(f"c{number:03d}", CONFIG)
+        config = EngineConfig.load(path / "rcpkit.toml").with_overrides(data_dir=path)
+        with Engine.open(config) as engine:
+            engine.add([DocumentIn(id=f"d{n}", text=" ".join(chooser.choices(WORDS, k=30)))
+                        for n in range(100)])
+    started = time.perf_counter()
+    manifest = backup(root, work / "many-snapshot",
+                      [f"collections/{name}" for name in registry.names()])
+    backup_s = time.perf_counter() - started
+    started = time.perf_counter()
+    restore(work / "many-snapshot", work / "many-restored")
+    restore_s = time.perf_counter() - started
+    findings = sum(len(verify_data_dir(work / "many-restored" / "collections" / name).findings)
+                   for name in CollectionRegistry(work / "many-restored").names())
+    print(f"{args.collections} collections × 100 documents: backup {backup_s:.1f} s "
+          f"({len(manifest.files)} files, {size_of(work / 'many-snapshot') / 2**20:.0f} MiB), "
+          f"restore {restore_s:.1f} s, {len(CollectionRegistry(work / 'many-restored').names())}"
+          f" collections restored, verify findings {findings}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--processes", type=int, default=4)
@@ -314,6 +347,8 @@ def main() -> None:
     parser.add_argument("--kill-every", type=float, default=8.0)
     parser.add_argument("--mix", default="6:3:1", help="retrieve:add:delete weights")
     parser.add_argument("--backup-chunks", type=int, default=10_000)
+    parser.add_argument("--collections", type=int, default=0,
+                        help="also back up and restore a root of this many collections")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     print(f"# bench_soak {stamp()}, load average {os.getloadavg()[0]:.1f}, "
@@ -322,6 +357,8 @@ def main() -> None:
     try:
         soak(args, work)
         backup_restore(args, work)
+        if args.collections:
+            many_collections(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
