@@ -156,24 +156,27 @@ class Caller(threading.Thread):
             elif pick < self.mix[0] + self.mix[1]:
                 doc_id = f"{self.name_prefix}-{turn}"
                 text = " ".join(self.random.choices(WORDS, k=12)) + f" entry {doc_id}"
-                outcome = self.call("index/add", {"documents": [{"id": doc_id, "text": text}]})
-                if outcome is False:
-                    self.refused += 1
-                    self.uncertain.add(doc_id)
-                elif outcome is not None:
+                if self.write("add", doc_id, {"documents": [{"id": doc_id, "text": text}]}):
                     self.live.append(doc_id)
-                    self.acks.append((version_of(outcome), "add", doc_id))
             else:
                 doc_id = self.live.pop(self.random.randrange(len(self.live)))
-                outcome = self.call("index/delete", {"ids": [doc_id]})
-                if outcome is False:
-                    self.refused += 1
-                    self.uncertain.add(doc_id)
-                elif outcome is not None:
+                if self.write("delete", doc_id, {"ids": [doc_id]}):
                     self.deleted.add(doc_id)
-                    self.acks.append((version_of(outcome), "delete", doc_id))
-                else:
+                elif doc_id not in self.uncertain:  # refused: still live
                     self.live.append(doc_id)
+
+    def write(self, op: str, doc_id: str, params: dict[str, Any]) -> bool:
+        """Send ``index/<op>``; True when acknowledged (recorded with its version). A cut
+        connection leaves ``doc_id`` uncertain."""
+        outcome = self.call(f"index/{op}", params)
+        if outcome is False:
+            self.refused += 1
+            self.uncertain.add(doc_id)
+            return False
+        if outcome is None:
+            return False
+        self.acks.append((version_of(outcome), op, doc_id))
+        return True
 
 
 def killer(servers: list[Server], deadline: float, every: float, seed: int,
