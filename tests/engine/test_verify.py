@@ -237,3 +237,25 @@ def test_a_root_of_collections_is_verified_one_by_one(tmp_path: Path) -> None:
     (root / "keys.json").write_text('{"keys": []}')
     assert run("verify", "--data", str(root), "--collection", "handbook").exit_code == 0
     assert run("verify", "--data", str(root), "--collection", "nope").exit_code == 2
+
+
+@pytest.mark.parametrize(("part", "original", "altered"), [
+    ("lexical/lexical.json", '"k1": 1.2', '"k1": 2.5'),
+    ("columns/columns.json", '"keys": ["nature", "craft"]', '"keys": ["craft", "nature"]')])
+def test_an_altered_manifest_that_still_parses_is_not_served(
+        root: Path, part: str, original: str, altered: str) -> None:
+    """A saved part's JSON manifest changed into other valid JSON (BM25's ``k1``, the values
+    of a filter column) passes its part's own checks; the listing in ``state.json`` catches
+    it at open, and the engine rebuilds from the record instead of answering from it."""
+    before = answers(root)
+    with open_engine(root) as engine:
+        scores = [round(hit.score, 6) for hit in engine.search(
+            SearchRequest(query="bees honey hive", k=3, mode="sparse")).hits]
+    manifest = state_dir(root) / part
+    assert original in manifest.read_text()
+    manifest.write_text(manifest.read_text().replace(original, altered))
+    with open_engine(root) as engine:
+        assert [round(hit.score, 6) for hit in engine.search(
+            SearchRequest(query="bees honey hive", k=3, mode="sparse")).hits] == scores
+    assert answers(root) == before
+    assert run("verify", "--data", str(root)).exit_code == 0  # the open saved a sound state

@@ -173,7 +173,13 @@ class DerivedIndexes:
                         raise ValueError("persisted indexes do not belong to this record")
                     if saved[1] < self._store.log_floor():
                         raise ValueError("the write log no longer reaches the saved indexes")
-                    state_dir, position = saved
+                    state_dir, position, state = saved
+                    # Every file, manifests included: a manifest altered into other valid
+                    # JSON (a BM25 parameter, a term) passes its part's own checks. A part
+                    # rebuilt alone from the record (columns, fields) is left to it.
+                    damage = _damage_by_part(state_problems(state_dir, state))
+                    if set(damage) - set(_REBUILT_ALONE):
+                        raise DamagedFile("; ".join(p for ps in damage.values() for p in ps))
                     lexical = LexicalIndex.load(state_dir / "lexical")
                     dense = SentenceWindowIndex.load(
                         state_dir / "dense", enabled=self._config.dense_sentence_windows,
@@ -183,8 +189,9 @@ class DerivedIndexes:
                         graph_dtype=self._config.dense_graph_dtype,
                         expansion_search=self._config.dense_expansion_search)
                     columns = _saved_part(FilterColumns.load, state_dir / "columns",
-                                          "filter columns")
-                    fields = _saved_part(ChunkFields.load, state_dir / "fields", "chunk fields")
+                                          "filter columns", damage.get("columns"))
+                    fields = _saved_part(ChunkFields.load, state_dir / "fields", "chunk fields",
+                                         damage.get("fields"))
         except Exception as exc:  # any unreadable state means: rebuild from the record
             logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
                            "store", type(exc).__name__, exc)
@@ -209,9 +216,9 @@ class DerivedIndexes:
     def _locked(self, *, exclusive: bool) -> AbstractContextManager[None]:
         return index_lock(Path(self._config.data_dir), exclusive=exclusive)
 
-    def _saved_state(self) -> tuple[Path, int] | None:
-        """The persisted state directory and its log position, if it is one of this record's
-        and embedder's (call with the index lock held)."""
+    def _saved_state(self) -> tuple[Path, int, dict[str, Any]] | None:
+        """The persisted state directory, its log position and its ``state.json``, if it is
+        one of this record's and embedder's (call with the index lock held)."""
         try:
             state_dir, state = current_state(Path(self._config.data_dir))
         except (OSError, ValueError):
@@ -219,7 +226,7 @@ class DerivedIndexes:
         if (state.get("database_id") != self._store.database_id
                 or state.get("embedder") != self._embedder_identity):
             return None
-        return state_dir, int(state["position"])
+        return state_dir, int(state["position"]), state
 
     def _from_store(self, columns: FilterColumns | None, fields: ChunkFields | None
                     ) -> tuple[FilterColumns, ChunkFields]:
@@ -444,11 +451,27 @@ def _add_columns(columns: FilterColumns, records: Sequence[ChunkRecord]) -> None
                 [record.filter_meta for record in records])
 
 
-def _saved_part(load: Callable[[Path], _Part], directory: Path, what: str) -> _Part | None:
+_REBUILT_ALONE = ("columns", "fields")
+"""Parts of a saved state rebuilt by themselves from the record when unusable."""
+
+
+def _damage_by_part(problems: Sequence[str]) -> dict[str, list[str]]:
+    """:func:`state_problems` grouped by the part (the state's subdirectory) they are in."""
+    grouped: dict[str, list[str]] = {}
+    for problem in problems:
+        grouped.setdefault(problem.split("/", 1)[0].split(":", 1)[0], []).append(problem)
+    return grouped
+
+
+def _saved_part(load: Callable[[Path], _Part], directory: Path, what: str,
+                damage: Sequence[str] | None) -> _Part | None:
     """A part of a saved state that can be rebuilt from the record (the filter columns, the
-    chunk fields), or ``None`` (logged) when it cannot be read — a state saved before the
-    part was kept, or a damaged file: the caller rebuilds it."""
+    chunk fields), or ``None`` (logged) when it cannot be read or ``damage`` was found in
+    its files — a state saved before the part was kept, or a damaged file: the caller
+    rebuilds it."""
     try:
+        if damage:
+            raise DamagedFile("; ".join(damage))
         return load(directory)
     except Exception as exc:  # whatever is unreadable is rebuilt from the record
         logger.warning("saved %s in %s are unusable (%s: %s); rebuilding them from the store",
