@@ -179,3 +179,30 @@ def test_one_collection_is_backed_up_and_restored_into_another_root(tmp_path: Pa
     assert CollectionRegistry(other).names() == ["tickets"]
     with open_engine(other / "collections" / "tickets") as engine:
         assert set(engine.store.live_hashes(["tickets-1"])) == {"tickets-1"}
+
+
+def test_an_incremental_backup_links_the_saved_index_files_it_already_has(
+        tmp_path: Path) -> None:
+    root = data_dir(tmp_path / "root")
+    with open_engine(root) as engine:
+        engine.add([DocumentIn(id="a", text="bees honey hive")])
+    assert run("backup", str(tmp_path / "one"), "--data", str(root)).exit_code == 0
+    second = run("backup", str(tmp_path / "two"), "--data", str(root), "--since",
+                 str(tmp_path / "one"))
+    assert second.exit_code == 0, second.output
+    one, two = read_manifest(tmp_path / "one"), read_manifest(tmp_path / "two")
+    index_files = sorted(name for name in one.files
+                         if name.startswith("indexes/state-"))
+    assert index_files and two.linked == index_files
+    for name in index_files:  # the same file, not a copy, with the checksum recorded before
+        assert (tmp_path / "one" / name).stat().st_ino == (tmp_path / "two" / name).stat().st_ino
+        assert two.files[name] == one.files[name]
+    assert "store.sqlite3" not in two.linked
+    with open_engine(root) as engine:  # a write and a save: a new state, nothing to link
+        engine.add([DocumentIn(id="b", text="owls night hunt")])
+    third = run("backup", str(tmp_path / "three"), "--data", str(root), "--since",
+                str(tmp_path / "two"))
+    assert third.exit_code == 0 and read_manifest(tmp_path / "three").linked == []
+    assert run("restore", str(tmp_path / "two"), "--data", str(tmp_path / "back")).exit_code == 0
+    with open_engine(tmp_path / "back") as engine:
+        assert set(engine.store.live_hashes(["a", "b"])) == {"a"}

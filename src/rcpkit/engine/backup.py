@@ -31,7 +31,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +80,14 @@ class BackupManifest:
     stores: list[StoreCopy]
     files: dict[str, dict[str, Any]]
     """Relative path → ``{"size": bytes, "checksum": "<algorithm>:<hex>"}``."""
+    linked: list[str] = field(default_factory=list)
+    """Files hard-linked from the earlier backup an incremental one was made since."""
 
     def as_json(self) -> dict[str, Any]:
         return {"format": _FORMAT, "created_at": self.created_at, "target": self.target,
                 "stores": [{"path": s.path, "backend": s.backend, "seq": s.seq,
                             "index_version": s.index_version} for s in self.stores],
-                "files": self.files}
+                "files": self.files, "linked": self.linked}
 
 
 # ── writing files durably ──────────────────────────────────────────────────
@@ -108,7 +110,31 @@ def _copy_file(source: Path, target: Path) -> None:
         os.fsync(writing.fileno())
 
 
-def _copy_indexes(data_dir: Path, target: Path) -> None:
+@dataclass(slots=True)
+class _Previous:
+    """An earlier backup, for an incremental one: a file of a saved index state is never
+    rewritten (each save makes a new state directory), so one the earlier backup holds at
+    the same path and size is hard-linked from it, with its recorded checksum."""
+
+    directory: Path
+    files: Mapping[str, Mapping[str, Any]]
+    linked: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def link(self, name: str, source: Path, target: Path) -> bool:
+        entry = self.files.get(name)
+        if entry is None or entry["size"] != source.stat().st_size:
+            return False
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            os.link(self.directory / name, target)
+        except OSError:  # another file system, or the file is gone: copy instead
+            return False
+        self.linked[name] = dict(entry)
+        return True
+
+
+def _copy_indexes(data_dir: Path, target: Path, relative: str,
+                  previous: _Previous | None) -> None:
     """The current saved index state (``CURRENT`` and the directory it names), if any and
     readable: one that is not would be rebuilt from the record anyway."""
     root = data_dir / INDEX_DIR
@@ -121,17 +147,21 @@ def _copy_indexes(data_dir: Path, target: Path) -> None:
             return
         for path in sorted(state.rglob("*")):
             if path.is_file():
-                _copy_file(path, target / INDEX_DIR / state.name / path.relative_to(state))
+                inside = Path(INDEX_DIR, state.name, path.relative_to(state))
+                name = (Path(relative) / inside).as_posix()
+                if previous is None or not previous.link(name, path, target / inside):
+                    _copy_file(path, target / inside)
         _copy_file(root / "CURRENT", target / INDEX_DIR / "CURRENT")
 
 
-def _copy_data_dir(data_dir: Path, target: Path, relative: str) -> StoreCopy:
+def _copy_data_dir(data_dir: Path, target: Path, relative: str,
+                   previous: _Previous | None) -> StoreCopy:
     """Copy one data directory: configuration, saved indexes, side stores, then the record
     (in that order: see the module docstring)."""
     config = load_config(data_dir)
     if (data_dir / CONFIG_FILE).is_file():
         _copy_file(data_dir / CONFIG_FILE, target / CONFIG_FILE)
-    _copy_indexes(data_dir, target)
+    _copy_indexes(data_dir, target, relative, previous)
     if config.backend == "postgres" and config.dsn:
         return _dump_postgres(config.dsn, target / PG_DUMP, relative)
     if config.backend != "sqlite":
@@ -214,10 +244,16 @@ def _restore_postgres(dump: Path, config_dir: Path, *, overwrite: bool) -> None:
         raise BackupError(f"pg_restore into schema {schema} failed: {restored.stderr.strip()}")
 
 
-def _listing(directory: Path) -> dict[str, dict[str, Any]]:
-    return {path.relative_to(directory).as_posix():
-            {"size": path.stat().st_size, "checksum": file_checksum(path)}
-            for path in sorted(directory.rglob("*")) if path.is_file()}
+def _listing(directory: Path, known: Mapping[str, dict[str, Any]]
+             ) -> dict[str, dict[str, Any]]:
+    """Size and checksum of every file under ``directory``; ``known`` ones not read again."""
+    listing = {}
+    for path in sorted(directory.rglob("*")):
+        if path.is_file():
+            name = path.relative_to(directory).as_posix()
+            listing[name] = known.get(name) or {"size": path.stat().st_size,
+                                                "checksum": file_checksum(path)}
+    return listing
 
 
 def _write_json(path: Path, value: Mapping[str, Any]) -> None:
@@ -237,20 +273,25 @@ def _staging(final: Path, purpose: str) -> Path:
 
 
 def backup(root: Path, out: Path, data_dirs: Sequence[str], *, target: str = "",
-           extra_files: Sequence[str] = ()) -> BackupManifest:
+           extra_files: Sequence[str] = (), since: Path | None = None) -> BackupManifest:
     """Back up the data directories ``data_dirs`` (relative to ``root``; ``""`` is ``root``
     itself) and the ``extra_files`` of ``root`` that exist into the new directory ``out``.
-    ``target`` is what a restore of it replaces (see :class:`BackupManifest`)."""
+    ``target`` is what a restore of it replaces (see :class:`BackupManifest`); with
+    ``since`` (an earlier backup on the same file system) the saved index files it already
+    holds are hard-linked from it instead of copied."""
     if out.exists():
         raise BackupError(f"{out} already exists: choose a new directory for the backup")
+    previous = None if since is None else _Previous(since, read_manifest(since).files)
     staging = _staging(out, "partial")
     try:
         for name in extra_files:
             if (root / name).is_file():
                 _copy_file(root / name, staging / name)
-        stores = [_copy_data_dir(root / relative, staging / relative, relative)
+        stores = [_copy_data_dir(root / relative, staging / relative, relative, previous)
                   for relative in data_dirs]
-        manifest = BackupManifest(time.time(), target, stores, _listing(staging))
+        linked = {} if previous is None else previous.linked
+        manifest = BackupManifest(time.time(), target, stores, _listing(staging, linked),
+                                  sorted(linked))
         _write_json(staging / MANIFEST, manifest.as_json())
         for directory in sorted({p.parent for p in staging.rglob("*")}, reverse=True):
             _fsync_dir(directory)
@@ -271,7 +312,7 @@ def read_manifest(backup_dir: Path) -> BackupManifest:
                               f"{_FORMAT}: restore it with the rcpkit that made it")
         return BackupManifest(float(raw["created_at"]), str(raw["target"]),
                               [StoreCopy(**store) for store in raw["stores"]],
-                              dict(raw["files"]))
+                              dict(raw["files"]), list(raw.get("linked", [])))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         if isinstance(exc, BackupError):
             raise

@@ -53,18 +53,23 @@ def data_dirs(command: str, root: Path, collection: str | None) -> list[str]:
 
 
 def _backup(out: Annotated[Path, typer.Argument(help="New directory for the backup.")],
-            data: RootOption, collection: CollectionOption = None) -> None:
+            data: RootOption, collection: CollectionOption = None,
+            since: Annotated[Path | None, typer.Option(
+                metavar="BACKUP", help="An earlier backup on this file system: link the saved "
+                                       "index files it holds instead of copying them.")] = None
+            ) -> None:
     """Back up a data root (or one collection) while it serves: records, side stores,
     saved indexes, configuration and keys, with a manifest of checksums."""
     dirs = data_dirs("backup", data, collection)
     extra = [KEYS_FILE] + ([CONFIG_FILE] if "" not in dirs else [])
     try:
         manifest = backup(data, out, dirs, target=dirs[0] if collection else "",
-                          extra_files=extra)
+                          extra_files=extra, since=since)
     except (BackupError, OSError) as exc:
         fail("backup", str(exc))
     size = sum(entry["size"] for entry in manifest.files.values())
-    typer.echo(f"backup {out}: {len(manifest.files)} files, {size} bytes")
+    linked = f" ({len(manifest.linked)} linked from {since})" if since is not None else ""
+    typer.echo(f"backup {out}: {len(manifest.files)} files, {size} bytes{linked}")
     for store in manifest.stores:
         where = store.path or "."
         if store.index_version is None:
