@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["PRIVATE_DIR_MODE", "atomic_write", "locked", "private_dir", "private_file",
-           "replace_durably", "write_new"]
+__all__ = ["PRIVATE_DIR_MODE", "atomic_write", "fsync_directory", "locked", "private_dir",
+           "private_file", "rename_durably", "replace_durably", "write_new"]
 
 PRIVATE_DIR_MODE = 0o700
 _PRIVATE_FILE_MODE = 0o600
@@ -56,7 +56,7 @@ def private_file(path: Path) -> Path:
     return Path(path)
 
 
-def _fsync_directory(path: Path) -> None:
+def fsync_directory(path: Path) -> None:
     """Flush ``path``'s entries (a rename or a new file in it) to disk."""
     descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -90,7 +90,7 @@ def atomic_write(path: Path, content: bytes | str | Writer) -> None:
     try:
         with os.fdopen(descriptor, "wb") as stream:
             _write_synced(stream, content)
-        _rename_synced(Path(temporary), path)
+        rename_durably(Path(temporary), path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
@@ -102,12 +102,14 @@ def replace_durably(written: Path, path: Path) -> None:
     with open(written, "rb") as stream:
         os.fchmod(stream.fileno(), _PRIVATE_FILE_MODE)
         os.fsync(stream.fileno())
-    _rename_synced(written, path)
+    rename_durably(written, path)
 
 
-def _rename_synced(written: Path, path: Path) -> None:
+def rename_durably(written: Path, path: Path) -> None:
+    """Rename ``written`` (a file or a whole directory staged beside it) to ``path``, then
+    fsync the directory that holds the new name."""
     os.replace(written, path)
-    _fsync_directory(path.parent)
+    fsync_directory(path.parent)
 
 
 @contextlib.contextmanager

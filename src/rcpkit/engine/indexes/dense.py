@@ -52,7 +52,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -693,6 +693,31 @@ class DenseIndex:
             atomic_write(directory / _META, json.dumps(meta, indent=1))
             _remove_stale(directory, keep=set(names.values()))
 
+    @staticmethod
+    def _read_saved(directory: Path) -> tuple[dict[str, Any], npt.NDArray[np.int64]]:
+        """The manifest and row ids of a saved index, after checking every file it names
+        against its checksum."""
+        meta_path = directory / _META
+        if not meta_path.is_file():
+            raise IndexUnavailable(f"no dense index saved in {directory}")
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") not in (_FORMAT, _LEAN_FORMAT):
+            raise ValueError(f"unsupported dense index format {meta.get('format')!r}")
+        checksums = meta.get("checksums", {})
+        for key, name in meta["files"].items():
+            verify_file(directory / name, checksums.get(key))
+        rowids = np.load(directory / meta["files"]["rowids"], allow_pickle=False)
+        rowids = rowids.astype(np.int64)
+        if np.any(np.diff(rowids) <= 0):
+            raise ValueError("the saved dense row ids are not ascending")
+        return meta, rowids
+
+    @classmethod
+    def saved_rowids(cls, directory: Path) -> npt.NDArray[np.int64]:
+        """The row ids a saved index holds, its files checked (an audit: no vector is read,
+        and none is dropped for missing from the record as :meth:`load` does)."""
+        return cls._read_saved(Path(directory))[1]
+
     @classmethod
     def load(cls, directory: Path, *, build_threads: int = 1,
              vectors: StoredVectors | None = None, graph_dtype: str = "f16",
@@ -706,12 +731,7 @@ class DenseIndex:
         another ``graph_dtype`` is left unread: a graph of this one is built in the background
         while exact search serves, and the rows need no rebuild."""
         directory = Path(directory)
-        meta_path = directory / _META
-        if not meta_path.is_file():
-            raise IndexUnavailable(f"no dense index saved in {directory}")
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") not in (_FORMAT, _LEAN_FORMAT):
-            raise ValueError(f"unsupported dense index format {meta.get('format')!r}")
+        meta, rowids = cls._read_saved(directory)
         saved_dtype = meta.get("graph_dtype", "f16")
         keep_graph = saved_dtype == graph_dtype
         if not keep_graph and "graph" in meta["files"]:
@@ -730,16 +750,10 @@ class DenseIndex:
         )
         index.saved_graph_unused = not keep_graph and "graph" in meta["files"]
         files = meta["files"]
-        checksums = meta.get("checksums", {})
-        for key, name in files.items():
-            verify_file(directory / name, checksums.get(key))
         # Mapped, not read: a saved file is never rewritten (each save writes a new
         # generation), and a mapping outlives the unlink of a later save. Nothing writes into
         # the buffer either: it has no spare rows, so the first add, remove or merge
         # publishes fresh buffers first (_append, _publish).
-        rowids = np.load(directory / files["rowids"], allow_pickle=False).astype(np.int64)
-        if np.any(np.diff(rowids) <= 0):
-            raise ValueError("the saved dense row ids are not ascending")
         if "vectors" in files:
             matrix = np.load(directory / files["vectors"], allow_pickle=False, mmap_mode="r")
         elif vectors is None:

@@ -75,6 +75,10 @@ class LexicalIndex:
         """Number of rows held."""
         return self._count
 
+    def held_rowids(self) -> IntArray:
+        """The rowids held, ascending."""
+        return np.flatnonzero(self._present).astype(np.int64)
+
     def held_mask(self) -> BoolArray:
         """A fresh mask over rowids ``0..max``: True where the row is held."""
         return self._present.copy()

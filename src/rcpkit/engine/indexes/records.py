@@ -67,6 +67,12 @@ class ChunkFields:
                 except orjson.JSONEncodeError:
                     continue
 
+    def held_rowids(self) -> npt.NDArray[np.int64]:
+        """The rowids whose fields are kept, ascending (a row whose metadata could not be
+        encoded is not among them: its pages read it from the store)."""
+        return np.array([rowid for rowid, row in enumerate(self._rows) if row is not None],
+                        dtype=np.int64)
+
     def remove(self, rowids: npt.NDArray[np.int64]) -> None:
         """Forget rows (garbage-collected from the store); unknown rowids are ignored."""
         rows = self._rows
