@@ -321,7 +321,13 @@ class DerivedIndexes:
             saved = self._saved_state()
             if (saved is None or saved[1] < self.position
                     or (self._saved_state_partial and saved[1] == self.position)):
-                self._write_state(self._index_dir())
+                root = self._index_dir()
+                try:
+                    self._write_state(root)
+                except BaseException:
+                    # A half-written state (a full disk) must not keep the space it took.
+                    _keep_only(root, saved[0].name if saved is not None else None)
+                    raise
                 self.saved_position = self.position
             else:
                 self.saved_position = saved[1]
@@ -345,9 +351,7 @@ class DerivedIndexes:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(pointer, root / "CURRENT")
-        for stale in root.iterdir():
-            if stale.is_dir() and stale.name != name:
-                shutil.rmtree(stale, ignore_errors=True)
+        _keep_only(root, name)
 
     def visible_mask(self, seq: int) -> BoolMask:
         """The indexed rowids visible at version ``seq`` as a mask (cached for recent
@@ -397,3 +401,10 @@ def _saved_part(load: Callable[[Path], _Part], directory: Path, what: str) -> _P
         logger.warning("saved %s in %s are unusable (%s: %s); rebuilding them from the store",
                        what, directory, type(exc).__name__, exc)
         return None
+
+
+def _keep_only(root: Path, state: str | None) -> None:
+    """Remove every state directory under ``root`` but ``state``."""
+    for stale in root.iterdir():
+        if stale.is_dir() and stale.name != state:
+            shutil.rmtree(stale, ignore_errors=True)
