@@ -193,6 +193,11 @@ class Engine:
         return self.snapshots.resolve(index_version)
 
     @property
+    def clock(self) -> Callable[[], float]:
+        """The engine's clock (epoch seconds), for components keeping their own retention."""
+        return self._clock
+
+    @property
     def store(self) -> Store:
         """The system of record, for components deriving their own indexes from it."""
         return self._store
