@@ -50,9 +50,9 @@ def _found(engine: Engine, number: int) -> int:
 
 
 def test_a_full_disk_refuses_uncommitted_writes_and_acknowledges_committed_ones(
-        small_disk: Path) -> None:
+        small_disk: Path, serve: Any) -> None:
     data = make_data_dir(small_disk / "data")
-    engine = Engine(data)
+    engine: Engine = serve(data)
     acknowledged: list[int] = []
     refused: list[int] = []
     for number in range(MAX_BATCHES):
@@ -71,10 +71,10 @@ def test_a_full_disk_refuses_uncommitted_writes_and_acknowledges_committed_ones(
     assert engine.peer.close() == 0  # saving the indexes at exit may fail: logged, not fatal
     engine.peer.assert_clean()
 
-    reopened = Engine(data)  # on the still-full disk (a new session sees the batch field)
+    reopened: Engine = serve(data)  # on the still-full disk (a new session sees the batch field)
     for number in [*acknowledged[:2], *acknowledged[-3:], *refused]:
         assert _found(reopened, number) == (PER_BATCH if number in acknowledged else 0)
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
     assert reopened.add(_batch(MAX_BATCHES))["ids"]
     reopened.close()
-    assert _found(Engine(data), MAX_BATCHES) == PER_BATCH
+    assert _found(serve(data), MAX_BATCHES) == PER_BATCH

@@ -210,8 +210,9 @@ def _large_documents(count: int, words: int) -> list[dict[str, Any]]:
             for i in range(count)]
 
 
-def test_inline_text_past_the_advertised_bound_is_invalid_params(tmp_path: Path) -> None:
-    engine = Engine(make_data_dir(tmp_path / "d", _memory_config(memory_max_inline_bytes=170)))
+def test_inline_text_past_the_advertised_bound_is_invalid_params(serve: Any,
+                                                                 tmp_path: Path) -> None:
+    engine = serve(make_data_dir(tmp_path / "d", _memory_config(memory_max_inline_bytes=170)))
     assert engine.info["capabilities"]["memory"]["maxInlineBytes"] == 170
     oolong = {"id": "oolong", "text": "Oolong tea is partly oxidised: between the two."}
     error = engine.error("memory/build", {"documents": [*INLINE, oolong]})  # 131 + 47 bytes
@@ -241,8 +242,8 @@ def test_a_build_that_is_cancelled_or_out_of_time_stops_and_stores_nothing(
     assert again.error("memory/recall", {"query": "topic1 notes"})["code"] == -32015
 
 
-def test_only_the_configured_number_of_memories_is_kept(tmp_path: Path) -> None:
-    engine = Engine(make_data_dir(tmp_path / "d", _memory_config(memory_max_count=2)))
+def test_only_the_configured_number_of_memories_is_kept(serve: Any, tmp_path: Path) -> None:
+    engine = serve(make_data_dir(tmp_path / "d", _memory_config(memory_max_count=2)))
     built = [build(engine, documents=INLINE) for _ in range(3)]
     assert engine.error("memory/recall", {"query": "tea", "memoryId": built[0]})["code"] \
         == -32015
