@@ -79,3 +79,18 @@ def test_an_unreadable_keys_file_fails_closed(tmp_path: Path) -> None:
     keys.path.write_text("{not json")
     refused = gate.admit({b"authorization": f"Bearer {token}".encode()})
     assert isinstance(refused, tuple) and refused[0] == 401
+
+
+def test_a_principal_at_its_concurrency_cap_is_told_no_sooner_than_its_next_token() -> None:
+    clock = FakeClock(0.0)
+    limiter = Limiter(clock, clock)
+    limits = Limits(requests_per_second=0.25, burst=1, concurrent=1)
+    assert limiter.admit("a", limits) is None
+    # Both limits refuse: the advice is the later of the two (the token, 4 s away).
+    assert limiter.admit("a", limits) == pytest.approx(4.0)
+    limiter.release("a")
+    clock.advance(3.5)
+    assert limiter.admit("a", limits) == pytest.approx(0.5)
+    clock.advance(0.5)
+    assert limiter.admit("a", limits) is None
+    assert limiter.admit("a", limits) == CONCURRENCY_RETRY_S * 4

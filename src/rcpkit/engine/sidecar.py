@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rcpkit.engine.errors import disk_full, is_disk_full
+from rcpkit.files import private_dir, private_file
 
 if TYPE_CHECKING:
     from rcpkit.engine.store import Store
@@ -65,7 +66,7 @@ class SidecarDatabase(SideTables):
     ordinal = "rowid"
 
     def __init__(self, path: Path, schema: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(private_dir(path.parent) / path.name)
         self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
                                   timeout=30)
         self.lock = threading.RLock()

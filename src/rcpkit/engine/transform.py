@@ -32,10 +32,17 @@ from rcpkit.engine.graph.component import ConceptGraph, distinct_labels
 from rcpkit.engine.graph.view import GraphView
 from rcpkit.engine.llm import LanguageModel, hypothetical_passage
 
-__all__ = ["TRANSFORM_METHODS", "QueryTransformer", "Transformed"]
+__all__ = ["TRANSFORM_METHODS", "QueryTransformer", "Transformed", "default_n"]
 
 TRANSFORM_METHODS = ("rewrite", "multi-query", "decompose", "step-back", "hyde")
 _DEFAULT_N = {"multi-query": 3, "decompose": 3, "step-back": 1}
+
+
+def default_n(method: str) -> int:
+    """How many queries ``method`` returns for a request without ``n``."""
+    return _DEFAULT_N.get(method, 1)
+
+
 _PRF_HITS = 5
 _HYDE_SENTENCES = 3
 
@@ -75,7 +82,7 @@ class QueryTransformer:
     def transform(self, query: str, method: str, n: int | None, seq: int) -> Transformed:
         """Apply ``method`` (one of :data:`TRANSFORM_METHODS`) at version ``seq``; ``n``
         (at most :attr:`max_n`) bounds the queries returned."""
-        count = min(n or _DEFAULT_N.get(method, 1), self.max_n)
+        count = min(n or default_n(method), self.max_n)
         view = self.graph.view(seq)
         base = self.rewrite(query, view)
         if method == "rewrite":

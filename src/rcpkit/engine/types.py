@@ -27,10 +27,17 @@ __all__ = [
     "SearchRequest",
     "SearchResult",
     "Usage",
+    "less_trusted",
 ]
 
 TRUST_LEVELS = ("trusted", "community", "untrusted")
-"""§7.7 ``trust.level`` values; a document without one is ``untrusted`` (§15.2)."""
+"""§7.7 ``trust.level`` values, most trusted first; a document without one is ``untrusted``
+(§15.2)."""
+
+
+def less_trusted(level: str, other: str) -> str:
+    """The lower of two :data:`TRUST_LEVELS`."""
+    return max(level, other, key=TRUST_LEVELS.index)
 
 WRITE_STAMP = ("written_by", "written_at")
 """Metadata a server stamps on each write (who, when: §15.3 provenance). Not content: a

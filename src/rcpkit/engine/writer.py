@@ -47,8 +47,11 @@ class Writer:
 
     def add(self, documents: Sequence[DocumentIn], *, chunk: bool, contextual: bool,
             idempotency_key: str | None,
-            embedded: Callable[[int, int], None] | None) -> AddResult:
-        """Upsert; returns after the write is committed and published."""
+            embedded: Callable[[int, int], None] | None,
+            max_trust: str | None = None) -> AddResult:
+        """Upsert; returns after the write is committed and published. Documents are
+        labelled at most ``max_trust`` (None: the configured ``trust``, §15.2)."""
+        ceiling = self._config.trust if max_trust is None else max_trust
         self._preparer.check(documents)
         self._snapshots.refresh()
         with self._lock:
@@ -63,7 +66,7 @@ class Writer:
             schema = self._snapshots.schema
             new_fields: dict[str, str] = {}
             prepared = [self._preparer.prepare(position, document, schema, new_fields, chunk,
-                                               contextual)
+                                               contextual, ceiling)
                         for position, document in enumerate(documents)]
             live = self._store.live_hashes([p.doc_id for p in prepared])
             changed = [p for p in prepared if live.get(p.doc_id) != p.content_hash]

@@ -65,7 +65,7 @@ from .context import Context, Notify, ServerSession
 from .framework import Handler, Server
 from .line import Line, Place
 
-__all__ = ["Authorize", "Dispatcher", "RequestObserver"]
+__all__ = ["AdmitMember", "Authorize", "Dispatcher", "RequestObserver"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -73,6 +73,10 @@ Reply = dict[str, Any]
 Emit = Callable[[bytes], None]
 Authorize = Callable[[str | None, str, Mapping[str, Any]], None]
 """``authorize(caller, method, params)`` raises the :class:`RcpError` refusing the request."""
+AdmitMember = Callable[[str | None], Callable[[], None]]
+"""``admit_member(caller)`` admits one more request of a batch, before its authorisation:
+it raises the :class:`RcpError` refusing it (``-32011`` over a rate or concurrency limit) or
+returns what to call once the request is answered."""
 RequestObserver = Callable[[str | None, int, float], None]
 """Told of every answered request: its method (None when the server has no such method),
 the outcome code (0 for a result, else the §12 error code) and the seconds it took."""
@@ -110,15 +114,19 @@ class Dispatcher:
     whole with ``-32013`` PayloadTooLarge — the §12 code for "batch size", whose
     §12.2 retry advice (split it) is exactly what the client must do; ``-32602``
     would wrongly suggest the params themselves are malformed.
+    ``admit_member`` admits each request of a batch after its first, as a transport that
+    admitted the frame itself (which pays for the first) counts requests (§11, §15.5).
     """
 
     def __init__(self, server: Server, *, session: ServerSession | None = None,
                  stateless: bool = False, max_concurrency: int = 64,
                  request_timeout_ms: float | None = None, max_batch: int = 1024,
                  observer: RequestObserver | None = None, log_bodies: bool = False,
-                 authorize: Authorize | None = None) -> None:
+                 authorize: Authorize | None = None,
+                 admit_member: AdmitMember | None = None) -> None:
         self.server = server
         self.authorize = authorize
+        self.admit_member = admit_member
         self.observer = observer
         self.log_bodies = log_bodies
         """Whether a failure's log may quote the request's queries and documents (§15.6);
@@ -425,9 +433,34 @@ class Dispatcher:
             return messages.error_response(None, PayloadTooLarge(
                 f"a batch may hold at most {self.max_batch} messages",
                 data={"limit": self.max_batch}))
-        # §11: a malformed member is answered with id null, whatever id it may carry.
-        return [messages.error_response(None, member.error) if isinstance(member, Invalid)
-                else self._begin(member, notify, caller) for member in members]
+        outcomes: list[Reply | asyncio.Task[Reply] | None] = []
+        admit_each = False  # until the first request, which the frame's admission paid for
+        for member in members:
+            if isinstance(member, Invalid):
+                # §11: a malformed member is answered with id null, whatever id it may carry.
+                outcomes.append(messages.error_response(None, member.error))
+            elif admit_each and isinstance(member, Request):
+                outcomes.append(self._begin_member(member, notify, caller))
+            else:
+                outcomes.append(self._begin(member, notify, caller))
+                if isinstance(member, Request):
+                    admit_each = self.admit_member is not None
+        return outcomes
+
+    def _begin_member(self, req: Request, notify: Notify | None,
+                      caller: str | None) -> Reply | asyncio.Task[Reply]:
+        """A batch's request after its first: admitted on its own, and held until answered."""
+        assert self.admit_member is not None
+        try:
+            release = self.admit_member(caller)
+        except RcpError as exc:
+            return messages.error_response(req.id, exc)
+        outcome = self._begin_request(req, notify, caller)
+        if isinstance(outcome, asyncio.Task):
+            outcome.add_done_callback(lambda _: release())
+        else:
+            release()
+        return outcome
 
     @staticmethod
     async def _collect(outcomes: list[Reply | asyncio.Task[Reply] | None]) -> list[Reply]:

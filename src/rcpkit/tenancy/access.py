@@ -4,13 +4,17 @@ the HTTP transport, and the dispatcher's per-request authorisation (§15.3, §15
 Order for a request to ``<base>/<collection>/…``: credentials (401, ``-32012``), then
 visibility — a collection the principal holds no scope on answers exactly as one that does
 not exist (403, ``-32012``, the same body), so existence does not leak — then the rate and
-concurrency limits (429, ``-32011``, ``Retry-After``). The dispatcher then checks each
-request before capability gating: ``write`` for the write methods, ``read`` for the rest,
-the principal's fan-out caps, and its daily write quota.
+concurrency limits (429, ``-32011``, ``Retry-After``), which admit the POST and the first
+request it carries. Each further request of a batch is admitted on its own, as if it came
+alone: one token, and one concurrency slot until it is answered, or ``-32011`` for it alone
+(:meth:`Access.member_admission`). The dispatcher then checks each request before capability
+gating: ``write`` for the write methods, ``read`` for the rest, and the daily write quota.
+The principal's fan-out caps apply to the typed params (:func:`cap_fan_out`).
 """
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 import math
@@ -20,8 +24,13 @@ from typing import Any
 
 import msgspec
 
+from ..binding.graph import DEFAULT_HOPS
+from ..engine.transform import default_n
 from ..protocol.errors import InvalidParams, PayloadTooLarge, RateLimited, Unauthorized
 from ..protocol.methods import ALWAYS_ALLOWED
+from ..server.context import Context
+from ..server.dispatcher import AdmitMember
+from ..server.framework import Handler, Server
 from ..transports.http.auth import presented_credentials, unauthenticated
 from ..transports.http.replies import error_reply, shed
 from ..transports.http.server import Reply
@@ -29,7 +38,7 @@ from .keys import KeyRecord, KeyStore, KeyStoreError
 from .limits import Limiter, Limits, QuotaExceeded
 from .scopes import ANY_COLLECTION, Scopes, action_of
 
-__all__ = ["Access", "CollectionGate", "Principal", "hidden"]
+__all__ = ["Access", "CollectionGate", "Principal", "cap_fan_out", "hidden"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -41,12 +50,14 @@ kind is ``key`` or ``token``, never a principal's name)."""
 @dataclass(frozen=True)
 class Principal:
     """An authenticated caller: ``caller`` keys its per-caller engine state, ``name`` is who
-    it is (provenance, limits)."""
+    it is (provenance, limits), ``trust`` the highest trust level its writes may name (None:
+    the collection's own setting, §15.2)."""
 
     caller: str
     name: str
     scopes: Scopes
     limits: Limits
+    trust: str | None = None
 
 
 def hidden() -> Reply:
@@ -71,7 +82,7 @@ class Access:
         self.on_refusal = on_refusal
 
     def required(self) -> bool:
-        return bool(self.tokens) or (self.keys is not None and self.keys.exists())
+        return bool(self.tokens) or (self.keys is not None and self.keys.in_force())
 
     def authenticate(self, headers: Mapping[bytes, bytes]) -> Principal | Reply | None:
         """The caller, None when no auth is configured, else the 400/401 refusal."""
@@ -118,7 +129,7 @@ class Access:
         if kind != "key" or record is None or record.revoked:
             return None
         return Principal(caller, record.principal, record.scopes,
-                         record.limits.over(self.defaults))
+                         record.limits.over(self.defaults), record.trust)
 
     def visible(self, caller: str | None, names: Iterable[str]) -> list[str]:
         """The collections among ``names`` the caller may see."""
@@ -133,6 +144,29 @@ class Access:
             kind = "key" if principal.caller.startswith("key-") else "token"
             self.on_refusal(collection or "", kind)
 
+    def admit(self, collection: str | None, principal: Principal) -> float | None:
+        """Count one request of ``principal`` in (:meth:`.limits.Limiter.admit`); the
+        seconds to wait instead when a limit refuses it, a refusal told to ``on_refusal``."""
+        wait = self.limiter.admit(principal.name, principal.limits)
+        if wait is not None:
+            self.refused(collection, principal)
+        return wait
+
+    def member_admission(self, collection: str | None) -> AdmitMember:
+        """The dispatcher's admission of each request of a batch after its first (§11,
+        §15.5): a request of its own for the rate and concurrency limits, its slot given back
+        once it is answered. A caller who is no principal (anonymous, or revoked meanwhile,
+        which authorisation refuses next) is not counted."""
+        def admit_member(caller: str | None) -> Callable[[], None]:
+            principal = self.principal(caller)
+            if principal is None:
+                return _uncounted
+            wait = self.admit(collection, principal)
+            if wait is not None:
+                raise RateLimited("rate limit", retryAfterMs=math.ceil(wait * 1000))
+            return functools.partial(self.limiter.release, principal.name)
+        return admit_member
+
     def authorizer(self, collection: str) -> Callable[[str | None, str, Mapping[str, Any]], None]:
         """The dispatcher's check of each request to ``collection`` (see the module doc)."""
         def authorize(caller: str | None, method: str, params: Mapping[str, Any]) -> None:
@@ -146,19 +180,9 @@ class Access:
             action = action_of(method)
             if not principal.scopes.allows(collection, action):
                 raise Unauthorized(f"this key may not {action} this collection")
-            self._check_fan_out(principal.limits, method, params)
             if action == "write":
                 self._charge_writes(collection, principal, params)
         return authorize
-
-    @staticmethod
-    def _check_fan_out(limits: Limits, method: str, params: Mapping[str, Any]) -> None:
-        """§15.5: the principal's own cap on ``query/transform`` ``n`` and ``graph`` hops."""
-        for capped, field, cap in (("query/transform", "n", limits.transform_n),
-                                   ("graph", "hops", limits.graph_hops)):
-            value = params.get(field)
-            if method == capped and cap is not None and isinstance(value, int) and value > cap:
-                raise InvalidParams(f"{field} must be at most {cap} for this key", field=field)
 
     def _charge_writes(self, collection: str, principal: Principal,
                        params: Mapping[str, Any]) -> None:
@@ -192,9 +216,8 @@ class CollectionGate:
         if not self.exists or (self.collection is not None
                                and not principal.scopes.sees(self.collection)):
             return hidden()
-        wait = self.access.limiter.admit(principal.name, principal.limits)
+        wait = self.access.admit(self.collection, principal)
         if wait is not None:
-            self.access.refused(self.collection, principal)
             return shed(wait, "rate limit")
         self._in_flight[principal.caller] = principal.name
         return principal.caller
@@ -204,3 +227,55 @@ class CollectionGate:
         name = self._in_flight.get(principal) if principal is not None else None
         if name is not None:
             self.access.limiter.release(name)
+
+
+def _uncounted() -> None:
+    """Nothing to give back: the request was not counted."""
+
+
+_FAN_OUT: tuple[tuple[str, str, Callable[[Limits], int | None], Callable[[Any], int]], ...] = (
+    ("query/transform", "n", lambda limits: limits.transform_n,
+     lambda params: default_n(params.method)),
+    ("graph", "hops", lambda limits: limits.graph_hops, lambda params: DEFAULT_HOPS))
+"""method, field, the principal's cap on it, the server's value when a request leaves it out."""
+
+
+def cap_fan_out(server: Server, access: Access) -> None:
+    """§15.5: make ``server`` hold each caller's own caps on ``query/transform`` ``n`` and
+    ``graph`` ``hops`` (:class:`.limits.Limits`), below the advertised ``maxN``/``maxHops``.
+
+    The caps apply to the typed params, so ``2.0`` counts as the 2 it decodes to. A request
+    that leaves the value out gets the server's default lowered to the cap, not a refusal:
+    it asked for no number, so the most its key allows serves it as the default serves an
+    uncapped key, and a client that never sends the field keeps working on a capped key."""
+    for method, field, cap_of, default_of in _FAN_OUT:
+        handler = server.handlers.get(method)
+        if handler is not None:
+            server.add_method(method, _before(handler, functools.partial(
+                _capped, access, field, cap_of, default_of)))
+
+
+def _capped(access: Access, field: str, cap_of: Callable[[Limits], int | None],
+            default_of: Callable[[Any], int], params: Any, ctx: Context) -> Any:
+    """``params`` with ``field`` held to the caller's cap (see :func:`cap_fan_out`)."""
+    principal = access.principal(ctx.caller)
+    cap = None if principal is None else cap_of(principal.limits)
+    value = getattr(params, field)
+    if cap is None or (value is not None and value <= cap):
+        return params
+    if value is not None:
+        raise InvalidParams(f"{field} must be at most {cap} for this key", field=field)
+    return msgspec.structs.replace(params, **{field: min(default_of(params), cap)})
+
+
+def _before(handler: Handler, adjust: Callable[[Any, Context], Any]) -> Callable[..., Any]:
+    """``handler``'s function, called with its params passed through ``adjust`` first."""
+    call = handler.fn
+    if handler.is_async:
+        async def adjusted_async(params: Any, ctx: Context) -> Any:
+            return await call(adjust(params, ctx), ctx)
+        return adjusted_async
+
+    def adjusted(params: Any, ctx: Context) -> Any:
+        return call(adjust(params, ctx), ctx)
+    return adjusted

@@ -141,21 +141,24 @@ def create_collections_app(collections: Mapping[str, Server], access: Access, *,
     provenance look at)."""
     if app_options.get("sessions", "stateless") != "stateless":
         raise UsageError("collections are served with the stateless session policy")
-    for option in ("auth_tokens", "api_key_header", "gate", "authorize", "collection"):
+    for option in ("auth_tokens", "api_key_header", "gate", "authorize", "admit_member",
+                   "collection"):
         if option in app_options:
             raise UsageError(f"{option} is the Access object's business")
     base = "/" + base.strip("/")
     if metrics is not None and access.on_refusal is None:
         access.on_refusal = metrics.rate_limited
     apps = {name: create_app(server, base=f"{base}/{name}", gate=CollectionGate(access, name),
-                             authorize=access.authorizer(name), metrics=metrics,
+                             authorize=access.authorizer(name),
+                             admit_member=access.member_admission(name), metrics=metrics,
                              collection=name, **app_options)
             for name, server in collections.items()}
     missing = create_app(Server(DIRECTORY_NAME, __version__), base=f"{base}/{MISSING}",
                          gate=CollectionGate(access, None, exists=False), **app_options)
     routed = CollectionsApp(base, None, apps, missing)
     routed.root = create_app(_directory(collections, access, routed), base=base,
-                             gate=CollectionGate(access, None), metrics=metrics,
+                             gate=CollectionGate(access, None),
+                             admit_member=access.member_admission(None), metrics=metrics,
                              **app_options)
     routed.public_url = public_url.rstrip("/") if public_url else None
     return routed

@@ -88,23 +88,30 @@ class Limiter:
         """principal → (UTC day number, bytes written that day)."""
 
     def admit(self, principal: str, limits: Limits) -> float | None:
-        """Count one request in; the seconds to wait instead when a limit refuses it.
-        An admitted request must be given back to :meth:`release`."""
-        if limits.concurrent is not None \
-                and self._in_flight.get(principal, 0) >= limits.concurrent:
-            return CONCURRENCY_RETRY_S
-        rate = limits.requests_per_second
-        if rate is not None:
-            capacity = float(limits.burst or max(1, math.ceil(rate)))
-            now = self._clock()
-            bucket = self._buckets.setdefault(principal, _Bucket(capacity, now))
-            bucket.tokens = min(capacity, bucket.tokens + (now - bucket.last) * rate)
-            bucket.last = now
-            if bucket.tokens < 1.0:
-                return (1.0 - bucket.tokens) / rate
-            bucket.tokens -= 1.0
+        """Count one request in; the seconds to wait instead when a limit refuses it (never
+        sooner than the bucket holds a token). An admitted request must be given back to
+        :meth:`release`."""
+        busy = limits.concurrent is not None \
+            and self._in_flight.get(principal, 0) >= limits.concurrent
+        wait = self._token_wait(principal, limits)
+        if busy or wait > 0.0:
+            return max(wait, CONCURRENCY_RETRY_S if busy else 0.0)
+        if limits.requests_per_second is not None:
+            self._buckets[principal].tokens -= 1.0
         self._in_flight[principal] = self._in_flight.get(principal, 0) + 1
         return None
+
+    def _token_wait(self, principal: str, limits: Limits) -> float:
+        """The seconds until ``principal``'s bucket holds a token (0: it does), refilled to now."""
+        rate = limits.requests_per_second
+        if rate is None:
+            return 0.0
+        capacity = float(limits.burst or max(1, math.ceil(rate)))
+        now = self._clock()
+        bucket = self._buckets.setdefault(principal, _Bucket(capacity, now))
+        bucket.tokens = min(capacity, bucket.tokens + (now - bucket.last) * rate)
+        bucket.last = now
+        return max(0.0, (1.0 - bucket.tokens) / rate)
 
     def release(self, principal: str) -> None:
         left = self._in_flight.get(principal, 0) - 1

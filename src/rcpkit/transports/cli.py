@@ -76,6 +76,17 @@ def _engine_server(data_dir: Path | None, options: dict[str, Any]) -> Server:
     return built
 
 
+def _check_data_directory(data: Path | None) -> None:
+    """Refuse a data directory that does not exist: the engine would create it, and a
+    mistyped ``--data`` would serve (and take writes into) a new, empty engine."""
+    from ..engine.config import EngineConfig
+
+    directory = data if data is not None else EngineConfig().data_dir
+    if not directory.is_dir():
+        raise ConfigError(f"no data directory {directory}: build one with `rcpkit index add "
+                          f"FILES --data {directory}`, or pass --create to serve an empty one")
+
+
 def _parse_host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -101,6 +112,9 @@ def serve(
         "--app", metavar="MODULE:ATTR", help="Serve this Server instead of the engine.")] = None,
     data: Annotated[Path | None, typer.Option(
         "--data", metavar="DIR", help="Engine data directory (without --app).")] = None,
+    create: Annotated[bool, typer.Option(
+        "--create", help="Create the data directory if it does not exist (else refused: a "
+                         "typo would serve an empty engine).")] = False,
     embedder: Annotated[str | None, typer.Option(
         help="Engine embedder, e.g. minilm or hashing (without --app).")] = None,
     backend: Annotated[str | None, typer.Option(
@@ -172,9 +186,9 @@ def serve(
                           (("embedder", embedder), ("backend", backend), ("dsn", dsn),
                            ("llm_url", llm_url), ("llm_model", llm_model))
                           if value is not None}
-        if app is not None and (data is not None or engine_options):
-            raise ConfigError("--data, --embedder, --backend, --dsn and --llm-* configure the "
-                              "engine; not with --app")
+        if app is not None and (data is not None or engine_options or create):
+            raise ConfigError("--data, --create, --embedder, --backend, --dsn and --llm-* "
+                              "configure the engine; not with --app")
 
         if app is None and data is not None and is_collection_root(data):
             configure_logging("serve", log_level)
@@ -188,6 +202,8 @@ def serve(
         if collection:
             raise ConfigError("--collection needs --data ROOT holding collections "
                               "(rcpkit collection create NAME --data ROOT)")
+        if app is None and not create:
+            _check_data_directory(data)
 
         def build() -> Server:
             return load_app(app) if app is not None else _engine_server(data, engine_options)

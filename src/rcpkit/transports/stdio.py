@@ -169,9 +169,11 @@ async def _serve(server: Server, in_fd: int, out_fd: int, max_line: int,
 
 async def _read_stdin(loop: asyncio.AbstractEventLoop, fd: int, feed_chunk: FeedChunk,
                       at_eof: AtEof) -> asyncio.BaseTransport | asyncio.Task[None]:
-    """Pipes, sockets and terminals are read by the event loop; a regular file (stdin
-    redirected from a file), which cannot be polled, is read by a worker thread."""
-    if stat.S_ISREG(os.fstat(fd).st_mode):
+    """Pipes, sockets and terminals are read by the event loop; anything else — a regular
+    file or a device such as ``/dev/null`` — by a worker thread: epoll refuses to watch those
+    (EPERM), which uvloop's libuv answers with ``abort()`` and asyncio with an error."""
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
         return loop.create_task(_read_file(loop, fd, feed_chunk, at_eof))
     pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
     transport, _ = await loop.connect_read_pipe(lambda: _StdinProtocol(feed_chunk, at_eof), pipe)

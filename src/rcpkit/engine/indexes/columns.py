@@ -34,6 +34,7 @@ import numpy.typing as npt
 import orjson
 
 from rcpkit.engine.indexes.persist import commit_manifest, save_arrays, verify_file
+from rcpkit.files import private_dir
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
 __all__ = ["FilterColumns"]
@@ -251,7 +252,7 @@ class FilterColumns:
         file, then replacing the manifest that names it commits. Rows removed since the last
         compaction are left out, so the saved image is compact."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         held_rows = np.flatnonzero(self._held)
         size = int(held_rows[-1]) + 1 if len(held_rows) else 0
         arrays: dict[str, npt.NDArray[Any]] = {"held": self._held[:size]}

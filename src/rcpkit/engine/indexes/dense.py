@@ -45,16 +45,14 @@ import importlib.util
 import json
 import logging
 import math
-import os
 import sys
-import tempfile
 import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +61,7 @@ from rcpkit.engine.config import GRAPH_DTYPES
 from rcpkit.engine.errors import IndexUnavailable
 from rcpkit.engine.indexes import quantised
 from rcpkit.engine.indexes.persist import bytes_checksum, compact_ints, file_checksum, verify_file
+from rcpkit.files import atomic_write, private_dir, replace_durably, write_new
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -659,7 +658,7 @@ class DenseIndex:
         up: the published view is immutable.
         """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         self._restored.wait()
         with self._save_lock:
             view = self._view
@@ -691,7 +690,7 @@ class DenseIndex:
                 meta["graph_vectors"] = lean
             if view.graph is not None and view.graph.orphans:
                 meta["graph_orphans"] = view.graph.orphans
-            _atomic_write_text(directory / _META, json.dumps(meta, indent=1))
+            atomic_write(directory / _META, json.dumps(meta, indent=1))
             _remove_stale(directory, keep=set(names.values()))
 
     @classmethod
@@ -871,8 +870,7 @@ class DenseIndex:
         try:
             lean = self._write_lean(path, np.memmap(whole, dtype=np.uint8, mode="r"), snapshot)
             if lean is None:
-                os.replace(whole, path)
-                _fsync(path)
+                replace_durably(whole, path)
             return lean
         finally:
             whole.unlink(missing_ok=True)
@@ -1211,40 +1209,17 @@ def _graph_codes(vectors: np.ndarray, dtype: str) -> np.ndarray:
     return codes
 
 
-def _fsync(path: Path) -> None:
-    with path.open("rb") as stream:
-        os.fsync(stream.fileno())
-
-
 def _write_pieces(path: Path, pieces: Iterable[np.ndarray]) -> None:
-    """Write the arrays' bytes one after another to ``path`` and flush it to disk."""
-    with path.open("wb") as stream:
+    """Write the arrays' bytes one after another to ``path``, flushed to disk."""
+    def write(stream: BinaryIO) -> None:
         for piece in pieces:
             stream.write(np.ascontiguousarray(piece).data)
-        stream.flush()
-        os.fsync(stream.fileno())
+    write_new(path, write)
 
 
 def _write_npy(path: Path, array: np.ndarray) -> None:
-    """Save ``array`` as ``.npy`` (no pickle) and flush it to disk."""
-    with path.open("wb") as stream:
-        np.save(stream, array, allow_pickle=False)
-        stream.flush()
-        os.fsync(stream.fileno())
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary sibling, fsync, then rename over ``path``."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Save ``array`` as ``.npy`` (no pickle), flushed to disk."""
+    write_new(path, lambda stream: np.save(stream, array, allow_pickle=False))
 
 
 def _remove_stale(directory: Path, *, keep: Iterable[str]) -> None:

@@ -11,10 +11,8 @@ a catch-up or a swap happens whole between two reads.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
 import shutil
 import threading
 import uuid
@@ -35,6 +33,7 @@ from rcpkit.engine.lru import Recent
 from rcpkit.engine.models.embedding import Embedder, available_cores
 from rcpkit.engine.store import ChunkRecord, IndexDelta, RowBatch, Store
 from rcpkit.engine.text import Analyzer
+from rcpkit.files import PRIVATE_DIR_MODE, atomic_write, locked, private_dir
 from rcpkit.protocol.filters import FilterNode
 
 __all__ = ["BoolMask", "DerivedIndexes", "ReadWriteLock"]
@@ -200,14 +199,9 @@ class DerivedIndexes:
         self._delta_applier(delta)(lexical, dense, columns, fields)
         self._install(lexical, dense, columns, fields, delta.position)
 
-    @contextmanager
-    def _locked(self, *, exclusive: bool) -> Iterator[None]:
+    def _locked(self, *, exclusive: bool) -> AbstractContextManager[None]:
         """``flock`` on ``indexes/LOCK`` across processes: saves exclusive, loads shared."""
-        root = self._index_dir()
-        root.mkdir(parents=True, exist_ok=True)
-        with open(root / "LOCK", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            yield
+        return locked(private_dir(self._index_dir()) / "LOCK", exclusive=exclusive)
 
     def _saved_state(self) -> tuple[Path, int] | None:
         """The persisted state directory and its log position, if it is one of this record's
@@ -337,20 +331,16 @@ class DerivedIndexes:
     def _write_state(self, root: Path) -> None:
         name = f"state-{self.position}-{uuid.uuid4().hex[:8]}"
         target = root / name
-        target.mkdir(parents=True)
+        target.mkdir(mode=PRIVATE_DIR_MODE)
         self.lexical.save(target / "lexical")
         self.dense.save(target / "dense", vectors=self._config.dense_save_vectors)
         self.columns.save(target / "columns")
         self.fields.save(target / "fields")
-        (target / "state.json").write_text(json.dumps({
+        # Written last in ``target``: its directory fsync also makes the parts' entries durable.
+        atomic_write(target / "state.json", json.dumps({
             "database_id": self._store.database_id, "embedder": self._embedder_identity,
             "position": self.position}))
-        pointer = root / "CURRENT.tmp"
-        with open(pointer, "w") as handle:
-            handle.write(name)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(pointer, root / "CURRENT")
+        atomic_write(root / "CURRENT", name)
         _keep_only(root, name)
 
     def visible_mask(self, seq: int) -> BoolMask:

@@ -28,6 +28,7 @@ import orjson
 
 from rcpkit.engine.indexes.persist import commit_manifest, compact_ints, save_arrays, verify_file
 from rcpkit.engine.store import ChunkRecord
+from rcpkit.files import private_dir
 
 __all__ = ["ChunkFields"]
 
@@ -93,7 +94,7 @@ class ChunkFields:
         """Write the rows under ``directory`` atomically: the ``.npz`` goes to a fresh file,
         then replacing the manifest that names it commits."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         held = [(rowid, row) for rowid, row in enumerate(self._rows) if row is not None]
         lengths = np.fromiter((len(row) for _, row in held), dtype=np.int64, count=len(held))
         arrays = {

@@ -111,6 +111,9 @@ class Searcher:
         if request.session_id is not None and request.cursor is None:
             seen = self._sessions.seen((request.caller, request.session_id))
             ranked = [c for c in ranked if stages.hit_id(c.record, request.unit) not in seen]
+        # Pages walk the funnel's candidateK (§3.3, §10), at most maxK: hybrid's dense and
+        # sparse lists fused can hold up to twice that.
+        ranked = ranked[:plan.candidate_k]
         with_text = request.include_text or request.token_budget is not None
         page = [stages.hit(c, request, query_vector, text=with_text)
                 for c in self._load(ranked[plan.offset:plan.offset + plan.k], seq,

@@ -25,6 +25,7 @@ import orjson
 
 from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.sidecar import finish_transaction
+from rcpkit.files import private_dir, private_file
 from rcpkit.protocol.filters import Condition, FilterNode
 
 from .base import (
@@ -154,7 +155,7 @@ class SqliteStore(SqlStore):
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(private_dir(path.parent) / path.name)
         self._writer = self._connect()
         self._writer_lock = threading.Lock()
         recorded = self._schema_version()

@@ -16,7 +16,7 @@ from ...protocol import messages
 from ...protocol.errors import InternalError, ParseError, PayloadTooLarge
 from ...protocol.messages import Invalid
 from ...protocol.messages import Request as RpcRequest
-from ...server.dispatcher import Authorize, Dispatcher
+from ...server.dispatcher import AdmitMember, Authorize, Dispatcher
 from ...server.framework import Server
 from .auth import Authenticator, Gate, cors_middleware
 from .direct import EndpointDirectRoute, Routing
@@ -224,17 +224,20 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
                max_pending: int = 1024, max_concurrency: int = 64,
                request_timeout_ms: float | None = None, metrics: Metrics | None = None,
                collection: str | None = None, log_bodies: bool = False,
-               gate: Gate | None = None, authorize: Authorize | None = None) -> RcpApp:
+               gate: Gate | None = None, authorize: Authorize | None = None,
+               admit_member: AdmitMember | None = None) -> RcpApp:
     """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`), with
     ``/healthz`` and ``/readyz`` beside the base, and ``/metrics`` when ``metrics`` is given
     (its requests labelled ``collection``, by default the server's name). ``log_bodies``
     lets failure logs quote queries and documents (§15.6; off by default). ``gate``
     replaces the ``auth_tokens`` check; ``authorize`` is the dispatcher's check of each
-    request's caller (:class:`~rcpkit.server.dispatcher.Dispatcher`)."""
+    request's caller and ``admit_member`` its admission of a batch's requests after the
+    first, which the gate admitted with the POST (:class:`~rcpkit.server.dispatcher.Dispatcher`)."""
     base = "/" + base.strip("/")
     options: dict[str, Any] = {"max_concurrency": max_concurrency,
                                "request_timeout_ms": request_timeout_ms,
-                               "log_bodies": log_bodies, "authorize": authorize}
+                               "log_bodies": log_bodies, "authorize": authorize,
+                               "admit_member": admit_member}
     label = collection or server.name
     shed_counter: Callable[[], None] = _uncounted
     if metrics is not None:
