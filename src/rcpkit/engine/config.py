@@ -26,6 +26,9 @@ CONFIG_FILE = "rcpkit.toml"
 """Per-data-directory engine configuration, read by :func:`load_config`."""
 DSN_ENV = "RCPKIT_DSN"
 """Environment variable supplying ``dsn`` when neither the options nor the file set it."""
+MEMORY_MAX_INLINE_BYTES = 1_000_000
+MEMORY_RETENTION_SECONDS = 30 * 86_400.0
+MEMORY_MAX_COUNT = 1000
 GRAPH_DTYPES = ("f16", "bf16", "i8")
 """The values of ``dense_graph_dtype`` (see there)."""
 
@@ -151,6 +154,14 @@ class EngineConfig:
     the stored chunks on the next open. Not used by PostgreSQL ``pg_recall = "database"``."""
     dense_window_mix: float = 0.5
     """How much of a chunk's best window cosine above its whole-text cosine counts."""
+    memory_max_inline_bytes: int = MEMORY_MAX_INLINE_BYTES
+    """UTF-8 bytes of inline documents one memory (§7.17) keeps, an update's included: the
+    bound on one ``memory/build``'s concept extraction (1-3 s of CPU a megabyte,
+    docs/benchmarks.md); past it the build is refused as invalid input naming ``documents``."""
+    memory_retention_seconds: float = MEMORY_RETENTION_SECONDS
+    """A memory is forgotten this long after its last build (30 days)."""
+    memory_max_count: int = MEMORY_MAX_COUNT
+    """Memories kept: each build drops all but the most recently built ones."""
     trust: str = "untrusted"
     """The §7.7 ``trust.level`` of a document written without one, and the highest a writer
     may name unless the operator granted it more (a key's ``trust``, ``rcpkit index add

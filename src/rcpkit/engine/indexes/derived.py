@@ -325,7 +325,13 @@ class DerivedIndexes:
             saved = self._saved_state()
             if (saved is None or saved[1] < self.position
                     or (self._saved_state_partial and saved[1] == self.position)):
-                self._write_state(self._index_dir())
+                root = self._index_dir()
+                try:
+                    self._write_state(root)
+                except BaseException:
+                    # A half-written state (a full disk) must not keep the space it took.
+                    _keep_only(root, saved[0].name if saved is not None else None)
+                    raise
                 self.saved_position = self.position
             else:
                 self.saved_position = saved[1]
@@ -348,9 +354,7 @@ class DerivedIndexes:
         atomic_write(target / STATE_FILE,
                      json.dumps({**state, "checksum": _state_checksum(state)}))
         atomic_write(root / "CURRENT", name)
-        for stale in root.iterdir():
-            if stale.is_dir() and stale.name != name:
-                shutil.rmtree(stale, ignore_errors=True)
+        _keep_only(root, name)
 
     def visible_mask(self, seq: int) -> BoolMask:
         """The indexed rowids visible at version ``seq`` as a mask (cached for recent
@@ -467,3 +471,10 @@ def _saved_part(load: Callable[[Path], _Part], directory: Path, what: str,
         logger.warning("saved %s in %s are unusable (%s: %s); rebuilding them from the store",
                        what, directory, type(exc).__name__, exc)
         return None
+
+
+def _keep_only(root: Path, state: str | None) -> None:
+    """Remove every state directory under ``root`` but ``state``."""
+    for stale in root.iterdir():
+        if stale.is_dir() and stale.name != state:
+            shutil.rmtree(stale, ignore_errors=True)

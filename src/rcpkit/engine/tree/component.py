@@ -29,12 +29,12 @@ import numpy.typing as npt
 from scipy.cluster.vq import kmeans2
 
 from rcpkit.engine.documents.chunking import sentence_spans
+from rcpkit.engine.sidecar import TREE_FILE
 from rcpkit.engine.store import Store
 from rcpkit.files import atomic_write
 
 __all__ = ["TREE_FILE", "SummaryTree", "TreeHit", "TreeLevels"]
 
-TREE_FILE = "tree.npz"
 _CACHED = 2
 _SUMMARY_SENTENCES = 3
 _SUMMARY_CHARS = 600
