@@ -4,12 +4,16 @@ unfiltered hits. Vendor params still go through ``extra``."""
 
 from __future__ import annotations
 
+import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from rcpkit.client import AsyncClient, Client, connect_stdio
+from rcpkit.protocol.types import PARAMS
 
 # Every §7 method that takes keyword options, called with a misspelt one.
 MISSPELT: list[tuple[str, Callable[[Any], Any], str | None]] = [
@@ -63,3 +67,18 @@ def test_spelt_options_and_extra_params_still_go(ref_stdio: list[str]) -> None:
     with Client.connect_stdio(ref_stdio) as client:
         result = client.retrieve("paris", k=2, min_score=0.5, extra={"x-acme/boost": 1})
         assert [hit.id for hit in result.hits] == ["d1", "d3"]
+
+
+@pytest.mark.parametrize(("name", "method"), [
+    ("embed", "embed"), ("embed_multi", "embed/multi"), ("rerank", "rerank"),
+    ("retrieve", "retrieve"), ("transform", "query/transform"), ("graph", "graph"),
+    ("index_add", "index/add"), ("index_delete", "index/delete"), ("feedback", "feedback"),
+    ("memory_build", "memory/build"), ("memory_recall", "memory/recall")])
+def test_every_param_of_a_method_is_a_keyword_it_accepts(name: str, method: str) -> None:
+    """The check refuses what the options type does not name, so the type must name every
+    §7 param the method has (graph's indexVersion was missing)."""
+    function = getattr(AsyncClient, name)
+    options = typing.get_args(typing.get_type_hints(function)["options"])[0]
+    accepted = options.__required_keys__ | options.__optional_keys__ | set(
+        inspect.signature(function).parameters)
+    assert {field.name for field in msgspec.structs.fields(PARAMS[method])} <= accepted

@@ -159,6 +159,7 @@ class GraphOptions(CallOptions, total=False):
     level: int | None
     session_id: str | None
     cursor: str | None
+    index_version: str | None
 
 
 class RetrieveOptions(CallOptions, total=False):

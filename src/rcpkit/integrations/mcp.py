@@ -142,7 +142,8 @@ _ARGUMENT_HELP = {
     "contextual": "Prefix each passage with context about its document.",
     "ids": "Document ids.",
     "op": "Graph operation.",
-    "seedIds": "Entity or passage ids to start from.",
+    "seedIds": "Where to start: document ids, passage ids ('doc#n') or concepts "
+               "('concept:<word>').",
     "hops": "How far to expand from the seeds.",
     "method": "How to transform the query.",
     "n": "How many results to produce.",
