@@ -295,6 +295,26 @@ async def test_streamable_http_with_progress(mcp_http: str) -> None:
     assert any(message and "recall" in message for _, message in progress)
 
 
+async def test_listen_announces_the_address_on_stderr(sample_kb: Path) -> None:
+    """``--listen HOST:0`` binds a free port and says which, on stderr (stdout stays empty)."""
+    process = subprocess.Popen(rcpkit("mcp", "--data", str(sample_kb), "--listen",
+                                      "127.0.0.1:0"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = await asyncio.wait_for(asyncio.to_thread(process.stderr.readline), 60)
+        announced = re.fullmatch(r"rcpkit mcp: serving MCP \(streamable HTTP\) at "
+                                 r"(http://127\.0\.0\.1:(\d+)/mcp) \(Ctrl-C stops\)\n", line)
+        assert announced, line
+        assert int(announced.group(2)) > 0
+        async with Client(announced.group(1)) as client:
+            assert "retrieve" in tool_names(await client.list_tools())
+    finally:
+        process.kill()
+        stdout, _ = process.communicate(timeout=10)
+    assert stdout == ""
+
+
 async def test_mcp_cancellation_cancels_the_rcp_request(tmp_path: Path) -> None:
     marker = tmp_path / "cancelled"
     engine = shlex.join([sys.executable, str(SLOW_ENGINE), str(marker)])
