@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -62,21 +63,21 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline", type=Path, help="another tree's src directory")
     options = parser.parse_args()
-    from support.net import free_port, wait_listening  # tests/ on the path
-
     with tempfile.TemporaryDirectory() as directory:
         data = Path(directory)
         (data / "rcpkit.toml").write_text('embedder = "hashing"\nhashing_dimension = 64\n')
         engine = open_engine(data)
         engine.add(sample_documents())
         engine.close()
-        port = free_port()
         rcpkit = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
         served = subprocess.Popen([*rcpkit, "serve", "--data", str(data), "--http",
-                                   f"127.0.0.1:{port}"], stderr=subprocess.DEVNULL)
+                                   "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
         try:
-            wait_listening(port, process=served, timeout_s=120)
-            bridge = [*rcpkit, "mcp", "--http", f"http://127.0.0.1:{port}/rcp"]
+            assert served.stderr is not None
+            # The engine announces its address (with the port it bound) on stderr.
+            announced = re.search(r"at (http://\S+/rcp)", served.stderr.readline())
+            assert announced, "the engine did not announce its address"
+            bridge = [*rcpkit, "mcp", "--http", announced.group(1)]
             trees = {"this tree": HERE_SRC, **({"baseline": options.baseline}
                                                if options.baseline else {})}
             times: dict[str, list[float]] = {name: [] for name in trees}
