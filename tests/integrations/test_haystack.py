@@ -4,12 +4,16 @@ LangChain and LlamaIndex retrievers."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+# Haystack reports pipeline runs to its telemetry service unless told not to, at import:
+# tests reach nothing but loopback.
+os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
 pytest.importorskip("haystack")
 
 from bridge_support import rcpkit
