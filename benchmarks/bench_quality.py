@@ -78,7 +78,7 @@ async def evaluate_language(language: str, rerank_queries: int, quick: bool,
     if quick:
         dataset = subset(dataset, list(dataset.queries)[:15], keep_corpus=False)
     rcpkit = Path(sys.executable).with_name("rcpkit")
-    command = f"{shlex.quote(str(rcpkit))} serve --stdio --data {work / language}"
+    command = f"{shlex.quote(str(rcpkit))} serve --stdio --create --data {work / language}"
     sample = sorted(random.Random(7).sample(list(dataset.queries),
                                             min(rerank_queries, len(dataset.queries))))
     async with open_target(command, None) as target:

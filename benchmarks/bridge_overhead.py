@@ -85,7 +85,7 @@ def main() -> None:
         data = Path(directory)
         (data / "rcpkit.toml").write_text('embedder = "hashing"\nhashing_dimension = 64\n')
         engine = open_engine(data)
-        engine.add(sample_documents(), chunk=True)
+        engine.add(sample_documents(), chunk=True, max_trust="trusted")
         engine.close()
         figures = asyncio.run(measure(data, args.queries))
     base = next(iter(figures.values()))

@@ -13,6 +13,7 @@ _AREAS = (
     "rcpkit.transports.cli",
     "rcpkit.engine.cli",
     "rcpkit.engine.dbcli",
+    "rcpkit.engine.storecli",
     "rcpkit.client.cli",
     "rcpkit.federation.cli",
     "rcpkit.conformance.cli",

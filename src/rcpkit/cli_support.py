@@ -13,7 +13,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-__all__ = ["LOG_LEVELS", "LogLevelOption", "configure_logging", "fail"]
+__all__ = ["LOG_LEVELS", "LogLevelOption", "configure_logging", "configure_tracing", "fail"]
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LogLevelOption = Annotated[str, typer.Option(
@@ -33,3 +33,15 @@ def configure_logging(command: str, level: str) -> None:
         fail(command, f"--log-level must be one of {', '.join(LOG_LEVELS)}")
     logging.basicConfig(stream=sys.stderr, level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def configure_tracing(command: str) -> None:
+    """OpenTelemetry traces for a serving command, when the ``OTEL_*`` environment asks for
+    them (:func:`rcpkit.tracing.from_environment`); a misconfiguration is one line, exit 2."""
+    from .protocol.errors import UsageError
+    from .tracing import from_environment
+
+    try:
+        from_environment()
+    except UsageError as exc:
+        fail(command, str(exc))

@@ -58,3 +58,15 @@ def test_the_cold_cache_bench_drives_each_layer(kind: str) -> None:
          "--requests", "3", "--passes", "5"],
         capture_output=True, text=True, timeout=110, check=False, cwd=BENCHMARKS)
     assert completed.returncode == 0, completed.stderr[-3000:]
+
+
+def test_the_tracing_overhead_bench_runs() -> None:
+    """``tracing_overhead.py`` (docs/benchmarks.md, "Tracing overhead") on a tiny corpus:
+    the three configurations answer and are reported."""
+    completed = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "tracing_overhead.py"), "--docs", "50",
+         "--requests", "5", "--blocks", "2"],
+        capture_output=True, text=True, timeout=110, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    for configuration in ("off", "on, no exporter", "on, exporter"):
+        assert f"\n{configuration} " in completed.stdout, completed.stdout

@@ -39,3 +39,43 @@ def test_the_engine_serves_without_the_graph_extra(tmp_path: Path) -> None:
     assert not {"graph", "query/transform", "memory/build"} & set(seen["methods"])
     assert "graph" not in seen["caps"] and "memory" not in seen["caps"]
     assert seen["hits"] == ["bees"]
+
+
+TRACING_OFF = """
+import asyncio, json, sys
+sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
+from rcpkit import tracing
+from rcpkit.binding import bind
+from rcpkit.engine.core import open_engine
+from rcpkit.engine.types import DocumentIn
+from rcpkit.protocol.errors import UsageError
+from rcpkit.server import Dispatcher
+import rcpkit.cli
+assert tracing.from_environment({}) is None
+try:
+    tracing.from_environment({"OTEL_TRACES_EXPORTER": "console"})
+except UsageError as exc:
+    refused = str(exc)
+engine = open_engine(sys.argv[1], embedder="hashing")
+engine.add([DocumentIn("bees make honey", id="bees")])
+dispatcher = Dispatcher(bind(engine), stateless=True)
+parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+reply = asyncio.run(dispatcher.handle(json.dumps({"jsonrpc": "2.0", "id": 1,
+    "method": "retrieve", "params": {"query": "honey", "k": 1,
+                                     "_meta": {"x-tracecontext": {"traceparent": parent}}}}
+    ).encode()))
+hits = len(json.loads(reply)["result"]["hits"])
+print(json.dumps({"tracing": dispatcher.tracing is None, "refused": refused, "hits": hits}))
+engine.close()
+"""
+
+
+def test_the_engine_serves_without_the_otel_extra(tmp_path: Path) -> None:
+    """Tracing off costs no import: without OpenTelemetry the engine serves a request that
+    carries a trace context, and asking for traces says which extra is missing."""
+    done = subprocess.run([sys.executable, "-c", TRACING_OFF, str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["tracing"] is True and seen["hits"] == 1
+    assert "pip install 'rcpkit[otel]'" in seen["refused"]

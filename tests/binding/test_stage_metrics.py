@@ -13,7 +13,7 @@ import pytest
 from rcpkit.binding import bind
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
-from rcpkit.engine.search.searcher import STAGES
+from rcpkit.engine.search.searcher import TIMED_STAGES
 from rcpkit.engine.types import DocumentIn, SearchRequest
 from rcpkit.server import Dispatcher
 from rcpkit.transports.http.metrics import Metrics
@@ -28,9 +28,26 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
 
 def test_a_search_times_every_stage_in_pipeline_order(engine: Engine) -> None:
     result = engine.search(SearchRequest(query="quokkas", k=3))
-    assert [name for name, _ in result.stage_seconds] == list(STAGES)
-    assert all(seconds >= 0 for _, seconds in result.stage_seconds)
-    assert sum(seconds for _, seconds in result.stage_seconds) <= result.usage.latency_ms / 1000
+    assert [name for name, _, _ in result.stage_seconds] == list(TIMED_STAGES)
+    assert all(seconds >= 0 for _, _, seconds in result.stage_seconds)
+    assert sum(seconds for _, _, seconds in result.stage_seconds) \
+        <= result.usage.latency_ms / 1000
+    # consecutive stages tile the search: each starts where the one before it ended
+    for (_, started, seconds), (_, following, _) in zip(result.stage_seconds,
+                                                       result.stage_seconds[1:], strict=False):
+        assert following == pytest.approx(started + seconds, abs=1e-9)
+
+
+def test_a_sparse_search_has_no_dense_recall_stage(engine: Engine) -> None:
+    result = engine.search(SearchRequest(query="quokkas", k=3, mode="sparse"))
+    assert [name for name, _, _ in result.stage_seconds] == [
+        stage for stage in TIMED_STAGES if stage != "dense_recall"]
+
+
+def test_an_add_times_its_write_stages(engine: Engine) -> None:
+    result = engine.add([DocumentIn("wombats dig burrows", id="w")])
+    assert [name for name, _, _ in result.stage_seconds] == [
+        "queue", "prepare", "embed", "commit", "publish"]
 
 
 async def test_retrieve_stage_timings_reach_the_metrics(engine: Engine) -> None:
@@ -50,7 +67,7 @@ async def test_retrieve_stage_timings_reach_the_metrics(engine: Engine) -> None:
     counts = {stage: float(value) for stage, value in re.findall(
         r'rcpkit_stage_seconds_count\{collection="kb",method="retrieve",stage="(\w+)"\} (\S+)',
         text)}
-    assert counts == {stage: 2.0 for stage in STAGES}
+    assert counts == {stage: 1.0 if stage == "dense_recall" else 2.0 for stage in TIMED_STAGES}
     assert "secret" not in text and "quokka" not in text
 
 

@@ -45,6 +45,15 @@ MUTANTS: dict[str, str | None] = {
     "delete-counts-absent": "index.delete-absent",
     "bom": "stdio.no-bom",
     "hang-on-batch": "batch.requests",
+    "repeat-cursor": "page.terminates",
+    "endless-cursor": "page.terminates",
+    "pages-past-maxk": "page.terminates",
+}
+#: paging mutation → what its page.terminates failure expected (the mini server's maxK is 20).
+PAGING_FAILURES = {
+    "repeat-cursor": "expected: a new opaque cursor",
+    "endless-cursor": "expected: pagination to end within 11 pages of k=2 (maxK=20",
+    "pages-past-maxk": "expected: at most maxK=20 hits over all pages",
 }
 
 
@@ -68,10 +77,12 @@ def cli_runs() -> dict[str, tuple[int, dict[str, Any]]]:
     """The correct mini server and every mutant, checked concurrently with --json."""
 
     def check_in_process(mutation: str) -> tuple[int, dict[str, Any]]:
-        target = Target(argv=(*MINI, "--mutate", mutation))
-        # Short reads keep the suite fast; the one mutant asserted to have no failing check
-        # gets a generous timeout so machine load cannot produce a spurious FAIL.
-        timeout = {"hang-on-batch": 0.5, "lying-conformance": 5.0}.get(mutation, 2.0)
+        options = ("--pagination",) if mutation == "pagination" else ("--mutate", mutation)
+        target = Target(argv=(*MINI, *options))
+        # Short reads keep the suite fast; the runs asserted to have no (or one) failing check
+        # get a generous timeout so machine load cannot produce a spurious FAIL.
+        generous = {"lying-conformance", "pagination", *PAGING_FAILURES}
+        timeout = 0.5 if mutation == "hang-on-batch" else 5.0 if mutation in generous else 2.0
         report = run_checks(target, timeout=timeout)
         return (0 if report.ok else 1), report.to_json()
 
@@ -81,8 +92,9 @@ def cli_runs() -> dict[str, tuple[int, dict[str, Any]]]:
 
     with ThreadPoolExecutor(max_workers=6) as pool:
         correct = pool.submit(check_via_cli)
-        mutants = dict(zip(MUTANTS, pool.map(check_in_process, MUTANTS), strict=True))
-        return {"correct": correct.result(), **mutants}
+        runs = [*MUTANTS, "pagination"]
+        checked = dict(zip(runs, pool.map(check_in_process, runs), strict=True))
+        return {"correct": correct.result(), **checked}
 
 
 def test_registry_has_at_least_120_distinct_checks() -> None:
@@ -90,16 +102,20 @@ def test_registry_has_at_least_120_distinct_checks() -> None:
     assert {c.level for c in CHECKS} == set(Level)
 
 
+@pytest.mark.parametrize(("run", "level"), [("correct", "L1"), ("pagination", "L2")])
 def test_correct_server_passes_and_certifies_its_declared_level(
-    cli_runs: dict[str, tuple[int, dict[str, Any]]],
+    cli_runs: dict[str, tuple[int, dict[str, Any]]], run: str, level: str
 ) -> None:
-    status, report = cli_runs["correct"]
+    """The mini server as-is, and with §10 cursors (with streaming: L2) walked to their end."""
+    status, report = cli_runs[run]
     assert report["counts"]["fail"] == 0, [c for c in report["checks"] if c["outcome"] == "FAIL"]
     assert status == 0
-    assert report["certifiedLevel"] == report["declaredLevel"] == "L1"
+    assert report["certifiedLevel"] == report["declaredLevel"] == level
     assert report["declarationHonest"] is True
     assert report["counts"]["pass"] >= 120
     assert all({"id", "level", "section", "outcome"} <= set(c) for c in report["checks"])
+    paged = "PASS" if run == "pagination" else "SKIP"
+    assert outcomes(report)["page.terminates"] == outcomes(report)["page.bad-cursor"] == paged
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTANTS))
@@ -115,6 +131,22 @@ def test_harness_fails_each_broken_server(
         assert report["declarationHonest"] is False
     else:
         assert outcomes(report)[expected_failure] == "FAIL"
+    if mutation in PAGING_FAILURES:
+        detail = next(c["detail"] for c in report["checks"] if c["id"] == expected_failure)
+        assert detail.startswith(PAGING_FAILURES[mutation]), detail
+        assert report["counts"]["fail"] == 1 and report["certifiedLevel"] == "L1"
+
+
+@pytest.mark.parametrize(
+    ("mutation", "outcome"), [(None, Outcome.PASS), ("endless-cursor", Outcome.SKIP)]
+)
+def test_paging_without_an_advertised_max_k(mutation: str | None, outcome: Outcome) -> None:
+    """Without retrieve.maxK a walk that ends passes; one still minting cursors after 50
+    pages has no advertised end to fail against, so it is skipped (§10)."""
+    options = ("--mutate", mutation) if mutation else ()
+    target = Target(argv=(*MINI, "--pagination", "unbounded", *options))
+    report = run_checks(target, timeout=5.0, select=lambda c: c.id == "page.terminates")
+    assert [r.outcome for r in report.results] == [outcome], report.results
 
 
 def test_failure_detail_shows_sent_got_expected(

@@ -38,7 +38,7 @@ from support.schema import load_schema
 
 CORPUS = [
     DocumentIn("Honeybees dance to tell nest mates where the flowers are.", id="bees",
-               meta={"tag": "bees", "year": 2021, "lang": "en", "trust": "community",
+               meta={"tag": "bees", "year": 2021, "lang": "en",
                      "title": "Bees", "uri": "https://example.org/bees"}),
     DocumentIn("Compost heaps need green nitrogen and brown carbon material.", id="compost",
                meta={"tag": "garden", "year": 2019, "lang": "en"}),
@@ -51,6 +51,11 @@ CORPUS = [
 ]
 
 
+LABELLED = [DocumentIn(CORPUS[0].text, id=CORPUS[0].id,
+                      meta={**(CORPUS[0].meta or {}), "trust": "community"}), *CORPUS[1:]]
+"""CORPUS with its first document labelled ``community`` by the operator (§15.2)."""
+
+
 def make_config(path: Path, **overrides: Any) -> EngineConfig:
     return EngineConfig(data_dir=path, embedder="hashing").with_overrides(**overrides)
 
@@ -58,7 +63,7 @@ def make_config(path: Path, **overrides: Any) -> EngineConfig:
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
     with Engine.open(make_config(tmp_path)) as opened:
-        opened.add(CORPUS)
+        opened.add(LABELLED, max_trust="community")
         yield opened
 
 
@@ -375,7 +380,7 @@ def test_reads_never_see_half_a_write(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_minilm_on_the_sample_corpus(tmp_path: Path) -> None:
     with Engine.open(EngineConfig(data_dir=tmp_path)) as eng:
-        eng.add(sample_documents(), chunk=True, contextual=True)
+        eng.add(sample_documents(), chunk=True, contextual=True, max_trust="trusted")
         description = eng.describe()
         assert description.embed_dimension == 384
         assert {"tag": "keyword", "year": "int", "date": "date"}.items() <= \
@@ -426,6 +431,23 @@ def test_pages_keep_their_ranking_when_feedback_arrives_midway(tmp_path: Path) -
             seen.extend(ids(page))
         assert sorted(seen) == sorted(f"d{i}#0" for i in range(12))
         assert eng.search(request).hits[0].id != seen[0]  # a fresh query sees the feedback
+
+
+@pytest.mark.parametrize("candidate_k", [None, 8])
+def test_hybrid_pages_reach_at_most_candidate_k_hits(tmp_path: Path,
+                                                     candidate_k: int | None) -> None:
+    """§3.3, §10: paging walks the recall stage's candidates, which are clamped to maxK,
+    though hybrid recall's dense and sparse lists together hold up to twice that."""
+    with Engine.open(make_config(tmp_path, max_k=8, default_candidate_k=6)) as eng:
+        eng.add([DocumentIn(f"{' '.join(['paddle'] * (1 + i % 5))} kayak trip {i} "
+                            f"{'fjord ' * (i % 7)}", id=f"d{i}") for i in range(40)])
+        request = SearchRequest("paddle fjord", k=3, mode="hybrid", candidate_k=candidate_k)
+        page = eng.search(request)
+        seen = ids(page)
+        while page.next_cursor:
+            page = eng.search(replace(request, cursor=page.next_cursor))
+            seen.extend(ids(page))
+        assert len(seen) == len(set(seen)) == page.usage.candidates == (candidate_k or 6)
 
 
 def test_cursor_of_a_collected_snapshot_is_not_found(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ ENGINE = Path(rcpkit.engine.__file__).parent
 WIRE_MODULES = ("rcpkit.server", "rcpkit.binding", "rcpkit.protocol",
                 "rcpkit.transports", "rcpkit.client")
 SHARED_LANGUAGE = "rcpkit.protocol.filters"
-FRONT_ENDS = {"cli.py", "dbcli.py"}
+FRONT_ENDS = {"cli.py", "dbcli.py", "storecli.py"}
 
 
 def _imports(path: Path) -> list[str]:

@@ -17,4 +17,4 @@ pytestmark = pytest.mark.slow
 async def test_engine_quality_on_the_faq_over_stdio(tmp_path: Path) -> None:
     await assert_faq_quality(shlex.join([
         sys.executable, "-c", "from rcpkit.cli import main; main()",
-        "serve", "--stdio", "--data", str(tmp_path / "faq")]))
+        "serve", "--stdio", "--create", "--data", str(tmp_path / "faq")]))

@@ -12,9 +12,11 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from rcpkit.eval.datasets import write_beir
 from rcpkit.eval.runner import EvalConfig
 from rcpkit.inspector import Inspector, TargetSpec, create_app
 from rcpkit.inspector.app import TOKEN_HEADER
+from rcpkit.inspector.sample_eval import sample_dataset
 from rcpkit.protocol.errors import RcpError
 from rcpkit.transports.http import create_app as create_rcp_app
 from support.example_server import build_test_server
@@ -38,9 +40,11 @@ async def inspector(sample_data: Path) -> AsyncIterator[Inspector]:
 
 
 @contextlib.asynccontextmanager
-async def _served(spec: TargetSpec) -> AsyncIterator[tuple[Inspector, httpx.AsyncClient]]:
-    """An inspector on ``spec`` and a client of its web app (closed afterwards)."""
-    inspector = await Inspector.open(spec)
+async def _served(spec: TargetSpec, **options: Any
+                  ) -> AsyncIterator[tuple[Inspector, httpx.AsyncClient]]:
+    """An inspector on ``spec`` (``options`` for :meth:`Inspector.open`) and a client of its
+    web app (closed afterwards)."""
+    inspector = await Inspector.open(spec, **options)
     try:
         app = create_app(inspector, TOKEN, hosts={HOST})
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
@@ -214,8 +218,8 @@ async def test_eval_on_the_bundled_sample_scores_the_loaded_corpus(
 
 
 async def test_eval_reports_a_missing_collection_and_bad_configs(
-        web: httpx.AsyncClient, tmp_path: Path) -> None:
-    events = await _events(web, "/api/eval", {"dataset": str(tmp_path / "nowhere")})
+        web: httpx.AsyncClient) -> None:
+    events = await _events(web, "/api/eval", {"dataset": "no-such-dataset"})  # under the cwd
     assert events[-1]["type"] == "failed" and "not found" in events[-1]["message"]
     response = await web.post("/api/eval", json={"configs": ["no-equals-sign"]})
     assert response.status_code == 400 and response.json()["error"]["field"] == "configs"
@@ -238,6 +242,33 @@ async def test_eval_without_index_never_writes_to_the_engine(tmp_path: Path) -> 
     finally:
         await empty.close()
 
+
+
+async def test_eval_reads_only_datasets_under_the_root_given_at_start(tmp_path: Path) -> None:
+    """The page names a directory; the inspector reads it only under ``--eval-root``, whatever
+    ``..``, an absolute path or a symlink (of the directory or of a file in it) says."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    sample = sample_dataset()
+    write_beir(sample, root / "notes")
+    write_beir(sample, outside / "secret")
+    (root / "linked").symlink_to(outside / "secret", target_is_directory=True)
+    (root / "mixed" / "qrels").mkdir(parents=True)
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        target = outside / "secret" / name
+        (root / "mixed" / name).symlink_to(target) if name == "corpus.jsonl" else \
+            (root / "mixed" / name).write_bytes(target.read_bytes())
+    configs = ['bm25={"mode": "sparse"}']
+    async with _served(EXAMPLE_SERVER, eval_root=root) as (_, web):
+        for dataset in (str(outside / "secret"), "../outside/secret", "linked", "mixed",
+                        str(root / "notes" / ".." / ".." / "outside" / "secret")):
+            events = await _events(web, "/api/eval", {"dataset": dataset, "configs": configs})
+            assert events[-1]["type"] == "failed", (dataset, events[-1])
+            assert "outside the evaluation root" in events[-1]["message"], dataset
+            assert not [event for event in events if event["type"] == "progress"], dataset
+        for dataset in ("notes", str(root / "notes")):
+            events = await _events(web, "/api/eval", {"dataset": dataset, "configs": configs})
+            assert events[-1]["type"] == "report", (dataset, events[-1])
+            assert events[-1]["report"]["dataset"] == "notes"
 
 
 # ── an HTTP server of someone else's, with credentials ──────────────────────

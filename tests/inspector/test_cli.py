@@ -47,6 +47,7 @@ def test_prints_its_address_first_serves_the_page_and_stops_cleanly(sample_data:
     ["--stdio", "true", "--header", "Authorization: Bearer x"],
     ["--http", "http://127.0.0.1:9/rcp", "--header", "no-colon"],
     ["--http", "http://127.0.0.1:9/rcp", "--listen", "127.0.0.1:http"],
+    ["--http", "http://127.0.0.1:9/rcp", "--eval-root", "/no/such/directory"],
 ])
 def test_usage_errors_exit_2(args: list[str]) -> None:
     run = subprocess.run([*RCPKIT, "inspect", "--no-open", *args], capture_output=True,

@@ -1,8 +1,10 @@
 """Helpers of the bridge tests: argv of the RCP servers the bridges are pointed at (ours,
-the reference SDK's, a slow one), and loopback servers run as subprocesses."""
+the reference SDK's, a slow one), loopback servers run as subprocesses, and the parts of
+the MCP bridge's passage rendering."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -37,3 +39,31 @@ def listening(argv_for: Callable[[int], list[str]]) -> Iterator[int]:
     finally:
         process.kill()
         process.wait(10)
+
+
+LINE_BREAKS = ("\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
+               "\u2029")
+"""Every line break ``str.splitlines`` knows."""
+
+
+def _fence(text: str) -> str:
+    """The rendering's boundary marker, as a regular expression."""
+    boundary = re.search(r"lines marked (rcp-[0-9a-f]{16})", text)
+    assert boundary, text
+    return re.escape(boundary.group(1))
+
+
+def passages(text: str) -> list[str]:
+    """The bodies between the rendering's passage markers, below each trust note (§15.2)."""
+    marker = _fence(text)
+    return re.findall(rf"<<<passage \d+ {marker}>>>[^\n]*\n\[[^\n]*\]\n(.*?)\n"
+                      rf"<<<end of passage \d+ {marker}>>>", text, flags=re.S)
+
+
+def outside_passages(text: str) -> list[str]:
+    """The lines of a rendering an LLM reads as the bridge's own: everything but the fenced
+    passage bodies, split at every line break (§15.2)."""
+    marker = _fence(text)
+    unfenced = re.sub(rf"(<<<passage \d+ {marker}>>>[^\n]*\n\[[^\n]*\]\n).*?\n"
+                      rf"(<<<end of passage \d+ {marker}>>>)", r"\1\2", text, flags=re.S)
+    return unfenced.splitlines()

@@ -349,9 +349,41 @@ def test_health_readiness_and_metrics_beside_the_collections(deployment: Deploym
         assert client.get("/readyz").json() == {"ready": True}
         assert alice.post("/rcp/alpha/ping", "ping").status_code == 200
         assert alice.post("/rcp/alpha/ping", "ping").status_code == 429
-        exposition = client.get("/metrics").text
+        # A scraper sees the collections its key sees (none without one): issue 31 item 7.
+        assert "alpha" not in client.get("/metrics").text
+        exposition = client.get("/metrics", headers={"Authorization": f"Bearer {token}"}).text
         assert 'rcpkit_rate_limited_total{collection="alpha",principal_kind="key"} 1.0' \
             in exposition
         assert 'rcpkit_requests_total{code="ok",collection="alpha",method="ping"} 1.0' \
             in exposition
         assert "alice" not in exposition
+
+
+def test_metrics_never_name_a_collection_the_scraper_may_not_see(
+        deployment: Deployment) -> None:
+    """Issue 31 item 7 / issue 35: series of a collection are shown only to a scraper whose
+    key sees it; refusals are counted by reason."""
+    alice = deployment.key("alice", "alpha:read")
+    bob = deployment.key("bob", "beta:read,write")
+    for _app, client in deployment.serve(metrics=Metrics()):
+        assert Tenant(client, bob).post("/rcp/beta/ping", "ping").status_code == 200
+        assert Tenant(client, alice).post("/rcp/beta/ping", "ping").status_code == 403
+        assert Tenant(client, alice).post("/rcp/alpha/index/add", "index/add", {
+            "documents": [{"text": "owls"}]}).json()["error"]["code"] == -32012
+        assert client.post("/rcp/alpha/ping", json={}).status_code == 401
+
+        def scraped(token: str | None, client: httpx.Client = client) -> str:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            reply = client.get("/metrics", headers=headers)
+            assert reply.status_code == 200
+            return reply.text
+
+        anonymous, as_alice, as_bob = scraped(None), scraped(alice), scraped(bob)
+        assert "alpha" not in anonymous and "beta" not in anonymous
+        assert "process_resident_memory_bytes" in anonymous  # what names no collection
+        assert 'collection="alpha"' in as_alice and "beta" not in as_alice
+        assert 'collection="beta"' in as_bob and "alpha" not in as_bob
+        assert 'rcpkit_refusals_total{collection="alpha",reason="forbidden"} 1.0' in as_alice
+        assert 'rcpkit_refusals_total{collection="alpha",reason="unauthenticated"} 1.0' \
+            in as_alice
+        assert 'rcpkit_refusals_total{collection="beta",reason="forbidden"} 1.0' in as_bob

@@ -35,6 +35,8 @@ def run(*args: str, **kw: object) -> subprocess.CompletedProcess[bytes]:
     ["--http", "127.0.0.1:0", "--sessions", "sticky", "--app", APP],
     ["--stdio", "--auth-token", "t", "--app", APP],
     ["--stdio", "--metrics", "--app", APP],
+    ["--http", "127.0.0.1:0", "--metrics-token", "t", "--app", APP],
+    ["--stdio", "--access-log", "--access-log-format", "xml", "--app", APP],
     ["--http", "127.0.0.1:0", "--workers", "2", "--sessions", "token", "--app", APP],
     ["--http", "127.0.0.1:0", "--workers", "0", "--app", APP],
     ["--stdio", "--workers", "2", "--app", APP],
@@ -54,6 +56,25 @@ def test_serve_stdio_app() -> None:
     proc = run("--stdio", "--app", APP, input=request)
     assert proc.returncode == 0
     assert json.loads(proc.stdout)["result"]["server"]["name"] == "rcpkit-keyword-example"
+
+
+@pytest.mark.parametrize("stdin", ["/dev/null", "/dev/zero"])
+def test_serve_stdio_on_a_character_device_reads_it_to_the_end(stdin: str) -> None:
+    """A device epoll cannot watch (``/dev/null``: EOF at once; ``/dev/zero``: one endless
+    line, refused as too long, until the bound below) is read by a thread, not the loop."""
+    with open(stdin, "rb") as device:
+        if stdin == "/dev/null":
+            proc = run("--stdio", "--app", APP, stdin=device)
+            assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+            return
+        child = subprocess.Popen([*RCPKIT, "serve", "--stdio", "--app", APP], stdin=device,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        frame = json.loads(child.stdout.readline())  # type: ignore[union-attr]
+        assert (frame["id"], frame["error"]["code"]) == (None, -32600)
+    finally:
+        child.kill()
+        child.communicate(timeout=30)
 
 
 def test_serve_http_app_with_auth_from_env() -> None:
@@ -118,9 +139,32 @@ def _base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "RCPKIT_AUTH_TOKENS"}
 
 
+@pytest.mark.parametrize("transport", [["--stdio"], ["--http", "127.0.0.1:0"]])
+def test_a_missing_data_directory_is_refused_unless_asked_for(
+        tmp_path: Path, transport: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    typo = tmp_path / "typo"
+    result = CliRunner().invoke(app, ["serve", *transport, "--data", str(typo)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip() == (
+        f"rcpkit serve: error: no data directory {typo}: build one with "
+        f"`rcpkit index add FILES --data {typo}`, or pass --create to serve an empty one")
+    monkeypatch.chdir(tmp_path)  # the default data directory, ./rcpkit-data, neither
+    result = CliRunner().invoke(app, ["serve", *transport])
+    assert result.exit_code == 2 and "no data directory rcpkit-data" in result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
 def test_serve_defaults_to_the_engine(tmp_path: Path) -> None:
     request = b'{"jsonrpc":"2.0","id":1,"method":"info"}\n'
-    proc = run("--stdio", "--data", str(tmp_path / "data"), "--embedder", "hashing",
-               input=request)
+    proc = run("--stdio", "--data", str(tmp_path / "data"), "--create", "--embedder",
+               "hashing", input=request)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["result"]["server"]["name"] == "rcpkit-engine"
+
+
+def test_an_unknown_traces_exporter_is_one_line_exit_2() -> None:
+    result = CliRunner().invoke(app, ["serve", "--stdio", "--app", APP],
+                                env={"OTEL_TRACES_EXPORTER": "zipkin"})
+    assert result.exit_code == 2
+    assert result.stderr.strip() == ("rcpkit serve: error: OTEL_TRACES_EXPORTER 'zipkin': "
+                                     "rcpkit knows otlp, console and none")

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from rcpkit.protocol.errors import Unauthorized
 from rcpkit.server import Server
 from rcpkit.server.example import build_server
 from rcpkit.transports.http import create_app
@@ -99,9 +100,12 @@ def test_load_shedding_counts_as_a_rate_limit_refusal() -> None:
     with LoopbackServer(app, kind="rcpkit") as srv:
         assert rpc(srv.url, "ping").status_code == 429
         assert rpc(srv.url, "ping").status_code == 429
-    refused = _samples(metrics.exposition().decode(), "rcpkit_rate_limited_total")
+    text = metrics.exposition().decode()
+    refused = _samples(text, "rcpkit_rate_limited_total")
     assert refused == {frozenset({("collection", "rcpkit-keyword-example"),
                                   ("principal_kind", "server")}): 2}
+    assert _samples(text, "rcpkit_refusals_total") == {
+        frozenset({("collection", "rcpkit-keyword-example"), ("reason", "shed")}): 2}
 
 
 def test_server_gauges_are_exposed_per_collection() -> None:
@@ -114,3 +118,45 @@ def test_server_gauges_are_exposed_per_collection() -> None:
     gauges = _samples(metrics.exposition().decode(), "rcpkit_index")
     assert gauges == {frozenset({("collection", "kb"), ("name", "documents")}): 12.0,
                       frozenset({("collection", "kb"), ("name", "index_build_running")}): 1.0}
+
+
+def test_refusals_are_counted_by_reason() -> None:
+    def no_writes(caller: str | None, method: str, params: Any) -> None:
+        if method == "index/add":
+            raise Unauthorized("this key may not write")
+
+    metrics = Metrics()
+    app = create_app(build_server(), auth_tokens=[TOKEN], metrics=metrics, collection="docs",
+                     max_body_bytes=4096, authorize=no_writes)
+    with LoopbackServer(app, kind="rcpkit") as srv:
+        for _ in range(2):
+            assert httpx.post(f"{srv.url}/rcp/ping", json={}).status_code == 401
+        assert rpc(srv.url, "ping", {"nonce": "x" * 5000}).status_code == 413
+        assert rpc(srv.url, "index/add", {"documents": [{"text": "quokka"}]}
+                   ).json()["error"]["code"] == -32012
+        assert rpc(srv.url, "ping").status_code == 200
+    refusals = _samples(metrics.exposition().decode(), "rcpkit_refusals_total")
+    assert refusals == {
+        frozenset({("collection", "docs"), ("reason", "unauthenticated")}): 2,
+        frozenset({("collection", "docs"), ("reason", "payload_too_large")}): 1,
+        frozenset({("collection", "docs"), ("reason", "forbidden")}): 1}
+
+
+def test_the_process_collector_reports_memory_cpu_and_files() -> None:
+    text = Metrics().exposition().decode()
+    for name in ("process_resident_memory_bytes", "process_cpu_seconds_total",
+                 "process_open_fds"):
+        assert re.search(rf"^{name} \S+$", text, flags=re.M), name
+
+
+def test_a_metrics_token_is_asked_of_every_scraper() -> None:
+    app = create_app(build_server(), metrics=Metrics(token="scrape-me"))
+    with LoopbackServer(app, kind="rcpkit") as srv:
+        assert rpc(srv.url, "ping").status_code == 200
+        anonymous = httpx.get(f"{srv.url}/metrics")
+        wrong = httpx.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+        right = httpx.get(f"{srv.url}/metrics", headers={"Authorization": "Bearer scrape-me"})
+    assert (anonymous.status_code, wrong.status_code) == (401, 401)
+    assert anonymous.headers["www-authenticate"] == "Bearer"
+    assert "rcpkit_requests_total" not in anonymous.text + wrong.text
+    assert right.status_code == 200 and "rcpkit_requests_total" in right.text

@@ -62,8 +62,12 @@ class _Retrieve:
                                                   cancelled=stopped)
                   if method is not None and self._knowledge is not None
                   else self._engine.search(request, progress=listener, cancelled=stopped))
-        for stage, seconds in result.stage_seconds:
-            self._server.stage_done("retrieve", stage, seconds)
+        self._server.stage_done(ctx, result.stage_seconds)
+        if ctx.trace is not None:
+            ctx.trace.annotate({"rcp.mode": request.mode, "rcp.k": request.k,
+                                "rcp.hits": len(result.hits), "rcp.rewrite": method,
+                                "rcp.rerank": request.rerank and request.rerank.method,
+                                "rcp.query": request.query if ctx.trace.bodies else None})
         usage = wire_usage(result.usage, ctx.notes)
         ctx.log("debug", f"retrieve returned {len(result.hits)} hits",
                 {"mode": request.mode, "candidates": result.usage.candidates,

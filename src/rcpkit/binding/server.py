@@ -43,7 +43,7 @@ from rcpkit.server.framework import Conformance
 if TYPE_CHECKING:
     from rcpkit.engine.graph import ConceptGraph
 
-__all__ = ["SERVER_NAME", "bind", "build_server"]
+__all__ = ["SERVER_NAME", "bind", "build_server", "grant_trust"]
 
 SERVER_NAME = "rcpkit-engine"
 
@@ -74,11 +74,19 @@ def bind(engine: Engine, sparse: SparseEncoder | None = None) -> Server:
     retrieve.register(server, engine, _bind_knowledge(server, engine))
     embed.register(server, engine, encoder)
     if "index" in caps:
-        index.register(server, engine)
+        index.register(server, engine, server.trust_grant)
     feedback.register(server, engine)
     if described.rerank_methods:
         rerank.register(server, engine, described.rerank_methods[0])
     return server
+
+
+def grant_trust(server: Server, grant: index.TrustGrant) -> None:
+    """Let the operator's ``grant(caller)`` raise (or lower) the highest trust level each
+    caller's ``index/add`` may name above the engine's ``trust`` setting (§15.2). Only the
+    engine's own server has that setting: any other keeps its own rules."""
+    if isinstance(server, _EngineServer):
+        server.grant = grant
 
 
 def _bind_knowledge(server: Server, engine: Engine) -> retrieve.Knowledge | None:
@@ -131,7 +139,12 @@ class _EngineServer(Server):
         self._engine = engine
         super().__init__(SERVER_NAME, __version__, level)
         self.multiprocess_safe = True
+        self.grant: index.TrustGrant | None = None
+        """The operator's trust grants (:func:`grant_trust`); None: nobody holds one."""
         engine.on_publish(self._advertise_filter_fields)
+
+    def trust_grant(self, caller: str | None) -> str | None:
+        return None if self.grant is None else self.grant(caller)
 
     def refresh(self) -> None:
         self._engine.refresh()

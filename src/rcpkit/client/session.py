@@ -29,6 +29,7 @@ from ..protocol.errors import (
     error_from_wire,
 )
 from ..protocol.methods import CANCEL, LOG, PROGRESS
+from ..tracing import TRACE_META_KEY, active
 
 __all__ = ["LogHandler", "Outgoing", "ProgressCallback", "RpcSession", "Sink", "Transport",
            "log_to_logging"]
@@ -328,6 +329,12 @@ class RpcSession:
             self._progress[request_id] = on_progress
         if deadline_ms is not None:
             meta["deadlineMs"] = deadline_ms
+        tracing = active()
+        if tracing is not None:  # the current span continues on the server (any transport)
+            carrier: dict[str, str] = {}
+            tracing.inject(carrier)
+            if carrier:
+                meta[TRACE_META_KEY] = carrier
         if meta:
             wire["_meta"] = meta
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

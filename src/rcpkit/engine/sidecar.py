@@ -22,6 +22,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rcpkit.files import private_dir, private_file
+
 if TYPE_CHECKING:
     from rcpkit.engine.store import Store
 
@@ -63,7 +65,7 @@ class SidecarDatabase(SideTables):
     ordinal = "rowid"
 
     def __init__(self, path: Path, schema: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(private_dir(path.parent) / path.name)
         self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
                                   timeout=30)
         self.lock = threading.RLock()

@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from rcpkit.engine.timing import Stage
+
 __all__ = [
     "TRUST_LEVELS",
     "WRITE_STAMP",
@@ -27,10 +29,17 @@ __all__ = [
     "SearchRequest",
     "SearchResult",
     "Usage",
+    "less_trusted",
 ]
 
 TRUST_LEVELS = ("trusted", "community", "untrusted")
-"""§7.7 ``trust.level`` values; a document without one is ``untrusted`` (§15.2)."""
+"""§7.7 ``trust.level`` values, most trusted first; a document without one is ``untrusted``
+(§15.2)."""
+
+
+def less_trusted(level: str, other: str) -> str:
+    """The lower of two :data:`TRUST_LEVELS`."""
+    return max(level, other, key=TRUST_LEVELS.index)
 
 WRITE_STAMP = ("written_by", "written_at")
 """Metadata a server stamps on each write (who, when: §15.3 provenance). Not content: a
@@ -57,6 +66,9 @@ class AddResult:
     chunks: int
     index_version: str
     outcomes: tuple[str, ...] = field(default=(), compare=False)
+    stage_seconds: tuple[Stage, ...] = field(default=(), compare=False)
+    """The write's timed stages: ``queue`` (the write lock), ``prepare``, ``embed``,
+    ``commit``, ``publish`` (a report, like ``outcomes``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +193,8 @@ class SearchResult:
     index_version: str
     usage: Usage
     next_cursor: str | None = None
-    stage_seconds: tuple[tuple[str, float], ...] = ()
-    """Wall time of each pipeline stage, in order (operators' latency metrics)."""
+    stage_seconds: tuple[Stage, ...] = ()
+    """Each timed pipeline stage, in order (operators' latency metrics and trace spans)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from rcpkit.engine.indexes.derived import DerivedIndexes
 from rcpkit.engine.models.embedding import Embedder
 from rcpkit.engine.snapshots import Snapshots
 from rcpkit.engine.store import DocumentWrite, Store
+from rcpkit.engine.timing import StageClock
 from rcpkit.engine.types import AddResult, DeleteResult, DocumentIn
 
 __all__ = ["Writer"]
@@ -50,11 +51,16 @@ class Writer:
 
     def add(self, documents: Sequence[DocumentIn], *, chunk: bool, contextual: bool,
             idempotency_key: str | None,
-            embedded: Callable[[int, int], None] | None) -> AddResult:
-        """Upsert; returns after the write is committed and published."""
+            embedded: Callable[[int, int], None] | None,
+            max_trust: str | None = None) -> AddResult:
+        """Upsert; returns after the write is committed and published. Documents are
+        labelled at most ``max_trust`` (None: the configured ``trust``, §15.2)."""
+        ceiling = self._config.trust if max_trust is None else max_trust
+        clock = StageClock()
         self._preparer.check(documents)
         self._snapshots.refresh()
         with self._lock:
+            clock.lap("queue")
             if idempotency_key is not None:
                 replay = self._store.idempotent_reply(
                     idempotency_key,
@@ -66,12 +72,14 @@ class Writer:
             schema = self._snapshots.schema
             new_fields: dict[str, str] = {}
             prepared = [self._preparer.prepare(position, document, schema, new_fields, chunk,
-                                               contextual)
+                                               contextual, ceiling)
                         for position, document in enumerate(documents)]
             live = self._store.live_hashes([p.doc_id for p in prepared])
             changed = [p for p in prepared if live.get(p.doc_id) != p.content_hash]
+            clock.lap("prepare")
             vectors = self._embed_passages([text for p in changed for text in p.texts],
                                            embedded)
+            clock.lap("embed")
             upserts: list[DocumentWrite] = []
             offset = 0
             for p in changed:
@@ -83,12 +91,14 @@ class Writer:
                                         idempotency_key=idempotency_key,
                                         reply={"ids": ids, "chunks": chunks},
                                         now=self._clock())
+            clock.lap("commit")
             self._after_write()
+            clock.lap("publish")
             outcomes = tuple("unchanged" if live.get(p.doc_id) == p.content_hash
                              else "updated" if p.doc_id in live else "added" for p in prepared)
             return AddResult(ids=ids, chunks=chunks,
                              index_version=self._snapshots.token(outcome.seq),
-                             outcomes=outcomes)
+                             outcomes=outcomes, stage_seconds=tuple(clock.stages))
 
     def _embed_passages(self, texts: Sequence[str],
                         embedded: Callable[[int, int], None] | None) -> npt.NDArray[np.float32]:

@@ -93,14 +93,24 @@ def _required_str(record: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def load_beir(directory: Path, split: str | None = None) -> Dataset:
+def load_beir(directory: Path, split: str | None = None, *,
+              within: Path | None = None) -> Dataset:
     """Load a BEIR-layout collection; raises :class:`DatasetError` on malformed input.
 
     ``split`` names the judgements file (``qrels/<split>.tsv``); without it, ``test`` when
-    present, else the collection's only split.
+    present, else the collection's only split. With ``within`` (a resolved directory), a
+    file that is not under it once symlinks and ``..`` are resolved is refused unread.
     """
+    def checked(path: Path) -> Path:
+        if within is None:
+            return path
+        resolved = path.resolve()
+        if not resolved.is_relative_to(within):
+            raise DatasetError(f"{path} is outside the evaluation root {within}")
+        return resolved
+
     corpus: list[CorpusDocument] = []
-    for number, record in _read_jsonl(directory / "corpus.jsonl"):
+    for number, record in _read_jsonl(checked(directory / "corpus.jsonl")):
         where = f"{directory / 'corpus.jsonl'}:{number}"
         metadata = record.get("metadata") or {}
         if not isinstance(metadata, dict):
@@ -111,9 +121,9 @@ def load_beir(directory: Path, split: str | None = None) -> Dataset:
     queries = {
         _required_str(record, "_id", f"{directory / 'queries.jsonl'}:{number}"):
             _required_str(record, "text", f"{directory / 'queries.jsonl'}:{number}")
-        for number, record in _read_jsonl(directory / "queries.jsonl")
+        for number, record in _read_jsonl(checked(directory / "queries.jsonl"))
     }
-    qrels = _read_qrels(_qrels_path(directory, split))
+    qrels = _read_qrels(checked(_qrels_path(directory, split)))
     unknown = [qid for qid in qrels if qid not in queries]
     if unknown:
         raise DatasetError(f"qrels reference queries absent from queries.jsonl: {unknown[:5]}")

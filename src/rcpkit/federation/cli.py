@@ -11,7 +11,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from ..cli_support import LogLevelOption, configure_logging, fail
+from ..cli_support import LogLevelOption, configure_logging, configure_tracing, fail
 from ..transports.cli import ConfigError, _parse_host_port
 from .gateway import build_gateway
 from .registry import RegistryError, load_registry
@@ -46,6 +46,7 @@ def gateway(
     except (ConfigError, RegistryError) as exc:
         _fail(str(exc))
     configure_logging("gateway", log_level)
+    configure_tracing("gateway")
     server = build_gateway(engines, identity=identity)
     for note in server.startup_notes:
         _log.warning("%s (retried on use)", note)

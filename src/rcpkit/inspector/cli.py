@@ -67,6 +67,9 @@ def inspect(
     = "127.0.0.1:0",
     no_open: Annotated[bool, typer.Option("--no-open", help="Do not open a browser.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for initialize.")] = 30.0,
+    eval_root: Annotated[Path | None, typer.Option(
+        "--eval-root", metavar="DIR", help="Evaluations read datasets under this directory "
+                                          "only (default: the current directory).")] = None,
 ) -> None:
     """Open a web inspector on an RCP server: identity, capabilities, method forms, raw
     frames, retrieve results, certification and evaluation."""
@@ -81,6 +84,8 @@ def inspect(
                           headers=headers)
     except UsageError as exc:
         _usage(str(exc))
+    if eval_root is not None and not eval_root.is_dir():
+        _usage(f"--eval-root {eval_root} is not a directory")
     host, port = _address(listen)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -93,16 +98,16 @@ def inspect(
         typer.echo(f"warning: listening on {host}, reachable beyond this machine; the token "
                    "is the only protection", err=True)
     try:
-        asyncio.run(_serve(spec, listener, timeout, open_browser=not no_open))
+        asyncio.run(_serve(spec, listener, timeout, eval_root, open_browser=not no_open))
     except (RcpError, OSError) as exc:
         fail("inspect", f"cannot inspect {spec.describe()['address']}: {exc}", code=1)
     finally:
         listener.close()
 
 
-async def _serve(spec: TargetSpec, listener: socket.socket, timeout: float, *,
-                 open_browser: bool) -> None:
-    inspector = await Inspector.open(spec, timeout=timeout)
+async def _serve(spec: TargetSpec, listener: socket.socket, timeout: float,
+                 eval_root: Path | None, *, open_browser: bool) -> None:
+    inspector = await Inspector.open(spec, timeout=timeout, eval_root=eval_root)
     try:
         host, port = listener.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host

@@ -36,8 +36,10 @@ _JUDGED: dict[str, tuple[str, dict[str, int]]] = {
 
 def sample_dataset() -> Dataset:
     """The sample notes as a BEIR-style :class:`Dataset` with judged queries."""
+    # Indexed through index/add by a writer, which cannot label content trusted (§15.2):
+    # the notes go without their trust label, which no judgement depends on.
     corpus = [CorpusDocument(id=str(doc.id), text=doc.text,
-                             metadata=dict(doc.meta or {}))
+                             metadata={k: v for k, v in (doc.meta or {}).items() if k != "trust"})
               for doc in sample_documents()]
     return Dataset(name=SAMPLE_NAME, corpus=corpus,
                    queries={qid: text for qid, (text, _) in _JUDGED.items()},

@@ -27,7 +27,7 @@ from ..client import AsyncClient
 from ..client.transports import StdioTransport
 from ..conformance.report import CheckResult
 from ..conformance.runner import Target, run_checks
-from ..eval.datasets import load_beir
+from ..eval.datasets import Dataset, load_beir
 from ..eval.runner import ClientTarget, EvalConfig, run_eval
 from ..protocol.errors import ProtocolViolation, RcpError, UsageError
 from ..protocol.methods import CORE_METHODS, capability_for
@@ -108,8 +108,10 @@ class Inspector:
     """One connection to the inspected server plus the operations of the web app."""
 
     def __init__(self, spec: TargetSpec, client: AsyncClient, frames: FrameLog, *,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, eval_root: Path | None = None) -> None:
         self.spec = spec
+        self.eval_root = (eval_root or Path.cwd()).resolve()
+        """The only directory tree evaluations read datasets from (``--eval-root``)."""
         self.client = client
         self.frames = frames
         self.timeout = timeout
@@ -117,10 +119,13 @@ class Inspector:
         self._evaluating = asyncio.Lock()
 
     @classmethod
-    async def open(cls, spec: TargetSpec, *, timeout: float = 30.0) -> Inspector:
-        """Connect and initialize (§7.1); a server that cannot be reached is an error."""
+    async def open(cls, spec: TargetSpec, *, timeout: float = 30.0,
+                   eval_root: Path | None = None) -> Inspector:
+        """Connect and initialize (§7.1); a server that cannot be reached is an error.
+        Evaluations read datasets under ``eval_root`` only (default: the current directory)."""
         frames = FrameLog()
-        return cls(spec, await _connect(spec, frames, timeout), frames, timeout=timeout)
+        return cls(spec, await _connect(spec, frames, timeout), frames, timeout=timeout,
+                   eval_root=eval_root)
 
     async def reconnect(self) -> None:
         """A new connection (and, over stdio, a new server process) after the old one died
@@ -233,14 +238,16 @@ class Inspector:
                        index: bool = False, seed: int = 42) -> None:
         """Run a BEIR-layout collection through ``retrieve`` (Appendix F) over this connection.
 
-        ``dataset`` is a collection directory, or the bundled sample's name. The corpus
-        is added only with ``index`` (and only to a writable engine that lacks it).
+        ``dataset`` is a collection directory under :attr:`eval_root` (relative to it, or
+        absolute), or the bundled sample's name; a path that leaves the root, by ``..`` or a
+        symlink, is refused unread. The corpus is added only with ``index`` (and only to a
+        writable engine that lacks it).
         """
         if self._evaluating.locked():
             raise UsageError("an evaluation is already running")
         async with self._evaluating:
             collection = sample_dataset() if dataset == SAMPLE_NAME else \
-                await asyncio.to_thread(load_beir, Path(dataset).expanduser())
+                await asyncio.to_thread(self._load_dataset, dataset)
 
             def on_progress(stage: str, done: int, total: int) -> None:
                 emit({"type": "progress", "stage": stage, "done": done, "total": total})
@@ -251,6 +258,14 @@ class Inspector:
             document = report.to_json()
             latencies = {result.name: result.latencies_ms for result in report.results}
             emit({"type": "report", "report": document, "latencies": latencies})
+
+
+    def _load_dataset(self, dataset: str) -> Dataset:
+        directory = (self.eval_root / Path(dataset).expanduser()).resolve()
+        if not directory.is_relative_to(self.eval_root):
+            raise UsageError(f"{dataset} is outside the evaluation root {self.eval_root} "
+                             "(rcpkit inspect --eval-root DIR)")
+        return load_beir(directory, within=self.eval_root)
 
 
 async def _connect(spec: TargetSpec, frames: FrameLog, timeout: float) -> AsyncClient:

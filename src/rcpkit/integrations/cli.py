@@ -16,7 +16,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from .. import __version__
-from ..cli_support import LogLevelOption, configure_logging, fail
+from ..cli_support import LogLevelOption, configure_logging, configure_tracing, fail
 from ..protocol.errors import RcpError, UsageError
 
 __all__ = ["register"]
@@ -79,6 +79,7 @@ def mcp(
     address = _host_port(listen) if listen is not None else None
     headers = _headers(header or [])
     configure_logging("mcp", log_level)
+    configure_tracing("mcp")
 
     async def run() -> None:
         async with open_engine(stdio=stdio, http=http, data=data, headers=headers or None,

@@ -6,20 +6,39 @@ instructions: every passage sits between a header and a footer that carry a per-
 random boundary the passage text does not contain (so a passage cannot close its own
 block and speak outside it), and each header says how far the engine trusts the passage.
 A hit without a ``trust`` member is labelled like an untrusted one: the absence of a
-signal is no proof of safety (§15.2).
+signal is no proof of safety (§15.2). The header's facts come from documents (ids, titles,
+sources) and are quoted (:func:`quoted`), so no document field can start a line of its own
+and pass for a trust note or an instruction.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from ..protocol.codec import to_builtins
 from ..protocol.content import text_of
 from ..protocol.types import Hit
 
-__all__ = ["hit_metadata", "hit_text", "render_passage", "render_passages", "trust_note"]
+__all__ = ["hit_metadata", "hit_text", "one_line", "quoted", "render_passage",
+           "render_passages", "trust_note"]
+
+
+def one_line(text: str) -> str:
+    """``text`` with every character that is not printable escaped as in JSON (``\\n``,
+    ``\\u2028``…): line and paragraph separators, controls, and format characters such as
+    bidi overrides, which could break a line or hide what follows."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else json.dumps(char)[1:-1] for char in text)
+
+
+def quoted(text: str) -> str:
+    """``text`` as a JSON string on one line (:func:`one_line`): where it ends is visible."""
+    return one_line(encode_basestring(text))  # json.dumps(text, ensure_ascii=False), faster
 
 
 def hit_text(hit: Hit) -> str:
@@ -61,12 +80,14 @@ def trust_note(hit: Hit) -> str:
 def render_passage(hit: Hit, number: int = 1, boundary: str | None = None) -> str:
     """One delimited passage: header (id, score, citation, trust), body, footer."""
     boundary = boundary or _boundary(hit_text(hit))
-    facts = [f"id={hit.id}", f"score={hit.score:.4g}"]
+    facts = [f"id={quoted(str(hit.id))}", f"score={hit.score:.4g}"]
     citation = hit.citation
     if citation is not None:
-        facts += [f"{name}={value}" for name, value in
-                  (("title", citation.title), ("source", citation.source), ("uri", citation.uri),
-                   ("page", citation.page)) if value is not None]
+        facts += [f"{name}={quoted(value)}" for name, value in
+                  (("title", citation.title), ("source", citation.source), ("uri", citation.uri))
+                  if value is not None]
+        if citation.page is not None:
+            facts.append(f"page={citation.page}")
     return (f"<<<passage {number} {boundary}>>> {' '.join(facts)}\n"
             f"[{trust_note(hit)}]\n"
             f"{hit_text(hit)}\n"
@@ -75,6 +96,7 @@ def render_passage(hit: Hit, number: int = 1, boundary: str | None = None) -> st
 
 def render_passages(hits: Sequence[Hit], *, engine: str) -> str:
     """All hits for an LLM: a preamble, then each passage delimited (§15.2)."""
+    engine = one_line(engine)
     if not hits:
         return f"{engine} returned no passages."
     bodies = "".join(hit_text(hit) for hit in hits)

@@ -20,6 +20,7 @@ from ..protocol.errors import Cancelled, Timeout
 from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import LOG_LEVELS, Session
 from ..protocol.methods import LOG, PROGRESS
+from ..tracing import RequestTrace
 
 __all__ = ["Context", "Notify", "ServerSession"]
 
@@ -48,13 +49,17 @@ class Context:
 
     __slots__ = ("_cancel", "_log_level", "_loop", "_loop_thread", "_notify", "_progress_token",
                  "caller", "deadline", "filter", "meta", "method", "notes", "request_id",
-                 "session")
+                 "session", "trace")
 
     def __init__(self, *, request_id: Any, method: str, meta: Mapping[str, Any],
                  session: ServerSession, notify: Notify | None, streaming: bool,
                  deadline: float | None, notes: list[str] | None = None,
-                 filter: FilterNode | None = None, caller: str | None = None) -> None:
+                 filter: FilterNode | None = None, caller: str | None = None,
+                 trace: RequestTrace | None = None) -> None:
         self.request_id = request_id
+        self.trace = trace
+        """The request's span when tracing is on (:mod:`rcpkit.tracing`), else None: a
+        handler adds attributes to it, :meth:`Server.stage_done` its stages."""
         self.caller = caller if caller is not None else session.caller
         """Whose request this is: the authenticated principal of a stateless HTTP request,
         else the session's :attr:`ServerSession.caller`. Per-caller state is keyed by it, so

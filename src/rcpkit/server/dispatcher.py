@@ -61,6 +61,7 @@ from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import PROTOCOL_VERSION, Event, negotiate
 from ..protocol.messages import Id, Invalid, Message, Notification, Request
 from ..protocol.methods import CANCEL
+from ..tracing import RequestTrace, Tracing, active
 from .context import Context, Notify, ServerSession
 from .framework import Handler, Server
 
@@ -70,6 +71,8 @@ logger = logging.getLogger("rcpkit.server")
 
 Reply = dict[str, Any]
 Emit = Callable[[bytes], None]
+Headers = Mapping[bytes, bytes]
+"""An HTTP request's headers, lower-case names."""
 Authorize = Callable[[str | None, str, Mapping[str, Any]], None]
 """``authorize(caller, method, params)`` raises the :class:`RcpError` refusing the request."""
 AdmitMember = Callable[[str | None], Callable[[], None]]
@@ -119,11 +122,17 @@ class Dispatcher:
                  request_timeout_ms: float | None = None, max_batch: int = 1024,
                  observer: RequestObserver | None = None, log_bodies: bool = False,
                  authorize: Authorize | None = None,
-                 admit_member: AdmitMember | None = None) -> None:
+                 admit_member: AdmitMember | None = None, tracing: Tracing | None = None,
+                 trace_attributes: Mapping[str, Any] | None = None) -> None:
         self.server = server
         self.authorize = authorize
         self.admit_member = admit_member
         self.observer = observer
+        self.tracing = tracing if tracing is not None else active()
+        """Spans of every request (:mod:`rcpkit.tracing`; by default the process's), None
+        when tracing is off."""
+        self.trace_attributes = dict(trace_attributes or {})
+        """Set on every request's span (the collection served…)."""
         self.log_bodies = log_bodies
         """Whether a failure's log may quote the request's queries and documents (§15.6);
         off by default, when they are replaced by their length."""
@@ -140,10 +149,11 @@ class Dispatcher:
         self._emit: Emit | None = None
         self._caps_model: Capabilities | None = None
         self._caps_revision = 0
-        self._begin_request: Callable[[Request, Notify | None, str | None],
+        self._begin_request: Callable[[Request, Notify | None, str | None, Headers | None],
                                       Reply | asyncio.Task[Reply]] = \
-            self._admit_request if observer is None else self._observed_request
-        """How a request starts: chosen here, as the observer never changes."""
+            self._admit_request if observer is None and self.tracing is None \
+            else self._observed_request
+        """How a request starts: chosen here, as the observer and tracing never change."""
         if stateless:
             self.session.protocol.version = PROTOCOL_VERSION
             self.session.protocol.capabilities = server.capabilities
@@ -151,41 +161,45 @@ class Dispatcher:
 
     # ── frame-at-a-time API (HTTP) ──────────────────────────────────────────
     async def handle(self, data: bytes, *, notify: Notify | None = None,
-                     path_method: str | None = None, caller: str | None = None) -> bytes | None:
+                     path_method: str | None = None, caller: str | None = None,
+                     headers: Headers | None = None) -> bytes | None:
         """Process one complete frame; return the encoded reply, or None if none is due.
 
         ``notify`` receives progress/log frames (HTTP SSE). ``path_method`` is the
         method named by the URL path; a body naming another method is ``-32600``
-        (§5.2). Batches are only accepted without a path method.
+        (§5.2). Batches are only accepted without a path method. ``headers`` (HTTP, lower
+        case) may carry the caller's trace context.
         """
         return await self.handle_message(messages.parse(data), notify=notify,
-                                         path_method=path_method, caller=caller)
+                                         path_method=path_method, caller=caller,
+                                         headers=headers)
 
     async def handle_message(self, parsed: Message | list[Message], *,
                              notify: Notify | None = None, path_method: str | None = None,
-                             caller: str | None = None) -> bytes | None:
+                             caller: str | None = None,
+                             headers: Headers | None = None) -> bytes | None:
         """:meth:`handle` for a frame already parsed by ``messages.parse``. ``caller`` names
         who sent it when the session is shared by several (:attr:`Context.caller`)."""
         outcome = self.handle_now(parsed, notify=notify, path_method=path_method,
-                                  caller=caller)
+                                  caller=caller, headers=headers)
         return outcome if outcome is None or isinstance(outcome, bytes) else await outcome
 
     def handle_now(self, parsed: Message | list[Message], *, notify: Notify | None = None,
-                   path_method: str | None = None, caller: str | None = None
-                   ) -> bytes | Awaitable[bytes | None] | None:
+                   path_method: str | None = None, caller: str | None = None,
+                   headers: Headers | None = None) -> bytes | Awaitable[bytes | None] | None:
         """:meth:`handle_message` without a coroutine where none is needed: the encoded
         reply (or None) at once when no handler runs — built-ins, refusals, notifications —
         else an awaitable of it (the handler's task is already scheduled)."""
         outcome: Reply | asyncio.Task[Reply] | None
         if type(parsed) is Request:  # the usual case first
-            outcome = (self._begin_request(parsed, notify, caller)
+            outcome = (self._begin_request(parsed, notify, caller, headers)
                        if path_method is None or parsed.method == path_method
                        else _path_mismatch(parsed.id))
         elif isinstance(parsed, list):
             if path_method is not None:
                 return self._encode(messages.error_response(
                     None, InvalidRequest("a batch must be posted to the base path")))
-            started = self._begin_batch(parsed, notify, caller)
+            started = self._begin_batch(parsed, notify, caller, headers)
             if isinstance(started, dict):
                 return self._encode(started)
             return self._encode_batch(started)
@@ -194,7 +208,7 @@ class Dispatcher:
                 and parsed.method != path_method:
             outcome = _path_mismatch(None)
         else:
-            outcome = self._begin(parsed, notify, caller)
+            outcome = self._begin(parsed, notify, caller, headers)
             if outcome is None:
                 return None
         return self._encode_task(outcome) if isinstance(outcome, asyncio.Task) \
@@ -231,7 +245,7 @@ class Dispatcher:
             else:
                 self._spawn(self._emit_batch(started))
             return
-        outcome = (self._begin_request(parsed, emit, None) if type(parsed) is Request
+        outcome = (self._begin_request(parsed, emit, None, None) if type(parsed) is Request
                    else self._begin(parsed, emit))
         if outcome is None:
             return
@@ -246,11 +260,11 @@ class Dispatcher:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     # ── core ────────────────────────────────────────────────────────────────
-    def _begin(self, msg: Message, notify: Notify | None,
-               caller: str | None = None) -> Reply | asyncio.Task[Reply] | None:
+    def _begin(self, msg: Message, notify: Notify | None, caller: str | None = None,
+               headers: Headers | None = None) -> Reply | asyncio.Task[Reply] | None:
         """Admit one message now; return its reply, a task computing it, or None."""
         if isinstance(msg, Request):
-            return self._begin_request(msg, notify, caller)
+            return self._begin_request(msg, notify, caller, headers)
         if isinstance(msg, Invalid):
             return messages.error_response(msg.id, msg.error)
         if isinstance(msg, Notification) and msg.method == CANCEL:
@@ -259,29 +273,43 @@ class Dispatcher:
         # are ignored: they are never answered (§4.5).
         return None
 
-    def _observed_request(self, req: Request, notify: Notify | None,
-                          caller: str | None) -> Reply | asyncio.Task[Reply]:
-        """:meth:`_admit_request`, its outcome reported to the :attr:`observer`."""
-        observer = self.observer
-        assert observer is not None
+    def _observed_request(self, req: Request, notify: Notify | None, caller: str | None,
+                          headers: Headers | None) -> Reply | asyncio.Task[Reply]:
+        """:meth:`_admit_request`, its outcome reported to the :attr:`observer` and traced
+        by :attr:`tracing`, whichever is set."""
+        observer, tracing = self.observer, self.tracing
         started = time.perf_counter()
-        outcome = self._admit_request(req, notify, caller)
         known = req.method if req.method in self.server.handlers or req.method in _BUILTINS \
             else None  # a client must not mint label values with made-up method names
+        trace = None
+        if tracing is not None:
+            meta = req.params.get("_meta") if req.params is not None else None
+            attributes = self.trace_attributes if caller is None \
+                else {**self.trace_attributes, "rcp.principal": caller}
+            trace = tracing.request(known or "unknown", headers, meta, attributes,
+                                    bodies=self.log_bodies)
+        outcome = self._admit_request(req, notify, caller, None, trace)
 
         def report(reply: Reply) -> None:
             error = reply.get("error")
-            observer(known, int(error["code"]) if error else 0, time.perf_counter() - started)
+            code = int(error["code"]) if error else 0
+            if observer is not None:
+                observer(known, code, time.perf_counter() - started)
+            if trace is not None:
+                trace.end(code)
 
         if isinstance(outcome, asyncio.Task):
             outcome.add_done_callback(
-                lambda task: None if task.cancelled() else report(task.result()))
+                lambda task: report(_CANCELLED if task.cancelled() else task.result()))
         else:
             report(outcome)
         return outcome
 
-    def _admit_request(self, req: Request, notify: Notify | None,
-                       caller: str | None) -> Reply | asyncio.Task[Reply]:
+    def _admit_request(self, req: Request, notify: Notify | None, caller: str | None,
+                       headers: Headers | None = None, trace: RequestTrace | None = None
+                       ) -> Reply | asyncio.Task[Reply]:
+        """Admit and start ``req`` (see the module docstring). ``headers`` serve only
+        :meth:`_observed_request`, which passes the request's ``trace``."""
         method = req.method
         if method == CANCEL:
             return messages.error_response(req.id, InvalidRequest(
@@ -297,6 +325,8 @@ class Dispatcher:
             refusal = protocol.admit(method, protocol.capabilities or {}, self.server.handlers)
             if refusal is not None:
                 return messages.error_response(req.id, refusal)
+        if trace is not None:
+            trace.lap("admit")
         builtin = _BUILTINS.get(method)
         try:
             if builtin is not None:
@@ -305,12 +335,14 @@ class Dispatcher:
             typed, notes, tree = self._decode(handler, params)
         except RcpError as exc:
             return messages.error_response(req.id, exc)
+        if trace is not None:
+            trace.lap("decode")
         meta = params.get("_meta")
         ctx = Context(request_id=req.id, method=method,
                       meta=meta if isinstance(meta, Mapping) else {}, session=self.session,
                       notify=notify, deadline=self._deadline(meta), notes=notes, filter=tree,
                       streaming="streaming" in (self.session.protocol.capabilities or {}),
-                      caller=caller)
+                      caller=caller, trace=trace)
         call = _Call(ctx)
         call.task = task = asyncio.ensure_future(self._run(req, handler, typed, call))
         self._track(task)
@@ -351,8 +383,15 @@ class Dispatcher:
             async with self._semaphore:
                 ctx.check_cancelled()
                 async with asyncio.timeout(_seconds_left(ctx.deadline)):
-                    result = await self._invoke(handler, typed, ctx)
-            return messages.success_response(req.id, _result_object(result))
+                    if ctx.trace is None:
+                        result = await self._invoke(handler, typed, ctx)
+                    else:
+                        with ctx.trace.activated():
+                            result = await self._invoke(handler, typed, ctx)
+            answer = _result_object(result)
+            if ctx.trace is not None:
+                answer = ctx.trace.stamp(answer)
+            return messages.success_response(req.id, answer)
         except asyncio.CancelledError:
             if not ctx.cancelled:
                 raise
@@ -407,7 +446,7 @@ class Dispatcher:
 
     # ── batches (§11) ───────────────────────────────────────────────────────
     def _begin_batch(self, members: list[Message], notify: Notify | None,
-                     caller: str | None = None
+                     caller: str | None = None, headers: Headers | None = None
                      ) -> list[Reply | asyncio.Task[Reply] | None] | Reply:
         """Admit every member now, in order (so an ``initialize`` or ``shutdown`` early in a
         batch governs the members after it); or refuse an oversized batch as a whole."""
@@ -422,22 +461,22 @@ class Dispatcher:
                 # §11: a malformed member is answered with id null, whatever id it may carry.
                 outcomes.append(messages.error_response(None, member.error))
             elif admit_each and isinstance(member, Request):
-                outcomes.append(self._begin_member(member, notify, caller))
+                outcomes.append(self._begin_member(member, notify, caller, headers))
             else:
-                outcomes.append(self._begin(member, notify, caller))
+                outcomes.append(self._begin(member, notify, caller, headers))
                 if isinstance(member, Request):
                     admit_each = self.admit_member is not None
         return outcomes
 
-    def _begin_member(self, req: Request, notify: Notify | None,
-                      caller: str | None) -> Reply | asyncio.Task[Reply]:
+    def _begin_member(self, req: Request, notify: Notify | None, caller: str | None,
+                      headers: Headers | None) -> Reply | asyncio.Task[Reply]:
         """A batch's request after its first: admitted on its own, and held until answered."""
         assert self.admit_member is not None
         try:
             release = self.admit_member(caller)
         except RcpError as exc:
             return messages.error_response(req.id, exc)
-        outcome = self._begin_request(req, notify, caller)
+        outcome = self._begin_request(req, notify, caller, headers)
         if isinstance(outcome, asyncio.Task):
             outcome.add_done_callback(lambda _: release())
         else:
@@ -485,6 +524,10 @@ class Dispatcher:
             members = reply if isinstance(reply, list) else [reply]
             safe = [_encodable(member) for member in members]
             return messages.encode(safe if isinstance(reply, list) else safe[0])
+
+
+_CANCELLED: Reply = messages.error_response(None, Cancelled())
+"""What a request whose task was cancelled before replying is reported as."""
 
 
 def _path_mismatch(rid: Id | None) -> Reply:

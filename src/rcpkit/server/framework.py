@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
@@ -29,12 +29,17 @@ from ..protocol.errors import UsageError
 from ..protocol.lifecycle import PROTOCOL_VERSION
 from ..protocol.methods import ALWAYS_ALLOWED, is_core, is_vendor
 
-__all__ = ["Conformance", "Handler", "Server", "StageObserver"]
+if TYPE_CHECKING:
+    from .context import Context
+
+__all__ = ["Conformance", "Handler", "Server", "Stage", "StageObserver"]
 
 Conformance = Literal["L0", "L1", "L2"]
 F = TypeVar("F", bound=Callable[..., Any])
 StageObserver = Callable[[str, str, float], None]
 """``observe(method, stage, seconds)``."""
+Stage = tuple[str, float, float]
+"""``(name, started, seconds)``, ``started`` on the :func:`time.perf_counter` clock."""
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -100,11 +105,18 @@ class Server:
             return "the server's store does not answer"
         return None
 
-    def stage_done(self, method: str, stage: str, seconds: float) -> None:
-        """A handler of ``method`` finished one of its stages (the retrieve pipeline's recall,
-        fuse…): tell the observers, e.g. the latency histograms of ``--metrics``."""
-        for observe in self.stage_observers:
-            observe(method, stage, seconds)
+    def stage_done(self, ctx: Context, stages: Iterable[Stage]) -> None:
+        """The handler of ``ctx`` ran these stages (the retrieve pipeline's recall, fuse…;
+        a write's prepare, embed…): tell the observers, e.g. the latency histograms of
+        ``--metrics``, and make them child spans of the request's trace, if any."""
+        observers = self.stage_observers
+        if observers:
+            method = ctx.method
+            for name, _started, seconds in stages:
+                for observe in observers:
+                    observe(method, name, seconds)
+        if ctx.trace is not None:
+            ctx.trace.stages(stages)
 
     def gauges(self) -> Mapping[str, float]:
         """Operational sizes to expose as metrics (index rows, background work left…),

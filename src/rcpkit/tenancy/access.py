@@ -50,12 +50,14 @@ kind is ``key`` or ``token``, never a principal's name)."""
 @dataclass(frozen=True)
 class Principal:
     """An authenticated caller: ``caller`` keys its per-caller engine state, ``name`` is who
-    it is (provenance, limits)."""
+    it is (provenance, limits), ``trust`` the highest trust level its writes may name (None:
+    the collection's own setting, §15.2)."""
 
     caller: str
     name: str
     scopes: Scopes
     limits: Limits
+    trust: str | None = None
 
 
 def hidden() -> Reply:
@@ -80,7 +82,7 @@ class Access:
         self.on_refusal = on_refusal
 
     def required(self) -> bool:
-        return bool(self.tokens) or (self.keys is not None and self.keys.exists())
+        return bool(self.tokens) or (self.keys is not None and self.keys.in_force())
 
     def authenticate(self, headers: Mapping[bytes, bytes]) -> Principal | Reply | None:
         """The caller, None when no auth is configured, else the 400/401 refusal."""
@@ -127,7 +129,7 @@ class Access:
         if kind != "key" or record is None or record.revoked:
             return None
         return Principal(caller, record.principal, record.scopes,
-                         record.limits.over(self.defaults))
+                         record.limits.over(self.defaults), record.trust)
 
     def visible(self, caller: str | None, names: Iterable[str]) -> list[str]:
         """The collections among ``names`` the caller may see."""

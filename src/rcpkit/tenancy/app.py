@@ -10,7 +10,7 @@ exactly as a collection the caller may not see (403, ``-32012``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -22,7 +22,7 @@ from ..server.framework import Server
 from ..transports.http import create_app
 from ..transports.http.metrics import Metrics
 from ..transports.http.server import DirectRoute, Reply
-from .access import Access, CollectionGate
+from .access import Access, CollectionGate, Principal
 from .collections import is_reserved_segment
 
 __all__ = ["DIRECTORY_NAME", "MISSING", "CollectionsApp", "create_collections_app"]
@@ -129,6 +129,20 @@ def _directory(collections: Mapping[str, Server], access: Access,
     return directory
 
 
+def _hidden_from_scraper(access: Access, names: frozenset[str]
+                         ) -> Callable[[Mapping[bytes, bytes]], Collection[str]]:
+    """The collections ``/metrics`` does not name to a scraper: with keys, those its key
+    does not see, and every one without a valid key (§15.6: existence does not leak)."""
+    def hidden(headers: Mapping[bytes, bytes]) -> Collection[str]:
+        if not access.required():
+            return ()
+        principal = access.authenticate(headers)
+        if not isinstance(principal, Principal):
+            return names
+        return [name for name in names if not principal.scopes.sees(name)]
+    return hidden
+
+
 def create_collections_app(collections: Mapping[str, Server], access: Access, *,
                            base: str = "/rcp", public_url: str | None = None,
                            metrics: Metrics | None = None,
@@ -146,8 +160,11 @@ def create_collections_app(collections: Mapping[str, Server], access: Access, *,
         if option in app_options:
             raise UsageError(f"{option} is the Access object's business")
     base = "/" + base.strip("/")
-    if metrics is not None and access.on_refusal is None:
-        access.on_refusal = metrics.rate_limited
+    if metrics is not None:
+        if access.on_refusal is None:
+            access.on_refusal = metrics.rate_limited
+        if metrics.hidden_for is None:
+            metrics.hidden_for = _hidden_from_scraper(access, frozenset(collections))
     apps = {name: create_app(server, base=f"{base}/{name}", gate=CollectionGate(access, name),
                              authorize=access.authorizer(name),
                              admit_member=access.member_admission(name), metrics=metrics,

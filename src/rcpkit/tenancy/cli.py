@@ -22,6 +22,7 @@ from ..binding.errors import wire_error
 from ..cli_support import fail
 from ..engine import Engine, open_engine
 from ..engine.errors import EngineError
+from ..engine.types import TRUST_LEVELS
 from ..protocol.errors import UsageError
 from .collections import CollectionError, CollectionRegistry
 from .keys import KeyStore, KeyStoreError
@@ -94,16 +95,22 @@ def keys_create(
         "--limit", metavar="NAME=VALUE",
         help="requests_per_second, burst, concurrent, write_bytes_per_day, transform_n, "
              "graph_hops (repeatable).")] = None,
+    trust: Annotated[str | None, typer.Option(
+        metavar="LEVEL", help=f"The highest trust level ({', '.join(TRUST_LEVELS)}) the key's "
+                              "writes may name (default: each collection's trust setting).")]
+    = None,
 ) -> None:
     """Create a key; its token is printed once, on stdout, and never stored."""
     try:
         limits = Limits.from_mapping(_assignments(limit or []), "--limit")
-        record, token = KeyStore(data).create(principal, Scopes.parse(scope), limits)
+        record, token = KeyStore(data).create(principal, Scopes.parse(scope), limits,
+                                              trust=trust)
     except (ValueError, OSError) as exc:
         fail("keys create", str(exc))
     typer.echo(token)
-    typer.echo(f"key {record.key_id} for {record.principal}: {record.scopes.describe()} "
-               "(the token above is shown only now)", err=True)
+    granted = f", may write {record.trust}" if record.trust else ""
+    typer.echo(f"key {record.key_id} for {record.principal}: {record.scopes.describe()}"
+               f"{granted} (the token above is shown only now)", err=True)
 
 
 def _assignments(items: list[str]) -> dict[str, float]:
@@ -131,11 +138,11 @@ def keys_list(data: RootOption = _DEFAULT_ROOT,
         typer.echo(json.dumps([{k: v for k, v in r.to_json().items() if k != "sha256"}
                                for r in records], indent=1))
         return
-    table = Table("key", "principal", "scopes", "limits", "created", "state")
+    table = Table("key", "principal", "scopes", "limits", "trust", "created", "state")
     for r in records:
         table.add_row(r.key_id, r.principal, r.scopes.describe(),
                       " ".join(f"{k}={v}" for k, v in r.limits.to_json().items()),
-                      _when(r.created), "revoked" if r.revoked else "active")
+                      r.trust or "-", _when(r.created), "revoked" if r.revoked else "active")
     console.print(table)
 
 

@@ -20,6 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from ..files import private_dir, write_new
 from ..protocol.methods import CORE_METHODS
 
 __all__ = [
@@ -90,11 +91,9 @@ class CollectionRegistry:
             collection_dsn = _create_schema(dsn, schema_of(name))
             # A JSON string is a TOML basic string: the same escapes.
             text += f'\nbackend = "postgres"\ndsn = {json.dumps(collection_dsn)}\n'
-        directory.mkdir(parents=True)
+        private_dir(directory)
         if text:
-            config_file = directory / "rcpkit.toml"
-            config_file.write_text(text, encoding="utf-8")
-            config_file.chmod(0o600)  # a DSN may hold a password
+            write_new(directory / "rcpkit.toml", text)  # 0600: a DSN may hold a password
         return directory
 
     def drop(self, name: str) -> None:

@@ -7,8 +7,11 @@ of microseconds, not scrypt's tens of milliseconds. The key id, which is not sec
 finds the record, so verification compares one digest in constant time.
 
 The file is re-read when it changes, so a revoked key is refused by a running server at its
-next request. It is written whole to a temporary file and renamed over, readable by its
-owner only.
+next request. Once a store has seen the file (at start or later), keys are in force for its
+lifetime: a file that disappears refuses every key and logs why, and never turns the server
+anonymous. ``create`` and ``revoke`` read, change and write the file under an exclusive
+``flock`` on ``keys.json.lock``, so concurrent ``rcpkit keys`` commands never lose each
+other's change; the write is atomic and fsynced (:func:`rcpkit.files.atomic_write`), 0600.
 """
 
 from __future__ import annotations
@@ -16,21 +19,26 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
+import logging
 import secrets
 import time
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..engine.types import TRUST_LEVELS
+from ..files import atomic_write, locked, private_dir
 from .limits import Limits
 from .scopes import Scopes
 
-__all__ = ["KEYS_FILE", "KeyRecord", "KeyStore", "KeyStoreError"]
+__all__ = ["KEYS_FILE", "KeyRecord", "KeyStore", "KeyStoreError", "trust_grant"]
 
 KEYS_FILE = "keys.json"
 _PREFIX = "rcpk_"
+
+logger = logging.getLogger("rcpkit.server")
 
 
 class KeyStoreError(ValueError):
@@ -39,7 +47,9 @@ class KeyStoreError(ValueError):
 
 @dataclass(frozen=True)
 class KeyRecord:
-    """One key: who it is (``principal``), what it may do, whether it still may."""
+    """One key: who it is (``principal``), what it may do, whether it still may. ``trust``
+    is the operator's grant: the highest trust level (§15.2) the key's writes may name
+    (None: each collection's own ``trust`` setting)."""
 
     key_id: str
     principal: str
@@ -48,10 +58,12 @@ class KeyRecord:
     created: float
     revoked: bool = False
     digest: str = ""
+    trust: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        granted = {} if self.trust is None else {"trust": self.trust}
         return {"id": self.key_id, "principal": self.principal, "sha256": self.digest,
-                "scopes": self.scopes.to_json(), "limits": self.limits.to_json(),
+                "scopes": self.scopes.to_json(), "limits": self.limits.to_json(), **granted,
                 "created": self.created, "revoked": self.revoked}
 
     @classmethod
@@ -60,9 +72,18 @@ class KeyRecord:
             return cls(key_id=str(value["id"]), principal=str(value["principal"]),
                        digest=str(value["sha256"]), scopes=Scopes.from_json(value["scopes"]),
                        limits=Limits.from_mapping(value.get("limits", {}), where),
+                       trust=trust_grant(value.get("trust"), where),
                        created=float(value["created"]), revoked=bool(value["revoked"]))
         except (KeyError, TypeError, AttributeError) as exc:
             raise KeyStoreError(f"{where}: malformed key record ({exc})") from None
+
+
+def trust_grant(value: Any, where: str) -> str | None:
+    """A key's trust grant: one of the §7.7 levels, or None (no grant)."""
+    if value is not None and value not in TRUST_LEVELS:
+        raise KeyStoreError(f"{where}: trust must be one of {', '.join(TRUST_LEVELS)}, "
+                            f"not {value!r}")
+    return value
 
 
 def _digest(secret: str) -> str:
@@ -76,17 +97,35 @@ class KeyStore:
         self.path = Path(root) / KEYS_FILE
         self._seen: tuple[int, int, int] | None = None
         self._records: dict[str, KeyRecord] = {}
+        self._in_force = self.path.exists()
+        self._missing_reported = False
 
-    def exists(self) -> bool:
-        return self.path.exists()
+    def in_force(self) -> bool:
+        """Whether callers must authenticate: the file exists or existed once in this store's
+        lifetime (then a missing file refuses every key: fail closed)."""
+        if self.path.exists():
+            self._in_force, self._missing_reported = True, False
+        elif self._in_force:
+            self._report_missing()
+        return self._in_force
+
+    def _report_missing(self) -> None:
+        if not self._missing_reported:
+            self._missing_reported = True
+            logger.error("%s is missing: refusing every API key until it is restored", self.path)
 
     def records(self) -> dict[str, KeyRecord]:
-        """key id → record, re-read when the file changed on disk."""
+        """key id → record, re-read when the file changed on disk; a file missing after keys
+        were in force is a :class:`KeyStoreError`."""
         try:
             stat = self.path.stat()
         except FileNotFoundError:
             self._seen, self._records = None, {}
+            if self._in_force:
+                self._report_missing()
+                raise KeyStoreError(f"{KEYS_FILE} is missing") from None
             return self._records
+        self._in_force, self._missing_reported = True, False
         seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         if seen != self._seen:
             try:
@@ -111,39 +150,47 @@ class KeyStore:
         return record if hmac.compare_digest(_digest(secret), record.digest) else None
 
     def create(self, principal: str, scopes: Scopes, limits: Limits | None = None,
-               *, now: float | None = None) -> tuple[KeyRecord, str]:
+               *, trust: str | None = None, now: float | None = None) -> tuple[KeyRecord, str]:
         """A new key and its token (shown once: only its digest is kept)."""
         if not principal.strip():
             raise KeyStoreError("a key needs a principal name")
-        existing = self.records()
-        key_id = secrets.token_hex(4)
-        while key_id in existing:
+        with self._changing():
+            existing = self._current()
             key_id = secrets.token_hex(4)
-        secret = secrets.token_urlsafe(32)
-        record = KeyRecord(key_id=key_id, principal=principal.strip(), scopes=scopes,
-                           limits=limits or Limits(), digest=_digest(secret),
-                           created=time.time() if now is None else now)
-        self._write([*existing.values(), record])
+            while key_id in existing:
+                key_id = secrets.token_hex(4)
+            secret = secrets.token_urlsafe(32)
+            record = KeyRecord(key_id=key_id, principal=principal.strip(), scopes=scopes,
+                               limits=limits or Limits(), digest=_digest(secret),
+                               trust=trust_grant(trust, "trust"),
+                               created=time.time() if now is None else now)
+            self._write([*existing.values(), record])
         return record, f"{_PREFIX}{key_id}_{secret}"
 
     def revoke(self, key_ids: Iterable[str]) -> list[KeyRecord]:
         """Mark keys revoked (kept, so ``keys list`` shows who had access)."""
-        records = dict(self.records())
-        revoked = []
-        for key_id in key_ids:
-            if key_id not in records:
-                raise KeyStoreError(f"no key {key_id!r}")
-            records[key_id] = record = replace(records[key_id], revoked=True)
-            revoked.append(record)
-        self._write(list(records.values()))
+        with self._changing():
+            records = dict(self._current())
+            revoked = []
+            for key_id in key_ids:
+                if key_id not in records:
+                    raise KeyStoreError(f"no key {key_id!r}")
+                records[key_id] = record = replace(records[key_id], revoked=True)
+                revoked.append(record)
+            self._write(list(records.values()))
         return revoked
 
-    def _write(self, records: list[KeyRecord]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(f".{KEYS_FILE}.{os.getpid()}.tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-            json.dump({"keys": [record.to_json() for record in records]}, out, indent=1)
-        os.replace(temporary, self.path)
-        self._seen = None
+    def _changing(self) -> AbstractContextManager[None]:
+        """The exclusive lock a read-modify-write of the file holds, across processes."""
+        private_dir(self.path.parent)
+        return locked(self.path.with_name(f"{KEYS_FILE}.lock"))
 
+    def _current(self) -> dict[str, KeyRecord]:
+        """The records as on disk now, read again whatever the cache says (under the lock)."""
+        self._seen = None
+        return self.records()
+
+    def _write(self, records: list[KeyRecord]) -> None:
+        atomic_write(self.path, json.dumps(
+            {"keys": [record.to_json() for record in records]}, indent=1))
+        self._seen = None

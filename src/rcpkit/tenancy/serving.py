@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..binding import build_server
+from ..binding import build_server, grant_trust
 from ..server.framework import Server
 from .access import Access, RefusalHook, cap_fan_out
 from .app import CollectionsApp, create_collections_app
@@ -55,8 +55,8 @@ def open_collections(root: Path, names: Sequence[str] | None, access: Access,
                      open_server: Callable[[Path], Server] | None = None,
                      **engine_options: Any) -> dict[str, Server]:
     """Each named collection (default: all) as a server whose writes are stamped with the
-    caller's principal (:mod:`.provenance`) and whose fan-out is held to the caller's caps
-    (:func:`.access.cap_fan_out`)."""
+    caller's principal (:mod:`.provenance`), whose fan-out is held to the caller's caps
+    (:func:`.access.cap_fan_out`) and whose writes may name the trust level its key grants."""
     registry = CollectionRegistry(root)
     chosen = list(names) if names else registry.names()
     opened: dict[str, Server] = {}
@@ -66,6 +66,7 @@ def open_collections(root: Path, names: Sequence[str] | None, access: Access,
             else build_server(path, **engine_options)
         stamp_writes(server, lambda caller: _principal_name(access, caller))
         cap_fan_out(server, access)
+        grant_trust(server, lambda caller: _trust_grant(access, caller))
         opened[name] = server
     return opened
 
@@ -73,6 +74,11 @@ def open_collections(root: Path, names: Sequence[str] | None, access: Access,
 def _principal_name(access: Access, caller: str | None) -> str:
     principal = access.principal(caller)
     return ANONYMOUS if principal is None else principal.name
+
+
+def _trust_grant(access: Access, caller: str | None) -> str | None:
+    principal = access.principal(caller)
+    return None if principal is None else principal.trust
 
 
 def serve_root(root: Path, names: Sequence[str] | None, access: Access, *,

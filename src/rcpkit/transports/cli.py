@@ -19,15 +19,18 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from ..cli_support import LogLevelOption, configure_logging, fail
+from ..cli_support import LogLevelOption, configure_logging, configure_tracing, fail
 from ..protocol.errors import RcpError, UsageError
 from ..server.framework import Server
 from ..tenancy.collections import is_collection_root
+from .access import FORMATS, AccessLog
 
-__all__ = ["AUTH_TOKENS_ENV", "ConfigError", "load_app", "register"]
+__all__ = ["AUTH_TOKENS_ENV", "METRICS_TOKEN_ENV", "ConfigError", "load_app", "register"]
 
 AUTH_TOKENS_ENV = "RCPKIT_AUTH_TOKENS"
 """Comma-separated bearer tokens, added to any ``--auth-token``."""
+METRICS_TOKEN_ENV = "RCPKIT_METRICS_TOKEN"
+"""The bearer token ``/metrics`` asks of scrapers (``--metrics-token``)."""
 
 _SESSION_POLICIES = ("stateless", "token", "single")
 
@@ -76,6 +79,17 @@ def _engine_server(data_dir: Path | None, options: dict[str, Any]) -> Server:
     return built
 
 
+def _check_data_directory(data: Path | None) -> None:
+    """Refuse a data directory that does not exist: the engine would create it, and a
+    mistyped ``--data`` would serve (and take writes into) a new, empty engine."""
+    from ..engine.config import EngineConfig
+
+    directory = data if data is not None else EngineConfig().data_dir
+    if not directory.is_dir():
+        raise ConfigError(f"no data directory {directory}: build one with `rcpkit index add "
+                          f"FILES --data {directory}`, or pass --create to serve an empty one")
+
+
 def _parse_host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -101,6 +115,9 @@ def serve(
         "--app", metavar="MODULE:ATTR", help="Serve this Server instead of the engine.")] = None,
     data: Annotated[Path | None, typer.Option(
         "--data", metavar="DIR", help="Engine data directory (without --app).")] = None,
+    create: Annotated[bool, typer.Option(
+        "--create", help="Create the data directory if it does not exist (else refused: a "
+                         "typo would serve an empty engine).")] = False,
     embedder: Annotated[str | None, typer.Option(
         help="Engine embedder, e.g. minilm or hashing (without --app).")] = None,
     backend: Annotated[str | None, typer.Option(
@@ -140,9 +157,17 @@ def serve(
     metrics: Annotated[bool, typer.Option(
         "--metrics", help="Serve Prometheus metrics at /metrics beside the base (--http; "
                           "needs the metrics extra).")] = False,
+    metrics_token: Annotated[str | None, typer.Option(
+        "--metrics-token", envvar=METRICS_TOKEN_ENV, show_envvar=True,
+        help="Scrapers of /metrics must send this bearer token (else 401).")] = None,
     log_bodies: Annotated[bool, typer.Option(
-        "--log-bodies", help="Let failure logs quote queries and documents (off: replaced by "
-                             "their length).")] = False,
+        "--log-bodies", help="Let failure logs and trace spans quote queries and documents "
+                             "(off: replaced by their length, or left out).")] = False,
+    access_log: Annotated[bool, typer.Option(
+        "--access-log", help="One line per request on stderr: time, method, collection, "
+                             "principal, status, code, duration, bytes; never bodies.")] = False,
+    access_log_format: Annotated[str, typer.Option(
+        help="Access log lines: text, or json (JSON lines).")] = "text",
     log_level: LogLevelOption = "warning",
 ) -> None:
     """Serve an RCP server over stdio or HTTP."""
@@ -155,9 +180,15 @@ def serve(
             raise ConfigError("--timeout-ms must be positive")
         tokens = list(auth_token or [])
         tokens += [t.strip() for t in os.environ.get(AUTH_TOKENS_ENV, "").split(",") if t.strip()]
-        if stdio and (tokens or cors_origin or api_key_header or metrics):
+        if stdio and (tokens or cors_origin or api_key_header or metrics or metrics_token):
             raise ConfigError("--auth-token, --api-key-header, --cors-origin and --metrics "
                               "apply to --http")
+        if metrics_token is not None and not metrics:
+            raise ConfigError("--metrics-token needs --metrics")
+        if access_log_format not in FORMATS:
+            raise ConfigError(f"--access-log-format must be one of {', '.join(FORMATS)}")
+        access = AccessLog("json" if access_log_format == "json" else "text") \
+            if access_log else None
         address = _parse_host_port(http) if http is not None else None
         if min(max_sessions, max_connections, max_header_bytes) < 1 \
                 or min(session_ttl, header_timeout, body_timeout) <= 0:
@@ -172,22 +203,25 @@ def serve(
                           (("embedder", embedder), ("backend", backend), ("dsn", dsn),
                            ("llm_url", llm_url), ("llm_model", llm_model))
                           if value is not None}
-        if app is not None and (data is not None or engine_options):
-            raise ConfigError("--data, --embedder, --backend, --dsn and --llm-* configure the "
-                              "engine; not with --app")
+        if app is not None and (data is not None or engine_options or create):
+            raise ConfigError("--data, --create, --embedder, --backend, --dsn and --llm-* "
+                              "configure the engine; not with --app")
 
         if app is None and data is not None and is_collection_root(data):
             configure_logging("serve", log_level)
+            configure_tracing("serve")
             raise typer.Exit(_serve_collections(data, collection or [], address, engine_options,
                                                 tokens, workers, sessions, public_url, {
                 "base": base, "api_key_header": api_key_header, "cors_origins": cors_origin or (),
                 "request_timeout_ms": timeout_ms, "log_bodies": log_bodies, "metrics": metrics,
-                "limits": {
+                "metrics_token": metrics_token, "access_log": access, "limits": {
                     "max_connections": max_connections, "max_header_bytes": max_header_bytes,
                     "header_timeout_s": header_timeout, "body_timeout_s": body_timeout}}))
         if collection:
             raise ConfigError("--collection needs --data ROOT holding collections "
                               "(rcpkit collection create NAME --data ROOT)")
+        if app is None and not create:
+            _check_data_directory(data)
 
         def build() -> Server:
             return load_app(app) if app is not None else _engine_server(data, engine_options)
@@ -197,12 +231,13 @@ def serve(
     except ConfigError as exc:
         _fail(str(exc))
     configure_logging("serve", log_level)
+    configure_tracing("serve")
     if address is None:
         from .stdio import serve_stdio
 
         assert isinstance(source, Server)
         raise typer.Exit(serve_stdio(source, request_timeout_ms=timeout_ms,
-                                     log_bodies=log_bodies))
+                                     log_bodies=log_bodies, access_log=access))
     from .http import serve_http
 
     try:
@@ -210,7 +245,8 @@ def serve(
                             auth_tokens=tokens, api_key_header=api_key_header,
                             cors_origins=cors_origin or (), request_timeout_ms=timeout_ms,
                             max_sessions=max_sessions, session_ttl_s=session_ttl,
-                            metrics=metrics, log_bodies=log_bodies,
+                            metrics=metrics, metrics_token=metrics_token,
+                            log_bodies=log_bodies, access_log=access,
                             limits={"max_connections": max_connections,
                                     "max_header_bytes": max_header_bytes,
                                     "header_timeout_s": header_timeout,
@@ -242,7 +278,8 @@ def _serve_collections(root: Path, names: list[str], address: tuple[str, int] | 
             from .stdio import serve_stdio
 
             return serve_stdio(server, request_timeout_ms=options["request_timeout_ms"],
-                               log_bodies=options["log_bodies"])
+                               log_bodies=options["log_bodies"],
+                               access_log=options["access_log"])
         if workers != 1 or sessions != "stateless":
             raise ConfigError("collections are served by one process with --sessions stateless; "
                               "scale out with more processes behind a load balancer")
@@ -250,10 +287,11 @@ def _serve_collections(root: Path, names: list[str], address: tuple[str, int] | 
                               api_key_header=options.pop("api_key_header"))
         host, port = address
         limits = options.pop("limits")
+        metrics_token = options.pop("metrics_token")
         if options.pop("metrics"):
             from .http.metrics import Metrics
 
-            options["metrics"] = Metrics()
+            options["metrics"] = Metrics(metrics_token)
         app = serve_root(root, names or None, access, engine_options=engine_options,
                          public_url=public_url or (f"http://{host}:{port}" if port else None),
                          **options)

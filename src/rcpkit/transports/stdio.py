@@ -28,6 +28,8 @@ from ..protocol.errors import InvalidRequest
 from ..protocol.framing import OVERSIZED, LineBuffer
 from ..server.dispatcher import Dispatcher
 from ..server.framework import Server
+from ..tracing import Tracing
+from .access import AccessLog, StreamAccess
 
 __all__ = ["DEFAULT_MAX_LINE", "serve_stdio"]
 
@@ -36,15 +38,21 @@ _READ_SIZE = 256 * 1024
 
 
 def serve_stdio(server: Server, *, max_line: int = DEFAULT_MAX_LINE, max_concurrency: int = 64,
-                request_timeout_ms: float | None = None, log_bodies: bool = False) -> int:
+                request_timeout_ms: float | None = None, log_bodies: bool = False,
+                tracing: Tracing | None = None, access_log: AccessLog | None = None) -> int:
     """Serve ``server`` on this process's stdin/stdout until EOF or ``shutdown``; return 0.
-    ``log_bodies`` lets failure logs quote queries and documents (§15.6; off by default)."""
+    ``log_bodies`` lets failure logs quote queries and documents (§15.6; off by default).
+    ``tracing`` (default: the process's, :func:`rcpkit.tracing.active`) traces every
+    request, a child of the trace context in its ``_meta``. ``access_log`` writes one line
+    per request to stderr (:mod:`.access`)."""
     frames_fd = _claim_stdout()
     dispatcher_options: dict[str, Any] = {"max_concurrency": max_concurrency,
                                           "request_timeout_ms": request_timeout_ms,
-                                          "log_bodies": log_bodies}
+                                          "log_bodies": log_bodies,
+                                          "tracing": tracing}
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve(server, sys.stdin.fileno(), frames_fd, max_line, dispatcher_options))
+        runner.run(_serve(server, sys.stdin.fileno(), frames_fd, max_line, dispatcher_options,
+                          access_log))
     return 0
 
 
@@ -119,11 +127,24 @@ class _StdinProtocol(asyncio.Protocol):
 
 
 async def _serve(server: Server, in_fd: int, out_fd: int, max_line: int,
-                 dispatcher_options: dict[str, Any]) -> None:
+                 dispatcher_options: dict[str, Any], access_log: AccessLog | None = None
+                 ) -> None:
     loop = asyncio.get_running_loop()
     writer = _FrameWriter(out_fd, loop)
-    dispatcher = Dispatcher(server, **dispatcher_options)
-    dispatcher.start(writer.emit)
+    dispatcher = Dispatcher(server, trace_attributes={"rcp.collection": server.name},
+                            **dispatcher_options)
+    feed, emit = dispatcher.feed, writer.emit
+    if access_log is not None:  # the stdio peer is whoever started the process (§15.6)
+        seen = StreamAccess(access_log, server.name, "stdio")
+
+        def feed(frame: bytes) -> None:
+            seen.received(frame)
+            dispatcher.feed(frame)
+
+        def emit(frame: bytes) -> None:
+            writer.emit(frame)
+            seen.sent(frame)
+    dispatcher.start(emit)
     lines = LineBuffer(max_line)
     finished = loop.create_future()
 
@@ -132,10 +153,10 @@ async def _serve(server: Server, in_fd: int, out_fd: int, max_line: int,
             if dispatcher.closed:
                 break
             if line is OVERSIZED:
-                writer.emit(messages.encode(messages.error_response(None, InvalidRequest(
+                emit(messages.encode(messages.error_response(None, InvalidRequest(
                     f"line longer than {max_line} bytes", data={"limit": max_line}))))
             else:
-                dispatcher.feed(line)
+                feed(line)
 
     def feed_chunk(data: bytes) -> None:
         if finished.done():
@@ -169,9 +190,11 @@ async def _serve(server: Server, in_fd: int, out_fd: int, max_line: int,
 
 async def _read_stdin(loop: asyncio.AbstractEventLoop, fd: int, feed_chunk: FeedChunk,
                       at_eof: AtEof) -> asyncio.BaseTransport | asyncio.Task[None]:
-    """Pipes, sockets and terminals are read by the event loop; a regular file (stdin
-    redirected from a file), which cannot be polled, is read by a worker thread."""
-    if stat.S_ISREG(os.fstat(fd).st_mode):
+    """Pipes, sockets and terminals are read by the event loop; anything else — a regular
+    file or a device such as ``/dev/null`` — by a worker thread: epoll refuses to watch those
+    (EPERM), which uvloop's libuv answers with ``abort()`` and asyncio with an error."""
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
         return loop.create_task(_read_file(loop, fd, feed_chunk, at_eof))
     pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
     transport, _ = await loop.connect_read_pipe(lambda: _StdinProtocol(feed_chunk, at_eof), pipe)

@@ -2,6 +2,9 @@
 
 It is the harness's control subject: ``rcpkit check`` must PASS it as-is and FAIL
 it under every ``--mutate NAME``, each of which introduces exactly one bug.
+``--pagination`` adds §10 cursors and declares L2 (streaming and pagination); the
+paging mutations imply it. ``--pagination unbounded`` keeps ``maxK`` out of the capabilities
+(the server still clamps to it).
 """
 
 from __future__ import annotations
@@ -37,7 +40,11 @@ MUTATIONS = {
     "delete-counts-absent": "index/delete counts absent ids (§7.11)",
     "bom": "stdout starts with a UTF-8 BOM (§5.1)",
     "hang-on-batch": "batches are never answered (a hung server)",
+    "repeat-cursor": "a page after the first repeats the cursor that led to it (§10)",
+    "endless-cursor": "a nextCursor past the last hit, forever (§10)",
+    "pages-past-maxk": "pages wrap around the ranking, past maxK (§7.7, §10)",
 }
+PAGING_MUTATIONS = ("repeat-cursor", "endless-cursor", "pages-past-maxk")
 
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 NOT_INITIALIZED, VERSION_MISMATCH, CAPABILITY_MISSING = -32001, -32002, -32003
@@ -126,8 +133,9 @@ def embed_text(text: str) -> list[float]:
 
 
 class MiniServer:
-    def __init__(self, mutation: str | None) -> None:
+    def __init__(self, mutation: str | None, pagination: str | None = None) -> None:
         self.mutation = mutation
+        self.pagination = pagination or ("bounded" if mutation in PAGING_MUTATIONS else None)
         self.initialized = False
         self.shut_down = False
         self.minted = 0
@@ -228,7 +236,7 @@ class MiniServer:
             raise RpcError(code, "unknown method")
         if not self.initialized and self.mutation != "no-init-gate":
             raise RpcError(NOT_INITIALIZED, "call initialize first")
-        if GATES[method] not in CAPABILITIES:
+        if GATES[method] not in self.info(1)["capabilities"]:
             raise RpcError(CAPABILITY_MISSING, "capability not advertised")
         handler = {
             "retrieve": self.retrieve,
@@ -239,11 +247,15 @@ class MiniServer:
         return handler(params)
 
     def info(self, version: int) -> dict[str, Any]:
-        level = "L2" if self.mutation == "lying-conformance" else "L1"
+        level = "L2" if self.mutation == "lying-conformance" or self.pagination else "L1"
+        capabilities = {**CAPABILITIES, "pagination": {}} if self.pagination else CAPABILITIES
+        if self.pagination == "unbounded":
+            retrieve = {k: v for k, v in CAPABILITIES["retrieve"].items() if k != "maxK"}
+            capabilities = {**capabilities, "retrieve": retrieve}
         return {
             "protocolVersion": version,
             "server": {"name": "mini", "version": "1.0"},
-            "capabilities": CAPABILITIES,
+            "capabilities": capabilities,
             "_meta": {"conformance": level},
         }
 
@@ -302,11 +314,48 @@ class MiniServer:
             )
         hits.sort(key=lambda hit: (-hit["score"], hit["id"]))
         limit = min(k, MAX_K) + (1 if self.mutation == "too-many-hits" else 0)
-        hits = hits[:limit]
-        if self.mutation == "nan-score" and hits:
-            hits[0]["score"] = float("nan")
+        page, next_cursor = self.page(params, hits, limit)
+        if self.mutation == "nan-score" and page:
+            page[0]["score"] = float("nan")
         self.progress(params, 1.0)
-        return {"hits": hits, "usage": {"candidates": min(candidate_k, len(self.docs))}}
+        result: dict[str, Any] = {
+            "hits": page,
+            "usage": {"candidates": min(candidate_k, len(self.docs))},
+        }
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return result
+
+    def page(
+        self, params: dict[str, Any], hits: list[dict[str, Any]], limit: int
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """§10: a cursor names an offset into the first ``maxK`` hits of the same query."""
+        if not self.pagination:
+            if "cursor" in params:
+                raise unsupported("cursor")
+            return hits[:limit], None
+        query = {key: value for key, value in params.items() if key not in ("cursor", "_meta")}
+        fingerprint = f"{zlib.crc32(json.dumps(query, sort_keys=True).encode()):08x}"
+        offset = 0
+        if "cursor" in params:
+            cursor = params["cursor"]
+            prefix, _, start = cursor.rpartition(".") if isinstance(cursor, str) else ("", "", "")
+            if prefix != f"mini-page.{fingerprint}" or not start.isdigit():
+                raise invalid("cursor")
+            offset = int(start)
+        reachable = min(len(hits), MAX_K)
+        if self.mutation == "pages-past-maxk" and hits:  # continuation pages wrap around
+            wrapped = [hits[(offset + i) % len(hits)] for i in range(limit)]
+            return wrapped if offset else hits[:limit], f"mini-page.{fingerprint}.{offset + limit}"
+        page = hits[offset : min(offset + limit, reachable)]
+        end = offset + len(page)
+        if self.mutation == "repeat-cursor" and offset:
+            return page, f"mini-page.{fingerprint}.{offset}"  # the cursor that led here
+        if self.mutation == "endless-cursor":
+            return page, f"mini-page.{fingerprint}.{offset + limit}"
+        if end < reachable:
+            return page, f"mini-page.{fingerprint}.{end}"
+        return page, None
 
     @staticmethod
     def score(mode: str, query: str, text: str) -> float:
@@ -515,9 +564,9 @@ class HttpFrontend:
     """§5.2 over stdlib ``http.server``: ``POST /rcp/<method>`` (batches at ``/rcp``), HTTP 200
     for every JSON-RPC response, 204 for none, SSE when asked, ``token`` or ``single`` sessions."""
 
-    def __init__(self, mutation: str | None, policy: str) -> None:
-        self.mutation, self.policy = mutation, policy
-        self.single = MiniServer(mutation)
+    def __init__(self, mutation: str | None, policy: str, pagination: str | None) -> None:
+        self.mutation, self.policy, self.pagination = mutation, policy, pagination
+        self.single = MiniServer(mutation, pagination)
         self.sessions: dict[str, MiniServer] = {}
         self.lock = threading.Lock()
 
@@ -526,7 +575,7 @@ class HttpFrontend:
             return self.single
         if token in self.sessions:
             return self.sessions[token]
-        fresh = MiniServer(self.mutation)
+        fresh = MiniServer(self.mutation, self.pagination)
         fresh.session_token = uuid.uuid4().hex
         return fresh
 
@@ -588,11 +637,13 @@ def main() -> None:
     parser.add_argument("--mutate", choices=sorted(MUTATIONS), help="introduce one bug")
     parser.add_argument("--http", type=int, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT")
     parser.add_argument("--session", choices=("token", "single"), default="token")
+    parser.add_argument("--pagination", nargs="?", const="bounded",
+                        choices=("bounded", "unbounded"), help="advertise §10 cursors (L2)")
     args = parser.parse_args()
     if args.http is None:
-        MiniServer(args.mutate).serve()
+        MiniServer(args.mutate, args.pagination).serve()
         return
-    frontend = HttpFrontend(args.mutate, args.session)
+    frontend = HttpFrontend(args.mutate, args.session, args.pagination)
     ThreadingHTTPServer(("127.0.0.1", args.http), frontend.handler()).serve_forever()
 
 

@@ -19,7 +19,7 @@ HASHING = 'embedder = "hashing"\nhashing_dimension = 64\n'
 
 
 def serve_argv(data: Path, dsn: str) -> list[str]:
-    return [*RCPKIT, "serve", "--stdio", "--data", str(data), "--backend", "postgres",
+    return [*RCPKIT, "serve", "--stdio", "--create", "--data", str(data), "--backend", "postgres",
             "--dsn", dsn]
 
 

@@ -460,26 +460,48 @@ def snapshot_unknown(ctx: Ctx) -> None:
     ctx.error("retrieve", params, (-32010, -32016))
 
 
+#: Pages the walk of ``page.terminates`` takes at most; its page size follows from ``maxK``.
+PAGING_WALK = 50
+
+
 @check(
     "page.terminates",
     L2,
     "10",
-    "following nextCursor terminates without repeating a cursor",
+    "following nextCursor ends within maxK hits without repeating a cursor",
     requires=("retrieve", "pagination"),
 )
 def pagination_terminates(ctx: Ctx) -> None:
-    params: dict[str, Any] = {"query": probe_query(ctx), "k": 2}
+    """§10 paging under the advertised bounds: recall is clamped to ``retrieve.maxK`` (§7.7),
+    so every cursor is new and the pages end before their hits exceed ``maxK`` (one more,
+    empty, page allowed), however large the corpus. Pages of ``ceil(maxK / 50)`` hits keep
+    the walk within about 50 requests. Without ``maxK`` nothing bounds the end: a walk still
+    minting new cursors after 50 pages is skipped, not failed."""
+    advertised = retrieve_cap(ctx).get("maxK")
+    max_k = advertised if is_integer(advertised) and advertised >= 1 else None
+    k, pages = 2, PAGING_WALK
+    if max_k is not None:
+        k = min(max_k, max(2, -(-max_k // PAGING_WALK)))
+        pages = -(-max_k // k) + 1
+    params: dict[str, Any] = {"query": probe_query(ctx), "k": k}
     seen: set[str] = set()
-    for _ in range(50):
+    hits = 0
+    for page in range(1, pages + 1):
         result = ctx.result("retrieve", params)
-        expect_hits(ctx, result, 2)
+        hits += len(expect_hits(ctx, result, k))
+        if max_k is not None:
+            ctx.expect(hits <= max_k, f"at most maxK={max_k} hits over all pages (§7.7, §10)",
+                       got=f"{hits} hits in {page} pages of k={k}")
         cursor = result.get("nextCursor")
         if cursor in (None, ""):
             return
-        ctx.expect(isinstance(cursor, str) and cursor not in seen, "a new opaque cursor")
+        ctx.expect(isinstance(cursor, str) and cursor not in seen, "a new opaque cursor (§10)")
         seen.add(cursor)
         params = {**params, "cursor": cursor}
-    raise ctx.fail("pagination to end within 50 pages of k=2")
+    if max_k is None:
+        raise ctx.skip(f"no retrieve.maxK bounds paging: {pages} pages of k={k} followed, "
+                       "each with a new cursor")
+    raise ctx.fail(f"pagination to end within {pages} pages of k={k} (maxK={max_k}, §10)")
 
 
 @check(

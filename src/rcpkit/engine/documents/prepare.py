@@ -1,6 +1,6 @@
-"""Turning ``index/add`` documents (§7.10) into store writes: input checks, the §8 metadata
-schema (types inferred for new keys), chunks with their context, and a content hash so an
-unchanged document is not embedded or written again."""
+"""Turning ``index/add`` documents (§7.10) into store writes: input checks, the trust label
+(§15.2), the §8 metadata schema (types inferred for new keys), chunks with their context, and
+a content hash so an unchanged document is not embedded or written again."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.documents.chunking import Chunk, chunk_text, contextualize
 from rcpkit.engine.errors import InvalidInput, TooLarge
 from rcpkit.engine.store import ChunkWrite, DocumentWrite, indexed_text
-from rcpkit.engine.types import TRUST_LEVELS, WRITE_STAMP, DocumentIn
+from rcpkit.engine.types import TRUST_LEVELS, WRITE_STAMP, DocumentIn, less_trusted
 from rcpkit.protocol.filters import parse_date
 from rcpkit.scalar_text import non_scalar_path
 
@@ -94,8 +94,10 @@ class Preparer:
                 raise TooLarge(f"{where}.text exceeds {config.max_text_bytes} bytes")
 
     def prepare(self, position: int, document: DocumentIn, schema: Mapping[str, str],
-                new_fields: dict[str, str], chunk: bool, contextual: bool) -> Prepared:
-        """``document`` checked against ``schema`` (new field types go to ``new_fields``)."""
+                new_fields: dict[str, str], chunk: bool, contextual: bool,
+                max_trust: str) -> Prepared:
+        """``document`` checked against ``schema`` (new field types go to ``new_fields``) and
+        labelled at most ``max_trust``."""
         where = f"documents[{position}]"
         if document.id is not None and (not isinstance(document.id, str) or not document.id):
             raise InvalidInput("id must be a non-empty string", field=f"{where}.id")
@@ -103,6 +105,7 @@ class Preparer:
             raise InvalidInput("meta must be an object", field=f"{where}.meta")
         config = self._config
         meta = dict(document.meta or {})
+        self._label_trust(meta, max_trust, f"{where}.meta.trust")
         filter_meta = self._filter_meta(meta, schema, new_fields, f"{where}.meta")
         title = meta.get("title") if isinstance(meta.get("title"), str) else None
         pieces: list[Chunk] = (chunk_text(document.text, max_chars=config.chunk_max_chars,
@@ -121,13 +124,26 @@ class Preparer:
                         filter_meta=filter_meta, pieces=parts,
                         content_hash=hashlib.sha256(fingerprint.encode()).hexdigest())
 
+    def _label_trust(self, meta: dict[str, Any], max_trust: str, where: str) -> None:
+        """§15.2: a writer names a level up to ``max_trust`` (its grant) and is refused a
+        higher one rather than silently relabelled; a document naming none gets the
+        configured ``trust``, capped by the grant. ``untrusted`` is the reading default, so it
+        is not written into metadata that lacks it (the content hash stays as it was)."""
+        if "trust" not in meta:
+            level = less_trusted(self._config.trust, max_trust)
+            if level != "untrusted":
+                meta["trust"] = level
+            return
+        claimed = meta["trust"]
+        if claimed not in TRUST_LEVELS:
+            raise InvalidInput(f"trust must be one of {', '.join(TRUST_LEVELS)}", field=where)
+        if less_trusted(claimed, max_trust) != claimed:
+            raise InvalidInput(f"this writer may label documents at most {max_trust!r}: trust "
+                               "is granted by the operator (§15.2)", field=where)
+
     def _filter_meta(self, meta: Mapping[str, Any], schema: Mapping[str, str],
                      new_fields: dict[str, str], where: str) -> dict[str, Any]:
         """Type-check metadata against the §8 schema, inferring types for new keys."""
-        trust = meta.get("trust", "untrusted")
-        if trust not in TRUST_LEVELS:
-            raise InvalidInput(f"trust must be one of {', '.join(TRUST_LEVELS)}",
-                               field=f"{where}.trust")
         normalised: dict[str, Any] = {}
         for name, value in meta.items():
             if value is None or not name or not set(name) <= _FIELD_NAME_CHARS:

@@ -34,6 +34,7 @@ import numpy.typing as npt
 import orjson
 
 from rcpkit.engine.indexes.persist import commit_manifest, save_arrays, verify_file
+from rcpkit.files import private_dir
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
 __all__ = ["FilterColumns"]
@@ -236,6 +237,10 @@ class FilterColumns:
             for name, value in meta.items():
                 self._fields.setdefault(name, _Column()).set(rowid, value)
 
+    def held_rowids(self) -> IntArray:
+        """The rowids held, ascending."""
+        return np.flatnonzero(self._held).astype(np.int64)
+
     def remove(self, rowids: IntArray) -> None:
         """Forget rows (garbage-collected from the store); postings are compacted lazily."""
         inside = rowids[rowids < len(self._held)]
@@ -251,7 +256,7 @@ class FilterColumns:
         file, then replacing the manifest that names it commits. Rows removed since the last
         compaction are left out, so the saved image is compact."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         held_rows = np.flatnonzero(self._held)
         size = int(held_rows[-1]) + 1 if len(held_rows) else 0
         arrays: dict[str, npt.NDArray[Any]] = {"held": self._held[:size]}

@@ -45,16 +45,14 @@ import importlib.util
 import json
 import logging
 import math
-import os
 import sys
-import tempfile
 import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +61,7 @@ from rcpkit.engine.config import GRAPH_DTYPES
 from rcpkit.engine.errors import IndexUnavailable
 from rcpkit.engine.indexes import quantised
 from rcpkit.engine.indexes.persist import bytes_checksum, compact_ints, file_checksum, verify_file
+from rcpkit.files import atomic_write, private_dir, replace_durably, write_new
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -659,7 +658,7 @@ class DenseIndex:
         up: the published view is immutable.
         """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         self._restored.wait()
         with self._save_lock:
             view = self._view
@@ -691,8 +690,33 @@ class DenseIndex:
                 meta["graph_vectors"] = lean
             if view.graph is not None and view.graph.orphans:
                 meta["graph_orphans"] = view.graph.orphans
-            _atomic_write_text(directory / _META, json.dumps(meta, indent=1))
+            atomic_write(directory / _META, json.dumps(meta, indent=1))
             _remove_stale(directory, keep=set(names.values()))
+
+    @staticmethod
+    def _read_saved(directory: Path) -> tuple[dict[str, Any], npt.NDArray[np.int64]]:
+        """The manifest and row ids of a saved index, after checking every file it names
+        against its checksum."""
+        meta_path = directory / _META
+        if not meta_path.is_file():
+            raise IndexUnavailable(f"no dense index saved in {directory}")
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") not in (_FORMAT, _LEAN_FORMAT):
+            raise ValueError(f"unsupported dense index format {meta.get('format')!r}")
+        checksums = meta.get("checksums", {})
+        for key, name in meta["files"].items():
+            verify_file(directory / name, checksums.get(key))
+        rowids = np.load(directory / meta["files"]["rowids"], allow_pickle=False)
+        rowids = rowids.astype(np.int64)
+        if np.any(np.diff(rowids) <= 0):
+            raise ValueError("the saved dense row ids are not ascending")
+        return meta, rowids
+
+    @classmethod
+    def saved_rowids(cls, directory: Path) -> npt.NDArray[np.int64]:
+        """The row ids a saved index holds, its files checked (an audit: no vector is read,
+        and none is dropped for missing from the record as :meth:`load` does)."""
+        return cls._read_saved(Path(directory))[1]
 
     @classmethod
     def load(cls, directory: Path, *, build_threads: int = 1,
@@ -707,12 +731,7 @@ class DenseIndex:
         another ``graph_dtype`` is left unread: a graph of this one is built in the background
         while exact search serves, and the rows need no rebuild."""
         directory = Path(directory)
-        meta_path = directory / _META
-        if not meta_path.is_file():
-            raise IndexUnavailable(f"no dense index saved in {directory}")
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") not in (_FORMAT, _LEAN_FORMAT):
-            raise ValueError(f"unsupported dense index format {meta.get('format')!r}")
+        meta, rowids = cls._read_saved(directory)
         saved_dtype = meta.get("graph_dtype", "f16")
         keep_graph = saved_dtype == graph_dtype
         if not keep_graph and "graph" in meta["files"]:
@@ -731,16 +750,10 @@ class DenseIndex:
         )
         index.saved_graph_unused = not keep_graph and "graph" in meta["files"]
         files = meta["files"]
-        checksums = meta.get("checksums", {})
-        for key, name in files.items():
-            verify_file(directory / name, checksums.get(key))
         # Mapped, not read: a saved file is never rewritten (each save writes a new
         # generation), and a mapping outlives the unlink of a later save. Nothing writes into
         # the buffer either: it has no spare rows, so the first add, remove or merge
         # publishes fresh buffers first (_append, _publish).
-        rowids = np.load(directory / files["rowids"], allow_pickle=False).astype(np.int64)
-        if np.any(np.diff(rowids) <= 0):
-            raise ValueError("the saved dense row ids are not ascending")
         if "vectors" in files:
             matrix = np.load(directory / files["vectors"], allow_pickle=False, mmap_mode="r")
         elif vectors is None:
@@ -871,8 +884,7 @@ class DenseIndex:
         try:
             lean = self._write_lean(path, np.memmap(whole, dtype=np.uint8, mode="r"), snapshot)
             if lean is None:
-                os.replace(whole, path)
-                _fsync(path)
+                replace_durably(whole, path)
             return lean
         finally:
             whole.unlink(missing_ok=True)
@@ -1211,40 +1223,17 @@ def _graph_codes(vectors: np.ndarray, dtype: str) -> np.ndarray:
     return codes
 
 
-def _fsync(path: Path) -> None:
-    with path.open("rb") as stream:
-        os.fsync(stream.fileno())
-
-
 def _write_pieces(path: Path, pieces: Iterable[np.ndarray]) -> None:
-    """Write the arrays' bytes one after another to ``path`` and flush it to disk."""
-    with path.open("wb") as stream:
+    """Write the arrays' bytes one after another to ``path``, flushed to disk."""
+    def write(stream: BinaryIO) -> None:
         for piece in pieces:
             stream.write(np.ascontiguousarray(piece).data)
-        stream.flush()
-        os.fsync(stream.fileno())
+    write_new(path, write)
 
 
 def _write_npy(path: Path, array: np.ndarray) -> None:
-    """Save ``array`` as ``.npy`` (no pickle) and flush it to disk."""
-    with path.open("wb") as stream:
-        np.save(stream, array, allow_pickle=False)
-        stream.flush()
-        os.fsync(stream.fileno())
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary sibling, fsync, then rename over ``path``."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Save ``array`` as ``.npy`` (no pickle), flushed to disk."""
+    write_new(path, lambda stream: np.save(stream, array, allow_pickle=False))
 
 
 def _remove_stale(directory: Path, *, keep: Iterable[str]) -> None:

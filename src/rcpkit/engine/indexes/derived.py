@@ -11,17 +11,15 @@ a catch-up or a swap happens whole between two reads.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
 import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,21 +27,28 @@ import numpy.typing as npt
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.indexes.columns import FilterColumns
 from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.indexes.persist import DamagedFile, bytes_checksum, file_checksum, verify_file
 from rcpkit.engine.indexes.records import ChunkFields
 from rcpkit.engine.indexes.windows import SentenceWindowIndex, WindowVectors, embed_windows
 from rcpkit.engine.lru import Recent
 from rcpkit.engine.models.embedding import Embedder, available_cores
 from rcpkit.engine.store import ChunkRecord, IndexDelta, RowBatch, Store
 from rcpkit.engine.text import Analyzer
+from rcpkit.files import PRIVATE_DIR_MODE, atomic_write, locked, private_dir
 from rcpkit.protocol.filters import FilterNode
 
-__all__ = ["BoolMask", "DerivedIndexes", "ReadWriteLock"]
+__all__ = ["INDEX_DIR", "STATE_FILE", "BoolMask", "DerivedIndexes", "ReadWriteLock",
+           "current_state", "index_lock", "state_problems"]
 
 logger = logging.getLogger(__name__)
 
 _Part = TypeVar("_Part")
 
 BoolMask = npt.NDArray[np.bool_]
+INDEX_DIR = "indexes"
+STATE_FILE = "state.json"
+"""In each saved state: its record, embedder and log position, a checksum of every other
+file in the state, and a checksum of itself."""
 MAX_BUILD_THREADS = 8
 """Default cap on background HNSW build threads, so that a large machine keeps cores for
 the queries served meanwhile."""
@@ -153,7 +158,7 @@ class DerivedIndexes:
                              self._dimension)
 
     def _index_dir(self) -> Path:
-        return Path(self._config.data_dir) / "indexes"
+        return Path(self._config.data_dir) / INDEX_DIR
 
     def load(self) -> None:
         """Load persisted indexes and catch up from the write log; rebuild when they cannot
@@ -167,7 +172,13 @@ class DerivedIndexes:
                         raise ValueError("persisted indexes do not belong to this record")
                     if saved[1] < self._store.log_floor():
                         raise ValueError("the write log no longer reaches the saved indexes")
-                    state_dir, position = saved
+                    state_dir, position, state = saved
+                    # Every file, manifests included: a manifest altered into other valid
+                    # JSON (a BM25 parameter, a term) passes its part's own checks. A part
+                    # rebuilt alone from the record (columns, fields) is left to it.
+                    damage = _damage_by_part(state_problems(state_dir, state))
+                    if set(damage) - set(_REBUILT_ALONE):
+                        raise DamagedFile("; ".join(p for ps in damage.values() for p in ps))
                     lexical = LexicalIndex.load(state_dir / "lexical")
                     dense = SentenceWindowIndex.load(
                         state_dir / "dense", enabled=self._config.dense_sentence_windows,
@@ -177,8 +188,9 @@ class DerivedIndexes:
                         graph_dtype=self._config.dense_graph_dtype,
                         expansion_search=self._config.dense_expansion_search)
                     columns = _saved_part(FilterColumns.load, state_dir / "columns",
-                                          "filter columns")
-                    fields = _saved_part(ChunkFields.load, state_dir / "fields", "chunk fields")
+                                          "filter columns", damage.get("columns"))
+                    fields = _saved_part(ChunkFields.load, state_dir / "fields", "chunk fields",
+                                         damage.get("fields"))
         except Exception as exc:  # any unreadable state means: rebuild from the record
             logger.warning("saved indexes are unusable (%s: %s); rebuilding them from the "
                            "store", type(exc).__name__, exc)
@@ -200,28 +212,20 @@ class DerivedIndexes:
         self._delta_applier(delta)(lexical, dense, columns, fields)
         self._install(lexical, dense, columns, fields, delta.position)
 
-    @contextmanager
-    def _locked(self, *, exclusive: bool) -> Iterator[None]:
-        """``flock`` on ``indexes/LOCK`` across processes: saves exclusive, loads shared."""
-        root = self._index_dir()
-        root.mkdir(parents=True, exist_ok=True)
-        with open(root / "LOCK", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            yield
+    def _locked(self, *, exclusive: bool) -> AbstractContextManager[None]:
+        return index_lock(Path(self._config.data_dir), exclusive=exclusive)
 
-    def _saved_state(self) -> tuple[Path, int] | None:
-        """The persisted state directory and its log position, if it is one of this record's
-        and embedder's (call with the index lock held)."""
-        root = self._index_dir()
+    def _saved_state(self) -> tuple[Path, int, dict[str, Any]] | None:
+        """The persisted state directory, its log position and its ``state.json``, if it is
+        one of this record's and embedder's (call with the index lock held)."""
         try:
-            state_dir = root / (root / "CURRENT").read_text().strip()
-            state = json.loads((state_dir / "state.json").read_text())
+            state_dir, state = current_state(Path(self._config.data_dir))
         except (OSError, ValueError):
             return None
         if (state.get("database_id") != self._store.database_id
                 or state.get("embedder") != self._embedder_identity):
             return None
-        return state_dir, int(state["position"])
+        return state_dir, int(state["position"]), state
 
     def _from_store(self, columns: FilterColumns | None, fields: ChunkFields | None
                     ) -> tuple[FilterColumns, ChunkFields]:
@@ -331,20 +335,19 @@ class DerivedIndexes:
     def _write_state(self, root: Path) -> None:
         name = f"state-{self.position}-{uuid.uuid4().hex[:8]}"
         target = root / name
-        target.mkdir(parents=True)
+        target.mkdir(mode=PRIVATE_DIR_MODE)
         self.lexical.save(target / "lexical")
         self.dense.save(target / "dense", vectors=self._config.dense_save_vectors)
         self.columns.save(target / "columns")
         self.fields.save(target / "fields")
-        (target / "state.json").write_text(json.dumps({
-            "database_id": self._store.database_id, "embedder": self._embedder_identity,
-            "position": self.position}))
-        pointer = root / "CURRENT.tmp"
-        with open(pointer, "w") as handle:
-            handle.write(name)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(pointer, root / "CURRENT")
+        files = {path.relative_to(target).as_posix(): file_checksum(path)
+                 for path in sorted(target.rglob("*")) if path.is_file()}
+        state = {"database_id": self._store.database_id, "embedder": self._embedder_identity,
+                 "position": self.position, "files": files}
+        # Written last in ``target``: its directory fsync also makes the parts' entries durable.
+        atomic_write(target / STATE_FILE,
+                     json.dumps({**state, "checksum": _state_checksum(state)}))
+        atomic_write(root / "CURRENT", name)
         for stale in root.iterdir():
             if stale.is_dir() and stale.name != name:
                 shutil.rmtree(stale, ignore_errors=True)
@@ -382,16 +385,83 @@ class DerivedIndexes:
         self.dense.close()
 
 
+@contextmanager
+def index_lock(data_dir: Path, *, exclusive: bool) -> Iterator[None]:
+    """``flock`` on ``indexes/LOCK`` across processes: saves exclusive, loads (and backups)
+    shared, so no save replaces or deletes a state while another process reads it."""
+    with locked(private_dir(data_dir / INDEX_DIR) / "LOCK", exclusive=exclusive):
+        yield
+
+
+def _state_checksum(state: Mapping[str, object]) -> str:
+    return bytes_checksum(json.dumps(state, sort_keys=True).encode())
+
+
+def current_state(data_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The directory of the saved state ``CURRENT`` names and its ``state.json`` (call with
+    the index lock held); ``OSError``/``ValueError`` when there is none or it is unreadable,
+    :class:`DamagedFile` when ``state.json`` does not match its own checksum."""
+    root = data_dir / INDEX_DIR
+    name = (root / "CURRENT").read_text().strip()
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"CURRENT names no saved state ({name!r})")
+    state_dir = root / name
+    state = json.loads((state_dir / STATE_FILE).read_text(encoding="utf-8"))
+    if not isinstance(state, dict):
+        raise ValueError(f"{STATE_FILE} is not an object")
+    recorded = state.pop("checksum", None)
+    if recorded is not None and recorded != _state_checksum(state):
+        raise DamagedFile(f"{STATE_FILE}: checksum mismatch (damaged on disk)")
+    return state_dir, state
+
+
+def state_problems(state_dir: Path, state: Mapping[str, Any]) -> list[str]:
+    """Files of a saved state missing, damaged or not listed in its ``state.json`` (a state
+    saved before the listing is checked through its parts' own manifests only)."""
+    files = state.get("files")
+    if not isinstance(files, dict):
+        return []
+    problems = []
+    for name, checksum in files.items():
+        try:
+            verify_file(state_dir / name, checksum)
+        except FileNotFoundError:
+            problems.append(f"{name}: missing")
+        except DamagedFile as exc:
+            problems.append(str(exc).replace(Path(name).name, name, 1))
+    problems.extend(f"{path.relative_to(state_dir).as_posix()}: not in {STATE_FILE}"
+                    for path in sorted(state_dir.rglob("*"))
+                    if path.is_file() and path.name != STATE_FILE
+                    and path.relative_to(state_dir).as_posix() not in files)
+    return problems
+
+
 def _add_columns(columns: FilterColumns, records: Sequence[ChunkRecord]) -> None:
     columns.add([record.rowid for record in records],
                 [record.filter_meta for record in records])
 
 
-def _saved_part(load: Callable[[Path], _Part], directory: Path, what: str) -> _Part | None:
+_REBUILT_ALONE = ("columns", "fields")
+"""Parts of a saved state rebuilt by themselves from the record when unusable."""
+
+
+def _damage_by_part(problems: Sequence[str]) -> dict[str, list[str]]:
+    """:func:`state_problems` grouped by the part (the state's subdirectory) they are in."""
+    grouped: dict[str, list[str]] = {}
+    for problem in problems:
+        grouped.setdefault(problem.split("/", 1)[0].split(":", 1)[0], []).append(problem)
+    return grouped
+
+
+def _saved_part(load: Callable[[Path], _Part], directory: Path, what: str,
+                damage: Sequence[str] | None) -> _Part | None:
     """A part of a saved state that can be rebuilt from the record (the filter columns, the
-    chunk fields), or ``None`` (logged) when it cannot be read — a state saved before the
-    part was kept, or a damaged file: the caller rebuilds it."""
+    chunk fields), or ``None`` (logged) when it cannot be read or ``damage`` was found in
+    its files — a state saved before the part was kept, or a damaged file: the caller
+    rebuilds it."""
     try:
+        if damage:
+            raise DamagedFile("; ".join(damage))
         return load(directory)
     except Exception as exc:  # whatever is unreadable is rebuilt from the record
         logger.warning("saved %s in %s are unusable (%s: %s); rebuilding them from the store",

@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from rcpkit.engine.indexes.persist import commit_manifest, compact_ints, save_arrays, verify_file
 from rcpkit.engine.text import Analyzer
+from rcpkit.files import private_dir
 
 __all__ = ["LexicalIndex"]
 
@@ -73,6 +74,10 @@ class LexicalIndex:
     def count(self) -> int:
         """Number of rows held."""
         return self._count
+
+    def held_rowids(self) -> IntArray:
+        """The rowids held, ascending."""
+        return np.flatnonzero(self._present).astype(np.int64)
 
     def held_mask(self) -> BoolArray:
         """A fresh mask over rowids ``0..max``: True where the row is held."""
@@ -191,7 +196,7 @@ class LexicalIndex:
         were all removed are dropped from the saved vocabulary.
         """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         self._fold_delta()
         used = np.diff(self._ptr) > 0
         ptr = np.concatenate(([0], np.cumsum(np.diff(self._ptr)[used])))

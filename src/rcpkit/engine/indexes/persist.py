@@ -11,7 +11,6 @@ without the ``xxhash`` package used, is still verified. The manifest says which.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping
@@ -20,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import xxhash
+
+from rcpkit.files import atomic_write, write_new
 
 __all__ = ["DamagedFile", "bytes_checksum", "commit_manifest", "compact_ints", "file_checksum",
            "save_arrays", "verify_file"]
@@ -80,10 +81,7 @@ def save_arrays(directory: Path, prefix: str, arrays: Mapping[str, np.ndarray]) 
     """Write ``arrays`` to a new ``<prefix>-<uuid>.npz`` in ``directory``, flushed to disk;
     return its file name (for the manifest)."""
     name = f"{prefix}-{uuid.uuid4().hex}.npz"
-    with open(directory / name, "wb") as handle:
-        np.savez(handle, allow_pickle=False, **arrays)
-        handle.flush()
-        os.fsync(handle.fileno())
+    write_new(directory / name, lambda stream: np.savez(stream, allow_pickle=False, **arrays))
     return name
 
 
@@ -92,12 +90,7 @@ def commit_manifest(directory: Path, manifest_name: str, manifest: Mapping[str, 
     """Replace ``manifest_name`` atomically with ``manifest`` plus the ``checksum`` of
     ``arrays`` (the file it names), then delete every other ``<prefix>-*.npz``."""
     manifest = {**manifest, "checksum": file_checksum(directory / arrays)}
-    temporary = directory / f"{manifest_name}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, ensure_ascii=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, directory / manifest_name)
+    atomic_write(directory / manifest_name, json.dumps(manifest, ensure_ascii=False))
     for stale in directory.glob(f"{prefix}-*.npz"):
         if stale.name != arrays:
             stale.unlink(missing_ok=True)

@@ -28,6 +28,7 @@ import orjson
 
 from rcpkit.engine.indexes.persist import commit_manifest, compact_ints, save_arrays, verify_file
 from rcpkit.engine.store import ChunkRecord
+from rcpkit.files import private_dir
 
 __all__ = ["ChunkFields"]
 
@@ -66,6 +67,12 @@ class ChunkFields:
                 except orjson.JSONEncodeError:
                     continue
 
+    def held_rowids(self) -> npt.NDArray[np.int64]:
+        """The rowids whose fields are kept, ascending (a row whose metadata could not be
+        encoded is not among them: its pages read it from the store)."""
+        return np.array([rowid for rowid, row in enumerate(self._rows) if row is not None],
+                        dtype=np.int64)
+
     def remove(self, rowids: npt.NDArray[np.int64]) -> None:
         """Forget rows (garbage-collected from the store); unknown rowids are ignored."""
         rows = self._rows
@@ -93,7 +100,7 @@ class ChunkFields:
         """Write the rows under ``directory`` atomically: the ``.npz`` goes to a fresh file,
         then replacing the manifest that names it commits."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         held = [(rowid, row) for rowid, row in enumerate(self._rows) if row is not None]
         lengths = np.fromiter((len(row) for _, row in held), dtype=np.int64, count=len(held))
         arrays = {

@@ -256,6 +256,23 @@ class SentenceWindowIndex:
             "window_chars": WINDOW_CHARS, "next_window": self._next_window, "arrays": arrays},
             prefix=_ARRAYS, arrays=arrays)
 
+    @staticmethod
+    def saved_rowids(directory: Path) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, window owners)`` of a saved index, every file checked against its
+        checksum, no vector read (an audit)."""
+        directory = Path(directory)
+        rows = DenseIndex.saved_rowids(directory)
+        manifest_path = directory / _MANIFEST
+        if not manifest_path.is_file():
+            return rows, np.zeros(0, dtype=np.int64)
+        manifest = json.loads(manifest_path.read_text())
+        if not manifest.get("enabled"):
+            return rows, np.zeros(0, dtype=np.int64)
+        DenseIndex.saved_rowids(directory / "windows")
+        verify_file(directory / manifest["arrays"], manifest.get("checksum"))
+        with np.load(directory / manifest["arrays"], allow_pickle=False) as arrays:
+            return rows, arrays["owners"].astype(np.int64)
+
     @classmethod
     def load(cls, directory: Path, *, enabled: bool, mix: float = 0.5,
              build_threads: int = 1, vectors: StoredVectors | None = None,

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from rcpkit.engine.models.embedding import Embedder
+from rcpkit.files import private_dir, private_file
 
 __all__ = ["CachedEmbedder"]
 
@@ -40,7 +41,7 @@ class CachedEmbedder:
     def __init__(self, inner: Embedder, path: Path) -> None:
         self.inner = inner
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(private_dir(self.path.parent) / self.path.name)
         self._connection = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
         self._connection.execute("PRAGMA journal_mode=WAL")
         self._connection.execute(_SCHEMA)

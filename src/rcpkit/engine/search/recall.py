@@ -22,6 +22,7 @@ from rcpkit.engine.errors import IndexUnavailable, SnapshotUnavailable
 from rcpkit.engine.indexes.derived import DerivedIndexes
 from rcpkit.engine.lru import Recent
 from rcpkit.engine.store import ChunkRecord, DatabaseSearch, Store
+from rcpkit.engine.timing import StageClock
 from rcpkit.engine.types import Citation
 from rcpkit.protocol.filters import FilterNode
 
@@ -71,8 +72,9 @@ class Recall(Protocol):
 
     def recall(self, query: str, vector: Vector, *, dense: bool, sparse: bool, k: int,
                seq: int, tree: FilterNode | None, schema: Mapping[str, str],
-               exact: bool) -> tuple[Scores, Scores]:
-        """(dense, sparse) hits, each list at most ``k`` long; a list not asked is empty."""
+               exact: bool, clock: StageClock | None = None) -> tuple[Scores, Scores]:
+        """(dense, sparse) hits, each list at most ``k`` long; a list not asked is empty.
+        ``clock`` is lapped after each list (``dense_recall``, ``lexical_recall``)."""
 
     def vectors(self, rowids: list[int]) -> npt.NDArray[np.float32]:
         """The stored vectors of ``rowids``, in order."""
@@ -146,6 +148,11 @@ def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
     return [c for c in candidates if c.loaded is not None and (c.has_text or not text)]
 
 
+def _lap(clock: StageClock | None, name: str) -> None:
+    if clock is not None:
+        clock.lap(name)
+
+
 class MemoryRecall:
     """Recall from the in-memory indexes; snapshot and filter become rowid masks."""
 
@@ -157,7 +164,7 @@ class MemoryRecall:
 
     def recall(self, query: str, vector: Vector, *, dense: bool, sparse: bool, k: int,
                seq: int, tree: FilterNode | None, schema: Mapping[str, str],
-               exact: bool) -> tuple[Scores, Scores]:
+               exact: bool, clock: StageClock | None = None) -> tuple[Scores, Scores]:
         indexes = self._indexes
         mask = indexes.visible_mask(seq)
         # When the snapshot shows every indexed row (no hidden versions), the visibility mask
@@ -169,9 +176,11 @@ class MemoryRecall:
         if dense:
             rowids, scores = indexes.dense.search(vector, k, allow=allow, exact=exact)
             dense_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+            _lap(clock, "dense_recall")
         if sparse:
             rowids, scores = indexes.lexical.search(query, k, visible=visible, allow=allow)
             sparse_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+            _lap(clock, "lexical_recall")
         return dense_hits, sparse_hits
 
     def vectors(self, rowids: list[int]) -> npt.NDArray[np.float32]:
@@ -193,15 +202,17 @@ class DatabaseRecall:
 
     def recall(self, query: str, vector: Vector, *, dense: bool, sparse: bool, k: int,
                seq: int, tree: FilterNode | None, schema: Mapping[str, str],
-               exact: bool) -> tuple[Scores, Scores]:
+               exact: bool, clock: StageClock | None = None) -> tuple[Scores, Scores]:
         dense_hits: Scores = {}
         sparse_hits: Scores = {}
         if dense:
             rowids, scores = self._database.dense_search(vector, k, seq, tree, exact=exact)
             dense_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+            _lap(clock, "dense_recall")
         if sparse:
             rowids, scores = self._database.lexical_search(query, k, seq, tree)
             sparse_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+            _lap(clock, "lexical_recall")
         return dense_hits, sparse_hits
 
     def vectors(self, rowids: list[int]) -> npt.NDArray[np.float32]:

@@ -49,13 +49,9 @@ class Rewriter:
         hits = {hit.id: hit for result in reversed(results) for hit in result.hits}
         fused = fusion.rrf([[(hit.id, hit.score) for hit in result.hits] for result in results])
         note = f"rewrite {method}: {len(queries)} queries fused by RRF"
-        stage_seconds: dict[str, float] = {}
-        for result in results:
-            for stage, seconds in result.stage_seconds:
-                stage_seconds[stage] = stage_seconds.get(stage, 0.0) + seconds
         return SearchResult(
             hits=[msgspec.structs.replace(hits[item.key], score=item.score)
                   for item in fused[:request.k]],
             index_version=first.index_version,
             usage=replace(first.usage, notes=(*first.usage.notes, note)),
-            stage_seconds=tuple(stage_seconds.items()))
+            stage_seconds=tuple(stage for result in results for stage in result.stage_seconds))

@@ -22,11 +22,17 @@ from rcpkit.engine.search.recall import Candidate, Loaded, Recall, load, merge
 from rcpkit.engine.search.sessions import Sessions
 from rcpkit.engine.snapshots import Snapshots
 from rcpkit.engine.store import Store
+from rcpkit.engine.timing import StageClock
 from rcpkit.engine.types import Hit, SearchRequest, SearchResult, Usage
 
-__all__ = ["STAGES", "Progress", "Searcher"]
+__all__ = ["STAGES", "TIMED_STAGES", "Progress", "Searcher"]
 
 STAGES = ("recall", "fuse", "rerank", "diversify", "pack")
+"""The stages progress is reported after (§9)."""
+TIMED_STAGES = ("plan", "embed_query", "dense_recall", "lexical_recall", "fuse", "rerank",
+                "diversify", "pack")
+"""The stages timed in :attr:`SearchResult.stage_seconds`, in order (recall split by list;
+a list a request does not ask for, or a replayed first page, has no recall stage)."""
 
 Progress = Callable[[str, float, list[Hit] | None], None]
 """``progress(stage, fraction, partial_hits)`` — called after each pipeline stage (§9)."""
@@ -59,28 +65,26 @@ class Searcher:
                cancelled: Callable[[], bool] | None = None) -> SearchResult:
         """Run the §3 pipeline at one snapshot and return at most ``k`` hits."""
         started = time.perf_counter()
+        clock = StageClock()
         self._snapshots.refresh()
         snapshots = self._snapshots
         plan = self._planner.plan(request, snapshots.schema, snapshots.token,
                                   self._store.gc_floor)
-
-        timings: list[tuple[str, float]] = []
-        stage_started = started
+        clock.lap("plan")
 
         def stage(name: str, fraction: float, partial: list[Hit] | None = None) -> None:
-            nonlocal stage_started
-            now = time.perf_counter()
-            timings.append((name, now - stage_started))
-            stage_started = now
+            if name != "recall":  # recall is timed per list, as it runs
+                clock.lap(name)
             if cancelled is not None and cancelled():
                 raise Cancelled("cancelled")
             if progress is not None:
                 progress(name, fraction, partial)
 
         query_vector = self.query_vector(request.query)
+        clock.lap("embed_query")
         replayed = (self._recalled.get((plan.fingerprint, plan.pinned))
                     if plan.fingerprint is not None and plan.pinned is not None else None)
-        candidates, seq = replayed or self._recall(request, plan, query_vector)
+        candidates, seq = replayed or self._recall(request, plan, query_vector, clock)
         if progress is not None:
             leading = self._load(sorted(candidates, key=lambda c: -c.score)[:plan.k], seq,
                                  text=request.include_text)
@@ -111,6 +115,9 @@ class Searcher:
         if request.session_id is not None and request.cursor is None:
             seen = self._sessions.seen((request.caller, request.session_id))
             ranked = [c for c in ranked if stages.hit_id(c.record, request.unit) not in seen]
+        # Pages walk the funnel's candidateK (§3.3, §10), at most maxK: hybrid's dense and
+        # sparse lists fused can hold up to twice that.
+        ranked = ranked[:plan.candidate_k]
         with_text = request.include_text or request.token_budget is not None
         page = [stages.hit(c, request, query_vector, text=with_text)
                 for c in self._load(ranked[plan.offset:plan.offset + plan.k], seq,
@@ -137,7 +144,7 @@ class Searcher:
                       latency_ms=(time.perf_counter() - started) * 1000, tokens=tokens,
                       notes=plan.notes)
         return SearchResult(hits=page, index_version=snapshots.token(seq), usage=usage,
-                            next_cursor=next_cursor, stage_seconds=tuple(timings))
+                            next_cursor=next_cursor, stage_seconds=tuple(clock.stages))
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
         """The query's embedding (§7.3 ``kind: query``), from the cache when recently seen."""
@@ -148,8 +155,8 @@ class Searcher:
             self._query_vectors.put(query, cached)
         return cached
 
-    def _recall(self, request: SearchRequest, plan: Plan,
-                query_vector: npt.NDArray[np.float32]) -> tuple[list[Candidate], int]:
+    def _recall(self, request: SearchRequest, plan: Plan, query_vector: npt.NDArray[np.float32],
+                clock: StageClock) -> tuple[list[Candidate], int]:
         """Dense and/or lexical recall at the snapshot, under the filter (§8)."""
         tree = (request.filter if request.filter is None or request.filter_validated
                 else checked_filter(request.filter, plan.schema))
@@ -158,7 +165,7 @@ class Searcher:
             dense_hits, sparse_hits = self.recall.recall(
                 request.query, query_vector, dense=request.mode in ("dense", "hybrid"),
                 sparse=request.mode in ("sparse", "hybrid"), k=plan.candidate_k, seq=seq,
-                tree=tree, schema=plan.schema, exact=plan.exact_dense(request))
+                tree=tree, schema=plan.schema, exact=plan.exact_dense(request), clock=clock)
         return merge(dense_hits, sparse_hits), seq
 
     def _load(self, candidates: list[Candidate], seq: int, *, text: bool) -> list[Candidate]:

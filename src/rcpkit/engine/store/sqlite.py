@@ -25,6 +25,7 @@ import numpy.typing as npt
 import orjson
 
 from rcpkit.engine.errors import Unavailable
+from rcpkit.files import private_dir, private_file
 from rcpkit.protocol.filters import Condition, FilterNode
 
 from .base import (
@@ -43,7 +44,7 @@ from .base import (
 )
 from .sql import SqlStore
 
-__all__ = ["SqliteStore"]
+__all__ = ["SqliteStore", "copy_database"]
 
 logger = logging.getLogger("rcpkit.engine")
 
@@ -114,6 +115,8 @@ CREATE TABLE IF NOT EXISTS feedback (
 CREATE INDEX IF NOT EXISTS feedback_poison ON feedback(doc_id) WHERE poison_suspected = 1;
 """
 
+_SCHEMA_OBJECTS = tuple(re.findall(r"IF NOT EXISTS (\w+)", _SCHEMA))
+"""The tables and indexes ``_SCHEMA`` creates where they are missing."""
 _VISIBLE = "c.added_seq <= ? AND (c.deleted_seq IS NULL OR c.deleted_seq > ?)"
 _CHUNK_TEXT = "COALESCE(c.text, substr(d.text, c.start + 1, c.end - c.start))"
 """A chunk's text: stored, or (NULL, layout 2) the document's ``text[start:end]`` — SQLite's
@@ -143,6 +146,10 @@ text; layout 2 keeps vectors as float16 and no chunk text that is a slice of its
 layout 3 (new stores) also keeps a hexadecimal content hash as its raw bytes (a BLOB: 32
 bytes for SHA-256 instead of 64 characters). A store keeps the layout it was created with:
 one written by an older rcpkit opens, is written and answers as before."""
+BUSY_TIMEOUT_S = 30.0
+"""How long a connection waits for a lock another process holds (SQLite's busy timeout): in
+WAL only writers wait, one write transaction at a time, so this bounds one process's wait
+behind the writes of all the others."""
 _HEX = re.compile(r"(?:[0-9a-f]{2})+")
 """Lowercase hexadecimal of whole bytes: what ``bytes.hex`` gives back unchanged."""
 
@@ -154,13 +161,15 @@ class SqliteStore(SqlStore):
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(private_dir(path.parent) / path.name)
         self._writer = self._connect()
         self._writer_lock = threading.Lock()
         recorded = self._schema_version()
         fresh = recorded == 0 and self._writer.execute(
             "SELECT 1 FROM sqlite_master WHERE name = 'documents'").fetchone() is None
         self._layout = SCHEMA_VERSION if fresh else max(recorded, 1)
+        if not fresh:
+            self._keep_before_upgrade(recorded)
         self._writer.executescript(_SCHEMA)
         if recorded < self._layout:
             self._writer.execute(f"PRAGMA user_version = {self._layout}")
@@ -193,6 +202,20 @@ class SqliteStore(SqlStore):
             raise
         return found
 
+    def _keep_before_upgrade(self, recorded: int) -> None:
+        """Copy an existing store aside before this open changes its schema (a table or
+        index to add, or the version mark of a store from before versions were recorded):
+        an upgrade never rewrites a store without a copy of what it was."""
+        present = {row[0] for row in self._writer.execute("SELECT name FROM sqlite_master")}
+        if recorded >= self._layout and set(_SCHEMA_OBJECTS) <= present:
+            return
+        target = self._path.with_name(f"{self._path.name}.pre-upgrade-v{recorded}")
+        if target.exists():
+            target = target.with_name(f"{target.name}-{time.strftime('%Y%m%dT%H%M%S')}")
+        copy_database(self._path, target)
+        logger.warning("%s is upgraded in place (schema version %d to %d); a copy of it as "
+                       "it was is kept in %s", self._path, recorded, self._layout, target)
+
     @classmethod
     def open(cls, data_dir: str | Path) -> SqliteStore:
         """Open (creating if needed) the store under ``data_dir``; a file that is not an
@@ -206,7 +229,7 @@ class SqliteStore(SqlStore):
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
-                             timeout=30.0)
+                             timeout=BUSY_TIMEOUT_S)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA foreign_keys=ON")
@@ -592,6 +615,25 @@ class SqliteStore(SqlStore):
             "GROUP BY hit_id", (up_to,))}
 
 
+def copy_database(source: Path, target: Path) -> None:
+    """One committed snapshot of the SQLite database ``source`` in the new private file
+    ``target`` (the backup API in a single step: a concurrent commit cannot tear it; WAL
+    lets writers go on meanwhile), flushed to disk."""
+    if target.exists():
+        raise FileExistsError(target)
+    private_file(private_dir(target.parent) / target.name)
+    reading = sqlite3.connect(source, timeout=30.0)
+    writing = sqlite3.connect(target)
+    try:
+        reading.backup(writing, pages=-1)
+        writing.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+    finally:
+        writing.close()
+        reading.close()
+    with open(target, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
 def _log_floor(db: sqlite3.Connection) -> int:
     row = db.execute("SELECT value FROM settings WHERE key = 'log_floor'").fetchone()
     return 0 if row is None else int(row[0])
@@ -609,8 +651,13 @@ class _Transaction:
         self._lock.acquire()
         try:
             self._db.execute("BEGIN IMMEDIATE")
-        except BaseException:
+        except BaseException as exc:
             self._lock.release()
+            if isinstance(exc, sqlite3.OperationalError) and \
+                    getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
+                raise Unavailable(f"the store is busy: another process held its write lock "
+                                  f"for {BUSY_TIMEOUT_S:g} s; nothing was written, retry",
+                                  detail="busy") from exc
             raise
         return self._db
 

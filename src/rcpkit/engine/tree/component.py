@@ -30,6 +30,7 @@ from scipy.cluster.vq import kmeans2
 
 from rcpkit.engine.documents.chunking import sentence_spans
 from rcpkit.engine.store import Store
+from rcpkit.files import atomic_write
 
 __all__ = ["TREE_FILE", "SummaryTree", "TreeHit", "TreeLevels"]
 
@@ -149,9 +150,7 @@ class SummaryTree:
         arrays["meta"] = np.array(json.dumps({
             "database": self._store.database_id, "seq": tree.seq, "summaries": tree.summaries,
             "leaves": tree.leaves, "counts": tree.leaf_counts}))
-        temporary = self._path.with_suffix(".tmp.npz")
-        np.savez(temporary, **arrays)  # type: ignore[arg-type]
-        temporary.replace(self._path)
+        atomic_write(self._path, lambda stream: np.savez(stream, **arrays))  # type: ignore[arg-type]
 
     def _load(self, seq: int) -> TreeLevels | None:
         if not self._path.is_file():

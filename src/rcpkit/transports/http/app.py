@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -18,6 +20,8 @@ from ...protocol.messages import Invalid
 from ...protocol.messages import Request as RpcRequest
 from ...server.dispatcher import AdmitMember, Authorize, Dispatcher
 from ...server.framework import Server
+from ...tracing import Tracing
+from ..access import AccessLog, outcome_code, request_summary
 from .auth import Authenticator, Gate, cors_middleware
 from .direct import EndpointDirectRoute, Routing
 from .metrics import Metrics
@@ -49,10 +53,17 @@ class Endpoint:
     """
 
     def __init__(self, server: Server, sessions: Sessions, auth: Gate,
-                 max_body_bytes: int, max_pending: int, shed_counter: Callable[[], None]) -> None:
+                 max_body_bytes: int, max_pending: int, refused: Callable[[str], None],
+                 access_log: AccessLog | None = None, label: str = "") -> None:
         self.server = server
-        self.shed_counter = shed_counter
-        """Told of each request refused because ``max_pending`` are in flight."""
+        self.refused = refused
+        """Told the reason of each request refused before any handler saw it
+        (:data:`REFUSALS`): metrics count them."""
+        self.access_log = access_log
+        self.label = label
+        """The collection named in access lines."""
+        if access_log is not None:  # chosen once: without a log, no wrapper runs
+            self.answer = self._logged_answer  # type: ignore[method-assign,assignment]
         self.sessions = sessions
         self.auth = auth
         self.max_body_bytes = max_body_bytes
@@ -84,7 +95,8 @@ class Endpoint:
             await respond(send, *reply)
 
     def answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
-               stream: Stream | None = None) -> Reply | Awaitable[Reply | None] | None:
+               stream: Stream | None = None, seen: _Seen | None = None
+               ) -> Reply | Awaitable[Reply | None] | None:
         """The reply to one POST, or None once it went out as SSE on ``stream``: at once
         when nothing is waited for (the body at hand, no handler to run), else an awaitable.
         ``path_method`` is the method the path names; None or ``""`` for the base itself.
@@ -92,19 +104,23 @@ class Endpoint:
         ``body`` is the request body, or the ASGI ``receive`` to read it from; without a
         ``stream`` the reply is always buffered. The gate goes first (credentials and
         what else it checks), then load (429), then the body; an unexpected failure here is
-        a 500 (``-32603``)."""
+        a 500 (``-32603``). ``seen`` is told who called and the body read (the access log's
+        record of the request, :meth:`_logged_answer`)."""
         principal = self.auth.admit(headers)
         if isinstance(principal, tuple):
+            self.refused(REFUSALS.get(principal[0], str(principal[0])))
             return principal
+        if seen is not None:
+            seen.principal = principal
         if self.pending >= self.max_pending:
             self.auth.release(principal)
-            self.shed_counter()
+            self.refused("shed")
             return shed(_PENDING_RETRY_S, "server busy")
         try:
             outcome = (self.dispatch(path_method, headers, body, stream, principal)
                        if isinstance(body, bytes)
                        else self._read_and_dispatch(path_method, headers, body, stream,
-                                                    principal))
+                                                    principal, seen))
         except Exception:
             self.auth.release(principal)
             return _failed()
@@ -118,10 +134,12 @@ class Endpoint:
 
     async def _read_and_dispatch(self, path_method: str | None, headers: Headers,
                                  receive: Receive, stream: Stream | None,
-                                 principal: str | None) -> Reply | None:
+                                 principal: str | None, seen: _Seen | None) -> Reply | None:
         body = await self.read_body(headers, receive)
         if body is None:
             return self.too_large()
+        if seen is not None:
+            seen.body = body
         outcome = self.dispatch(path_method, headers, body, stream, principal)
         return outcome if outcome is None or isinstance(outcome, tuple) else await outcome
 
@@ -139,6 +157,7 @@ class Endpoint:
             self.auth.release(principal)
 
     def too_large(self) -> Reply:
+        self.refused("payload_too_large")
         return error_reply(413, PayloadTooLarge(
             f"the body exceeds {self.max_body_bytes} bytes", data={"limit": self.max_body_bytes}))
 
@@ -163,13 +182,16 @@ class Endpoint:
             if sessions.policy == "token":  # only token sessions can be full or unknown
                 wait = sessions.retry_after(dispatcher)
                 if wait is not None:
+                    self.refused("shed")
                     return shed(wait, "every session is in use")
                 if presented is not None and dispatcher.session.token != presented:
                     parsed = refuse_unknown_session(parsed)
         if stream is not None and isinstance(parsed, RpcRequest) \
                 and wants_sse(headers.get(b"accept", b""), dispatcher, self.server.capabilities):
-            return stream_call(*stream, dispatcher, parsed, path_method, caller, sessions.after)
-        reply = dispatcher.handle_now(parsed, path_method=path_method, caller=caller)
+            return stream_call(*stream, dispatcher, parsed, path_method, caller, headers,
+                               sessions.after)
+        reply = dispatcher.handle_now(parsed, path_method=path_method, caller=caller,
+                                      headers=headers)
         if reply is None or isinstance(reply, bytes):
             return self._replied(dispatcher, reply)
         return self._replied_later(dispatcher, reply)
@@ -182,6 +204,49 @@ class Endpoint:
     async def _replied_later(self, dispatcher: Dispatcher,
                              reply: Awaitable[bytes | None]) -> Reply:
         return self._replied(dispatcher, await reply)
+
+    # ── the access log (:mod:`..access`) ────────────────────────────────────
+    def _logged_answer(self, path_method: str | None, headers: Headers, body: bytes | Receive,
+                       stream: Stream | None = None, seen: None = None
+                       ) -> Reply | Awaitable[Reply | None] | None:
+        """:meth:`answer`, then one access line (``seen``: :meth:`answer`'s signature)."""
+        record = _Seen(time.perf_counter(), body if isinstance(body, bytes) else None)
+        outcome = Endpoint.answer(self, path_method, headers, body, stream, record)
+        if outcome is None or isinstance(outcome, tuple):
+            self._log(record, path_method, outcome)
+            return outcome
+        return self._logged_later(record, path_method, outcome)
+
+    async def _logged_later(self, seen: _Seen, path_method: str | None,
+                            outcome: Awaitable[Reply | None]) -> Reply | None:
+        reply = await outcome
+        self._log(seen, path_method, reply)
+        return reply
+
+    def _log(self, seen: _Seen, path_method: str | None, reply: Reply | None) -> None:
+        assert self.access_log is not None
+        method, _ids = request_summary(seen.body) if seen.body is not None else ("-", [])
+        status, code, size = (200, None, None) if reply is None \
+            else (reply[0], outcome_code(reply[2]), len(reply[2]))  # None: streamed (SSE)
+        self.access_log.record(
+            method=path_method or method, collection=self.label, principal=seen.principal,
+            status=status, code=code, seconds=time.perf_counter() - seen.started,
+            bytes_in=None if seen.body is None else len(seen.body), bytes_out=size)
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What the access line of one request needs to know from its handling."""
+
+    started: float
+    body: bytes | None
+    principal: str | None = None
+
+
+REFUSALS = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 413:
+            "payload_too_large", 429: "rate_limited"}
+"""The ``reason`` label of a request the gate refused, by HTTP status; ``shed`` is a
+refusal for load."""
 
 
 def _failed() -> Reply:
@@ -225,29 +290,33 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
                request_timeout_ms: float | None = None, metrics: Metrics | None = None,
                collection: str | None = None, log_bodies: bool = False,
                gate: Gate | None = None, authorize: Authorize | None = None,
-               admit_member: AdmitMember | None = None) -> RcpApp:
+               admit_member: AdmitMember | None = None, tracing: Tracing | None = None,
+               access_log: AccessLog | None = None) -> RcpApp:
     """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`), with
     ``/healthz`` and ``/readyz`` beside the base, and ``/metrics`` when ``metrics`` is given
     (its requests labelled ``collection``, by default the server's name). ``log_bodies``
     lets failure logs quote queries and documents (§15.6; off by default). ``gate``
     replaces the ``auth_tokens`` check; ``authorize`` is the dispatcher's check of each
     request's caller and ``admit_member`` its admission of a batch's requests after the
-    first, which the gate admitted with the POST (:class:`~rcpkit.server.dispatcher.Dispatcher`)."""
+    first, which the gate admitted with the POST (:class:`~rcpkit.server.dispatcher.Dispatcher`).
+    ``tracing`` (default: the process's, :func:`rcpkit.tracing.active`) traces every request,
+    its span labelled ``collection``. ``access_log`` writes one line per request
+    (:mod:`..access`)."""
     base = "/" + base.strip("/")
+    label = collection or server.name
+    refused: Callable[[str], None] = _uncounted
     options: dict[str, Any] = {"max_concurrency": max_concurrency,
                                "request_timeout_ms": request_timeout_ms,
                                "log_bodies": log_bodies, "authorize": authorize,
-                               "admit_member": admit_member}
-    label = collection or server.name
-    shed_counter: Callable[[], None] = _uncounted
+                               "admit_member": admit_member, "tracing": tracing,
+                               "trace_attributes": {"rcp.collection": label}}
     if metrics is not None:
         metrics.watch(label, server)
         options["observer"] = functools.partial(_observe, metrics, label)
-        shed_counter = functools.partial(metrics.rate_limited, label, "server")
+        refused = functools.partial(metrics.refused, label)
     endpoint = Endpoint(server, Sessions(server, sessions, session_ttl_s, max_sessions, options),
                         gate or Authenticator(auth_tokens, api_key_header), max_body_bytes,
-                        max_pending,
-                        shed_counter)
+                        max_pending, refused, access_log, label)
     middleware = cors_middleware(cors_origins, api_key_header)
     routing = Routing(base, max_body_bytes=max_body_bytes, cors=bool(middleware))
     return RcpApp(routing, endpoint, middleware=middleware, routes=[
@@ -261,5 +330,5 @@ def _observe(metrics: Metrics, collection: str, method: str | None, code: int,
     metrics.request_done(method, collection, code, seconds)
 
 
-def _uncounted() -> None:
+def _uncounted(reason: str) -> None:
     """Without metrics a refusal is not counted."""

@@ -1,6 +1,8 @@
 """Operational routes beside the RCP base, for orchestrators and scrapers: ``/healthz``,
-``/readyz`` and, when metrics are on, ``/metrics``. Unauthenticated — they reveal no
-caller data — and cheap: no request parsing, no dispatcher."""
+``/readyz`` and, when metrics are on, ``/metrics``. Outside the RCP credentials — they
+reveal no caller data; ``/metrics`` has its own optional token and never names a collection
+the scraper may not see (:meth:`.metrics.Metrics.scrape`) — and cheap: no request
+parsing, no dispatcher."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from starlette.routing import BaseRoute, Route
 
 from ...server.framework import Server
 from .metrics import CONTENT_TYPE, Metrics
+from .server import header_map
 
 __all__ = ["operational_routes"]
 
@@ -33,7 +36,11 @@ def operational_routes(base: str, server: Server, metrics: Metrics | None) -> li
                                Route(f"{parent}/readyz", readyz, methods=["GET"])]
     if metrics is not None:
         async def exposition(request: Request) -> Response:
-            return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+            body = metrics.scrape(header_map(request.scope["headers"]))
+            if body is None:
+                return Response("a bearer token is needed\n", status_code=401,
+                                headers={"www-authenticate": "Bearer"})
+            return Response(body, media_type=CONTENT_TYPE)
 
         routes.append(Route(f"{parent}/metrics", exposition, methods=["GET"]))
     return routes

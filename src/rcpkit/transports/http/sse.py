@@ -25,12 +25,13 @@ def wants_sse(accept: bytes, dispatcher: Dispatcher, server_capabilities: dict[s
 
 async def stream_call(receive: Receive, send: Send, dispatcher: Dispatcher,
                       parsed: RpcRequest, path_method: str | None, caller: str | None,
-                      done: Callable[[Dispatcher], None]) -> None:
+                      headers: dict[bytes, bytes], done: Callable[[Dispatcher], None]) -> None:
     """Stream the call's frames; ``done`` runs once the final frame is known. A client that
     disconnects cancels the call: nobody is left to read its result."""
     frames: asyncio.Queue[bytes] = asyncio.Queue()
     call = asyncio.ensure_future(dispatcher.handle_message(
-        parsed, notify=frames.put_nowait, path_method=path_method, caller=caller))
+        parsed, notify=frames.put_nowait, path_method=path_method, caller=caller,
+        headers=headers))
     gone = asyncio.ensure_future(_disconnect(receive))
     await send({"type": "http.response.start", "status": 200, "headers": [
         (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})

@@ -23,6 +23,7 @@ from typing import Any
 
 from ...protocol.errors import UsageError
 from ...server.framework import Server
+from ...tracing import active
 from .app import create_app
 from .metrics import MULTIPROCESS_ENV, Metrics
 from .server import HttpServer
@@ -37,7 +38,7 @@ ServerSource = Server | Callable[[], Server]
 def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, *,
                workers: int = 1, graceful_timeout_s: float = 10.0,
                limits: Mapping[str, Any] | None = None, metrics: bool = False,
-               **app_options: Any) -> int:
+               metrics_token: str | None = None, **app_options: Any) -> int:
     """Serve ``server`` over HTTP/1.1 with the lean server of :mod:`.server` until
     SIGINT/SIGTERM; in-flight requests then get ``graceful_timeout_s`` to finish.
     ``limits`` go to :class:`.server.HttpServer` (``max_connections``,
@@ -50,14 +51,15 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
     model, thread or database handle is shared, and the server it builds must declare
     ``Server.multiprocess_safe``; otherwise nothing is served and the status is 2.
 
-    ``metrics`` serves ``/metrics`` (:mod:`.metrics`); with several workers their values
-    are kept in a directory they share, removed when serving ends.
+    ``metrics`` serves ``/metrics`` (:mod:`.metrics`), to scrapers bearing ``metrics_token``
+    when given; with several workers their values are kept in a directory they share,
+    removed when serving ends.
     """
     if workers < 1:
         raise UsageError("workers must be at least 1")
     if workers == 1:
         app = create_app(server if isinstance(server, Server) else server(),
-                         metrics=Metrics() if metrics else None, **app_options)
+                         metrics=Metrics(metrics_token) if metrics else None, **app_options)
         return serve_app(app, host, port, base=app_options.get("base", "/rcp"),
                          graceful_timeout_s=graceful_timeout_s, limits=limits)
     if app_options.get("sessions", "stateless") != "stateless":
@@ -69,7 +71,7 @@ def serve_http(server: ServerSource, host: str = "127.0.0.1", port: int = 8080, 
     listener = _listen(host, port)
     with _shared_metrics_directory(metrics):
         return _Workers(server, listener, workers, graceful_timeout_s, app_options,
-                        dict(limits or {}), metrics).run()
+                        dict(limits or {}), metrics, metrics_token).run()
 
 
 def serve_app(app: Any, host: str = "127.0.0.1", port: int = 8080, *, base: str = "/rcp",
@@ -128,9 +130,10 @@ class _Workers:
 
     def __init__(self, build: Callable[[], Server], listener: socket.socket, count: int,
                  graceful_timeout_s: float, app_options: dict[str, Any],
-                 limits: dict[str, Any], metrics: bool) -> None:
+                 limits: dict[str, Any], metrics: bool, metrics_token: str | None) -> None:
         self.build = build
         self.metrics = metrics
+        self.metrics_token = metrics_token
         self.limits = limits
         self.listener = listener
         self.count = count
@@ -192,7 +195,7 @@ class _Workers:
             if not server.multiprocess_safe:
                 raise UsageError(f"server {server.name!r} does not declare itself multi-process "
                                  "safe (Server.multiprocess_safe); serve it with one worker")
-            metrics = Metrics() if self.metrics else None
+            metrics = Metrics(self.metrics_token) if self.metrics else None
         except UsageError as exc:
             print(f"rcpkit serve: error: {exc}", file=sys.stderr, flush=True)
             return 2
@@ -202,6 +205,9 @@ class _Workers:
             os.close(ready_fd)
         HttpServer(app, graceful_timeout_s=self.graceful_timeout_s, **self.limits).run(
             self.listener)
+        tracing = active()
+        if tracing is not None:  # a worker ends by os._exit: no exit hook sends its spans
+            tracing.flush()
         return 0
 
     def _signal_all(self, signum: int) -> None:
