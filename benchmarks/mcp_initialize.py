@@ -67,7 +67,7 @@ async def main() -> None:
         data = Path(directory)
         (data / "rcpkit.toml").write_text('embedder = "hashing"\nhashing_dimension = 64\n')
         engine = open_engine(data)
-        engine.add(sample_documents())
+        engine.add(sample_documents(), max_trust="trusted")  # the operator's curated notes
         engine.close()
         rcpkit = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
         served = subprocess.Popen([*rcpkit, "serve", "--data", str(data), "--http",
