@@ -28,7 +28,7 @@ def _fail(message: str) -> NoReturn:
 
 def _host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) <= 65535:
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         _fail(f"--listen expects HOST:PORT, got {value!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
 
@@ -60,7 +60,8 @@ def mcp(
         help="Bearer token for the engine over HTTP.", envvar="RCPKIT_ENGINE_TOKEN")] = None,
     listen: Annotated[str | None, typer.Option(
         "--listen", metavar="HOST:PORT",
-        help="Serve MCP as streamable HTTP here instead of on stdio.")] = None,
+        help="Serve MCP as streamable HTTP here instead of on stdio (port 0: any free "
+             "port); the address is announced on stderr.")] = None,
     path: Annotated[str, typer.Option(help="MCP endpoint path with --listen.")] = "/mcp",
     read_only: Annotated[bool, typer.Option(
         "--read-only", help="Offer no tool that changes the corpus.")] = False,

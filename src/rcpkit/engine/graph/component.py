@@ -248,10 +248,12 @@ class ConceptGraph:
                         ((seed_id, via_id), (via_id, chunk_id)))
 
     def neighbors(self, seq: int, seed_ids: Sequence[str], hops: int, k: int) -> Neighborhood:
-        """``neighbors``: up to ``k`` nodes within ``hops`` edges of the seeds."""
+        """``neighbors``: up to ``k`` nodes within ``hops`` edges of the seeds (chunk,
+        concept or document ids, :meth:`GraphView.seed_nodes`)."""
         view = self.view(seq)
-        seeds = [node for node in (view.node(s) for s in seed_ids) if node is not None]
-        unknown = [s for s in seed_ids if view.node(s) is None]
+        resolved = {seed_id: view.seed_nodes(seed_id) for seed_id in seed_ids}
+        seeds = [node for seed_id in seed_ids for node in resolved[seed_id]]
+        unknown = [seed_id for seed_id in seed_ids if not resolved[seed_id]]
         ranked, walked = view.expand(list(dict.fromkeys(seeds)), hops, k)
         kept = ranked[:len(set(seeds)) + k]
         members = {entry.node for entry in kept}
