@@ -130,6 +130,11 @@ def mcp(
         _fail("--workers, --oauth-issuer, --oauth-jwks and --public-url need --listen")
     if (oauth_issuer is None) != (oauth_jwks is None):
         _fail("--oauth-issuer and --oauth-jwks go together")
+    if oauth_issuer is not None:
+        try:
+            import jwt  # noqa: F401
+        except ModuleNotFoundError:
+            _fail("OAuth needs PyJWT: pip install 'rcpkit[oauth]'")
     configure_logging("mcp", log_level)
     engine: dict[str, Any] = {"stdio": stdio, "http": http, "data": data,
                               "headers": headers or None, "auth": auth_token}
