@@ -54,7 +54,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
-from ..protocol.errors import Unauthorized, UsageError
+from ..protocol.errors import RcpError, Unauthorized, UsageError
 from ..tenancy.keys import KeyStore, KeyStoreError
 from ..tenancy.scopes import ACTIONS, Action
 from .engines import open_engine
@@ -306,13 +306,14 @@ def _engine_options(settings: McpHttp) -> dict[str, Any]:
 
 
 class _WorkerApp:
-    """A worker's app: opens its own engine at start-up (lifespan), then serves; tells
-    ``on_ready`` once it does."""
+    """A worker's app: opens its own engine at start-up (lifespan), then serves and tells
+    ``on_ready``; ``failure`` says why it could not start."""
 
     def __init__(self, settings: McpHttp, on_ready: Callable[[], None]) -> None:
         self.settings = settings
         self.on_ready = on_ready
         self.app: Starlette | None = None
+        self.failure: str | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -329,15 +330,25 @@ class _WorkerApp:
                     open_engine(**_engine_options(self.settings)))
                 self.app = build_app(_bridge(client, self.settings), self.settings)
                 await stack.enter_async_context(self.app.router.lifespan_context(self.app))
-            except Exception as exc:
-                print(f"rcpkit mcp: error: worker {os.getpid()}: {exc}", file=sys.stderr,
-                      flush=True)
-                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            except (RcpError, UsageError) as exc:
+                self.failure = exc.message if isinstance(exc, RcpError) else str(exc)
+                await send({"type": "lifespan.startup.failed", "message": self.failure})
                 return
             await send({"type": "lifespan.startup.complete"})
             self.on_ready()
             await receive()  # lifespan.shutdown
         await send({"type": "lifespan.shutdown.complete"})
+
+
+def _run(settings: McpHttp, listener: socket.socket, on_ready: Callable[[], None]) -> None:
+    """Serve on ``listener`` in this process until a signal (uvicorn, on its fastest loop)."""
+    import uvicorn
+
+    app = _WorkerApp(settings, on_ready)
+    uvicorn.Server(uvicorn.Config(_worker_header(app), log_level="warning", access_log=False,
+                                  lifespan="on")).run(sockets=[listener])
+    if app.failure is not None:
+        raise UsageError(app.failure)
 
 
 def _listen(host: str, port: int, *, reuse_port: bool = False, listen: bool = True,
@@ -367,20 +378,6 @@ def _announce(listener: socket.socket, settings: McpHttp) -> None:
           f"{settings.path}{processes}{auth} (Ctrl-C stops)", file=sys.stderr, flush=True)
 
 
-def _server(app: ASGIApp) -> Any:
-    import uvicorn
-
-    return uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                         lifespan="on"))
-
-
-async def _serve_one(settings: McpHttp, listener: socket.socket) -> None:
-    async with open_engine(**_engine_options(settings)) as client:
-        server = _server(_worker_header(build_app(_bridge(client, settings), settings)))
-        _announce(listener, settings)
-        await server.serve(sockets=[listener])
-
-
 async def _check_engine(settings: McpHttp) -> None:
     """Open and close the engine once, so a bad target fails here, not in every worker."""
     async with open_engine(**_engine_options(settings)):
@@ -392,8 +389,11 @@ def _worker(settings: McpHttp, port: int, ready: Any) -> None:
     spreads new connections evenly over the workers (one shared socket would let whichever
     worker wakes first take every pending connection)."""
     listener = _listen(settings.host, port, reuse_port=True)
-    app = _WorkerApp(settings, on_ready=functools.partial(ready.put, os.getpid()))
-    _server(_worker_header(app)).run(sockets=[listener])
+    try:
+        _run(settings, listener, functools.partial(ready.put, os.getpid()))
+    except UsageError as exc:
+        print(f"rcpkit mcp: error: worker {os.getpid()}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
 
 
 def _serve_workers(settings: McpHttp) -> None:
@@ -450,4 +450,4 @@ def serve_http(settings: McpHttp) -> None:
         _serve_workers(settings)
         return
     with _listen(settings.host, settings.port) as listener:
-        asyncio.run(_serve_one(settings, listener))
+        _run(settings, listener, functools.partial(_announce, listener, settings))
