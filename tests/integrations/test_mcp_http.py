@@ -35,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from rcpkit.integrations.engines import open_engine
 from rcpkit.integrations.mcp_http import WORKER_HEADER
 from rcpkit.tenancy.keys import KeyStore
+from rcpkit.tenancy.limits import Limits
 from rcpkit.tenancy.scopes import Scopes
 from support.net import free_port, wait_listening
 
@@ -109,6 +110,9 @@ def served(sample_kb: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         ("revoked", [f"{COLLECTION}:read"]))}
     keys.revoke([next(record.key_id for record in keys.records().values()
                       if record.principal == "revoked")])
+    # One call per 1000 s: the second call to a worker is refused (each worker counts its own).
+    tokens["limited"] = keys.create("limited", Scopes.parse([f"{COLLECTION}:read"]), Limits(
+        requests_per_second=0.001, burst=1))[1]
     issuer = Issuer()
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -216,6 +220,19 @@ async def test_the_key_scopes_decide_the_tools_and_the_calls(served: Served) -> 
     assert wildcard_tools == reader_tools
     assert refused.is_error and refused.structured_content["error"]["code"] == -32012
     assert not read.is_error and resources
+
+
+async def test_a_key_rate_limit_holds_for_mcp_calls(served: Served) -> None:
+    """§15.5 on the MCP surface: the key's token bucket refuses calls with ``-32011`` and
+    ``retryAfterMs``; with 2 workers at most one call per worker passes."""
+    async with mcp_client(served.url, served.tokens["limited"]) as client:
+        results = [await client.call_tool("retrieve", {"query": "bees", "k": 1})
+                   for _ in range(5)]
+    refused = [result for result in results if result.is_error]
+    assert 3 <= len(refused) <= 4
+    for result in refused:
+        error = result.structured_content["error"]
+        assert error["code"] == -32011 and error["data"]["retryAfterMs"] > 0
 
 
 @pytest.mark.parametrize("token", ["elsewhere", "revoked", "forged", None])

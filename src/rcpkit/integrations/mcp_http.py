@@ -25,13 +25,14 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import os
 import socket
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -54,11 +55,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
-from ..protocol.errors import RcpError, Unauthorized, UsageError
+from ..protocol.errors import RateLimited, RcpError, Unauthorized, UsageError
 from ..tenancy.keys import KeyStore, KeyStoreError
 from ..tenancy.scopes import ACTIONS, Action
 from .engines import open_engine
 from .mcp import McpBridge, _error_result
+
+if TYPE_CHECKING:
+    from ..tenancy.access import Access, Principal
 
 __all__ = ["WORKER_HEADER", "McpHttp", "OAuth", "ScopedBridge", "TokenCheck", "serve_http"]
 
@@ -68,6 +72,8 @@ WORKER_HEADER = "rcpkit-worker"
 """Response header naming the process that answered (which worker, behind a balancer)."""
 
 _WELL_KNOWN = "/.well-known/oauth-protected-resource"
+_KEY_CLAIM = "rcpkit_key"
+"""Set by :class:`TokenCheck` on a key's token only (never copied from a JWT's claims)."""
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -110,9 +116,9 @@ class TokenCheck:
     """The SDK's :class:`~mcp.server.auth.provider.TokenVerifier` for rcpkit keys and OAuth
     JWTs: the token's actions on the collection as its scopes, or None (401)."""
 
-    def __init__(self, settings: McpHttp) -> None:
+    def __init__(self, settings: McpHttp, keys: KeyStore | None) -> None:
         self.collection = settings.collection or ""
-        self.keys = KeyStore(settings.keys_root) if settings.keys_root is not None else None
+        self.keys = keys
         self.oauth = settings.oauth
         self._jwks: Any = None
         if self.oauth is not None:
@@ -142,7 +148,7 @@ class TokenCheck:
         if not actions:  # answered as a bad key: the collection's existence does not leak
             return None
         return AccessToken(token=token, client_id=f"key-{record.key_id}", scopes=actions,
-                           subject=record.principal)
+                           subject=record.principal, claims={_KEY_CLAIM: record.key_id})
 
     def _jwt(self, token: str) -> AccessToken | None:
         import jwt
@@ -183,11 +189,16 @@ class _RequireAnAction(RequireAuthMiddleware):
 
 class ScopedBridge(McpBridge):
     """The bridge as the caller's token allows: a tool that only reads needs ``read``, any
-    other ``write``; resources need ``read`` (§15.6). Unauthenticated, everything is open."""
+    other ``write``; resources need ``read`` (§15.6). A key's own limits hold as over RCP
+    (§15.5): its rate and concurrency per call, and its daily write quota. Unauthenticated
+    (``authenticated=False``), everything is open."""
 
-    def __init__(self, *args: Any, authenticated: bool, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, authenticated: bool, access: Access | None = None,
+                 collection: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.authenticated = authenticated
+        self.access = access
+        self.collection = collection
 
     def _actions(self) -> frozenset[str]:
         if not self.authenticated:
@@ -213,7 +224,28 @@ class ScopedBridge(McpBridge):
         tool = next((tool for tool in listing.tools if tool.name == params.name), None)
         if tool is not None and (needed := self._needs(tool)) not in self._actions():
             return _error_result(Unauthorized(f"this token may not {needed} this collection"))
-        return await super()._call_tool(ctx, params)
+        principal = self._key_principal()
+        if principal is None or self.access is None or params.name not in self.tools:
+            return await super()._call_tool(ctx, params)
+        wait = self.access.admit(self.collection, principal)
+        if wait is not None:
+            return _error_result(RateLimited("rate limit", retryAfterMs=math.ceil(wait * 1000)))
+        try:
+            self.access.authorizer(self.collection)(
+                principal.caller, self.tools[params.name].method, params.arguments or {})
+            return await super()._call_tool(ctx, params)
+        except RcpError as exc:
+            return _error_result(exc)
+        finally:
+            self.access.limiter.release(principal.name)
+
+    def _key_principal(self) -> Principal | None:
+        """The key behind this request's token (None: an OAuth token, or no auth)."""
+        token = get_access_token()
+        key_id = (token.claims or {}).get(_KEY_CLAIM) if token else None
+        if key_id is None or self.access is None:
+            return None
+        return self.access.principal(f"key-{key_id}")
 
     async def _list_resources(self, ctx: ServerRequestContext[Any],
                               params: types.PaginatedRequestParams | None,
@@ -253,7 +285,7 @@ def _worker_header(app: ASGIApp) -> ASGIApp:
     return tagged
 
 
-def build_app(bridge: McpBridge, settings: McpHttp) -> Starlette:
+def build_app(bridge: ScopedBridge, settings: McpHttp) -> Starlette:
     """The stateless streamable-HTTP app of ``bridge``, behind bearer auth when configured."""
     server = bridge.server()
     security = None
@@ -287,7 +319,8 @@ def build_app(bridge: McpBridge, settings: McpHttp) -> Starlette:
             routes += [Route(_WELL_KNOWN, endpoint=route.endpoint, methods=["GET", "OPTIONS"])
                        for route in routes[-1:] if route.path != _WELL_KNOWN]
         middleware = [Middleware(AuthenticationMiddleware,
-                                 backend=BearerAuthBackend(TokenCheck(settings))),
+                                 backend=BearerAuthBackend(TokenCheck(
+                                     settings, bridge.access.keys if bridge.access else None))),
                       Middleware(AuthContextMiddleware)]
         endpoint = _RequireAnAction(endpoint, [], metadata_url)
     routes.insert(0, Route(settings.path, endpoint=endpoint))
@@ -296,9 +329,16 @@ def build_app(bridge: McpBridge, settings: McpHttp) -> Starlette:
     return app
 
 
-def _bridge(client: Any, settings: McpHttp) -> McpBridge:
+def _bridge(client: Any, settings: McpHttp) -> ScopedBridge:
+    access = None
+    if settings.keys_root is not None:
+        # Only with keys: the tenancy layer imports the engine's.
+        from ..tenancy.serving import build_access
+
+        access = build_access(settings.keys_root)
     return ScopedBridge(client, allow_writes=not settings.read_only,
-                        authenticated=settings.authenticated)
+                        authenticated=settings.authenticated, access=access,
+                        collection=settings.collection or "")
 
 
 def _engine_options(settings: McpHttp) -> dict[str, Any]:
