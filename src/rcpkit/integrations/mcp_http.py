@@ -58,6 +58,7 @@ from .. import __version__
 from ..protocol.errors import RateLimited, RcpError, Unauthorized, UsageError
 from ..tenancy.keys import KeyStore, KeyStoreError
 from ..tenancy.scopes import ACTIONS, Action
+from ..transports.http.workers import _listen
 from .engines import open_engine
 from .mcp import McpBridge, _error_result
 
@@ -389,23 +390,6 @@ def _run(settings: McpHttp, listener: socket.socket, on_ready: Callable[[], None
                                   lifespan="on")).run(sockets=[listener])
     if app.failure is not None:
         raise UsageError(app.failure)
-
-
-def _listen(host: str, port: int, *, reuse_port: bool = False, listen: bool = True,
-            ) -> socket.socket:
-    """A socket bound to ``host:port`` (shared with the other workers': ``reuse_port``)."""
-    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as exc:
-        listener.close()
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    if listen:
-        listener.listen(2048)
-    return listener
 
 
 def _announce(listener: socket.socket, settings: McpHttp) -> None:
