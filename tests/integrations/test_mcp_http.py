@@ -72,7 +72,7 @@ class Issuer:
         self.jwks_url = self.url + "/jwks.json"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
-    def token(self, audience: str, scope: str = "rcp:read rcp:write", *,
+    def token(self, audience: str, scope: Any = "rcp:read rcp:write", *,
               expires_in: float = 600, issuer: str | None = None,
               key: rsa.RSAPrivateKey | None = None) -> str:
         now = time.time()
@@ -291,9 +291,12 @@ def test_bad_oauth_tokens_are_refused(served: Served) -> None:
         response = post(served.url, token)
         assert response.status_code == 401, case
         assert 'error="invalid_token"' in response.headers["WWW-Authenticate"], case
-    wrong_scope = post(served.url, issuer.token(served.url, "profile email"))
-    assert wrong_scope.status_code == 403
-    assert 'error="insufficient_scope"' in wrong_scope.headers["WWW-Authenticate"]
+    for scope in ("profile email", 7, {"rcp:read": True}):  # odd claims are no grant either
+        wrong_scope = post(served.url, issuer.token(served.url, scope))
+        assert wrong_scope.status_code == 403, scope
+        assert 'error="insufficient_scope"' in wrong_scope.headers["WWW-Authenticate"]
+    listed = post(served.url, issuer.token(served.url, ["rcp:read"]))
+    assert listed.status_code == 200 and '"retrieve"' in listed.text
     assert post(served.url, issuer.token(served.url)).status_code == 200
 
 

@@ -4,12 +4,14 @@ worker processes, with bearer-token auth (``pip install 'rcpkit[mcp]'``, OAuth a
 
 - Stateless: every POST is answered on its own (the SDK's ``stateless`` session manager), so
   any worker can answer any request and a load balancer needs no session affinity. Workers
-  are uvicorn's supervisor of spawned processes accepting on one socket; each opens its own
-  engine after it starts, so no model, thread or database handle is shared.
+  are spawned processes, each running uvicorn on its own socket of the port's
+  ``SO_REUSEPORT`` group and opening its own engine, so no model, thread or database handle
+  is shared.
 - Auth (fail closed): an rcpkit key of the collections root (``keys.json``, §15.3) or an
   OAuth 2.1 access token. Either grants ``read`` and/or ``write`` on the collection served:
   ``read`` lists and calls the read-only tools and the resources, ``write`` the others
-  (§15.6). No or a bad token is 401, a token granting neither action 403.
+  (§15.6). No or a bad token is 401, a token granting neither action 403. A key's rate,
+  concurrency and write-quota limits hold for each call (§15.5).
 - OAuth 2.1 resource server as the MCP authorization spec asks: Protected Resource Metadata
   (RFC 9728) at ``/.well-known/oauth-protected-resource`` (and its path-suffixed form),
   ``WWW-Authenticate: Bearer resource_metadata="…"`` on a 401, JWT access tokens (RFC 9068)
@@ -164,8 +166,9 @@ class TokenCheck:
         except jwt.PyJWTError as exc:
             logger.info("refused an access token: %s", exc)
             return None
-        granted = claims.get("scope", "")
-        scopes = set(granted.split() if isinstance(granted, str) else granted)
+        granted = claims.get("scope", "")  # RFC 9068: space-separated; some issuers: a list
+        scopes = set(granted.split()) if isinstance(granted, str) \
+            else {str(scope) for scope in granted} if isinstance(granted, list) else set()
         actions = [action for action, scope in (("read", oauth.read_scope),
                                                 ("write", oauth.write_scope)) if scope in scopes]
         subject = claims.get("sub")
