@@ -345,7 +345,7 @@ async def test_listen_announces_the_address_on_stderr(sample_kb: Path) -> None:
     try:
         assert process.stderr is not None
         line = await asyncio.wait_for(asyncio.to_thread(process.stderr.readline), 60)
-        announced = re.fullmatch(r"rcpkit mcp: serving MCP \(streamable HTTP\) at "
+        announced = re.fullmatch(r"rcpkit mcp: serving MCP \(stateless streamable HTTP\) at "
                                  r"(http://127\.0\.0\.1:(\d+)/mcp) \(Ctrl-C stops\)\n", line)
         assert announced, line
         assert int(announced.group(2)) > 0

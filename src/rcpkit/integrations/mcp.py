@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -71,7 +69,7 @@ from ..protocol.types import (
 from .hits import one_line, render_passage, render_passages
 from .retriever import rcp_error
 
-__all__ = ["McpBridge", "serve_http", "serve_stdio"]
+__all__ = ["McpBridge", "serve_stdio"]
 
 _MIME = "text/plain"
 _DEFAULT_K = 5
@@ -640,24 +638,3 @@ async def serve_stdio(bridge: McpBridge) -> None:
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
-
-async def serve_http(bridge: McpBridge, host: str, port: int, *, path: str = "/mcp") -> None:
-    """Serve MCP streamable HTTP at ``http://host:port{path}`` until interrupted, saying
-    where on stderr (port 0 picks a free one); a port that cannot be bound is a
-    :class:`UsageError` before anything is served."""
-    import uvicorn
-
-    try:
-        listener = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host
-                                        else socket.AF_INET)
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    app = bridge.server().streamable_http_app(streamable_http_path=path, host=host)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    bound_host, bound_port = listener.getsockname()[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    # stderr: where to connect, with the port actually bound (``:0`` included).
-    print(f"rcpkit mcp: serving MCP (streamable HTTP) at http://{shown}:{bound_port}{path} "
-          "(Ctrl-C stops)", file=sys.stderr, flush=True)
-    with listener:
-        await server.serve(sockets=[listener])
