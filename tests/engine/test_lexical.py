@@ -82,6 +82,29 @@ def test_matches_reference_bm25_with_masks(seed: int) -> None:
     assert index.scores_for(query, picked, visible=visible)[-2:].tolist() == [0.0, 0.0]
 
 
+def test_search_scoring_is_search_plus_the_given_rows_scores() -> None:
+    """One scoring pass gives the top k and the BM25 scores of other rows (a hybrid search's
+    dense candidates): 0 for a row that does not match, is not allowed or is unknown."""
+    docs = random_corpus(3, 80)
+    index = build(docs)
+    visible = np.ones(80, dtype=bool)
+    visible[5:15] = False
+    allow = visible.copy()
+    allow[20:30] = False
+    query = "w1 w3 w7"
+    rows, scores = index.search(query, 5, visible=visible, allow=allow)
+    given = np.array([rows[0], 6, 22, 40, 41, 79, 500, -3])
+    top_rows, top_scores, of_given = index.search_scoring(query, 5, given, visible=visible,
+                                                          allow=allow)
+    assert top_rows.tolist() == rows.tolist() and top_scores.tolist() == scores.tolist()
+    reference = reference_bm25({r: t for r, t in docs.items() if visible[r]}, query)
+    expected = [reference.get(int(r), 0.0) if 0 <= r < 80 and allow[r] else 0.0 for r in given]
+    np.testing.assert_allclose(of_given, expected, rtol=1e-12)
+    assert of_given[0] == scores[0] > 0 and of_given[1] == of_given[2] == 0.0
+    none = index.search_scoring("nothere", 5, np.array([1, 2]))
+    assert none[0].size == 0 and none[2].tolist() == [0.0, 0.0]
+
+
 def test_statistics_follow_the_visible_snapshot() -> None:
     """Searching an old version's mask scores exactly like an index of that version (§7.7.1)."""
     docs = random_corpus(7, 60)

@@ -149,22 +149,28 @@ class LexicalIndex:
         masks indexed by rowid; rowids beyond a mask's length count as ``False``; ``None`` means
         every row.
         """
-        empty = np.zeros(0, np.int64), np.zeros(0, np.float64)
-        if k <= 0:
-            return empty
+        return _top(self._score(query, visible, allow) if k > 0 else None, k)
+
+    def search_scoring(
+        self,
+        query: str,
+        k: int,
+        rowids: npt.ArrayLike,
+        *,
+        visible: npt.ArrayLike | None = None,
+        allow: npt.ArrayLike | None = None,
+    ) -> tuple[IntArray, FloatArray, FloatArray]:
+        """:meth:`search`, plus the BM25 scores of ``rowids`` (0 where a row does not match or
+        is not allowed), from the same scoring pass: a hybrid search scores the dense half's
+        candidates lexically at no second pass over the postings."""
+        rows = np.asarray(rowids, dtype=np.int64).reshape(-1)
         scores = self._score(query, visible, allow)
-        if scores is None:
-            return empty
-        rows = np.flatnonzero(scores)
-        values = scores[rows]
-        if len(rows) > k:
-            threshold = values[np.argpartition(-values, k - 1)[k - 1]]
-            above = np.flatnonzero(values > threshold)
-            ties = np.flatnonzero(values == threshold)[: k - len(above)]
-            chosen = np.concatenate((above, ties))
-            rows, values = rows[chosen], values[chosen]
-        order = np.lexsort((rows, -values))
-        return rows[order].astype(np.int64), values[order]
+        found = _top(scores, k)
+        of_rows = np.zeros(len(rows), np.float64)
+        if scores is not None:
+            inside = (rows >= 0) & (rows < len(scores))
+            of_rows[inside] = scores[rows[inside]]
+        return found[0], found[1], of_rows
 
     def scores_for(
         self, query: str, rowids: npt.ArrayLike, *, visible: npt.ArrayLike | None = None
@@ -368,3 +374,21 @@ class LexicalIndex:
         tf[delta_target] = self._delta_tf[:size][order]
         self._ptr, self._rows, self._tf = ptr, rows, tf
         self._delta_size = 0
+
+
+def _top(scores: FloatArray | None, k: int) -> tuple[IntArray, FloatArray]:
+    """The ``k`` best rows of a score vector by rowid (only scores > 0), best first, ties to
+    the smaller rowid; none for ``k`` ≤ 0 or no scores."""
+    if scores is None or k <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    rows = np.flatnonzero(scores)
+    values = scores[rows]
+    if len(rows) > k:
+        threshold = values[np.argpartition(-values, k - 1)[k - 1]]
+        above = np.flatnonzero(values > threshold)
+        ties = np.flatnonzero(values == threshold)[: k - len(above)]
+        chosen = np.concatenate((above, ties))
+        rows, values = rows[chosen], values[chosen]
+    order = np.lexsort((rows, -values))
+    return rows[order].astype(np.int64), values[order]
+
