@@ -68,9 +68,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--exact", action="store_true",
                         help="seeded requests (the exact dense path, as rcpkit eval sends)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1k chunks, 10 queries")
     args = parser.parse_args()
-    for size in args.sizes:
-        compare(size, args.queries, args.seed, args.exact)
+    sizes, queries = ([1000], 10) if args.quick else (args.sizes, args.queries)
+    for size in sizes:
+        compare(size, queries, args.seed, args.exact)
 
 
 if __name__ == "__main__":

@@ -389,6 +389,7 @@ class Matrices:
     query_vectors: np.ndarray
     texts: list[str]
     queries: list[str]
+    coverage: np.ndarray | None = None
 
     @classmethod
     def of(cls, collection: Collection) -> Matrices:
@@ -469,20 +470,27 @@ def halves(m: Matrices, depth_dense: int = DEPTH, depth_sparse: int = DEPTH, *,
 def coverage(m: Matrices) -> np.ndarray:
     """Per query and row the idf-weighted share of the query's distinct terms the row holds
     (the peer engine's coverage feature, with BM25's idf instead of a plain count)."""
+    from scipy import sparse  # a benchmark-only dependency (numpy's companion)
+
+    if m.coverage is not None:
+        return m.coverage
     analyzer = Analyzer()
     vocabulary: dict[str, int] = {}
-    holds = [{vocabulary.setdefault(t, len(vocabulary)) for t in tokens}
-             for tokens in analyzer.tokens_batch(m.texts)]
-    present = np.zeros((len(m.texts), len(vocabulary)), bool)
-    for row, terms in enumerate(holds):
-        present[row, list(terms)] = True
-    frequency = present.sum(0)
+    rows, columns = [], []
+    for row, tokens in enumerate(analyzer.tokens_batch(m.texts)):
+        for term in set(tokens):
+            rows.append(row)
+            columns.append(vocabulary.setdefault(term, len(vocabulary)))
+    present = sparse.csr_matrix((np.ones(len(rows)), (rows, columns)),
+                                shape=(len(m.texts), len(vocabulary)))
+    frequency = np.asarray(present.sum(0)).ravel()
     idf = np.log1p((len(m.texts) - frequency + 0.5) / (frequency + 0.5))
     weights = np.zeros((len(m.queries), len(vocabulary)))
     for number, tokens in enumerate(analyzer.tokens_batch(m.queries)):
         terms = [vocabulary[t] for t in set(tokens) if t in vocabulary]
         weights[number, terms] = idf[terms]
-    return (weights @ present.T) / np.maximum(weights.sum(1), 1e-12)[:, None]
+    m.coverage = np.asarray(present @ weights.T).T / np.maximum(weights.sum(1), 1e-12)[:, None]
+    return m.coverage
 
 
 def sweep_completion(matrices: list[Matrices], alphas: Sequence[float]) -> None:
@@ -507,7 +515,8 @@ def sweep_levers(matrices: list[Matrices], alpha: float, folds: int = 2) -> None
     a winsorised ceiling, per-query weights from how decisive each half is, the idf-weighted
     query-term coverage, dense pseudo-relevance feedback (Rocchio on the vectors of the top
     fused rows), the title counted twice by BM25, and a linear fusion learned (ListNet, with
-    ``folds``-fold cross-validation) over both halves' scores, list membership and coverage."""
+    ``folds``-fold cross-validation) over both halves' scores, list membership and coverage,
+    and the same fusion learned on the first collection's queries applied to every one."""
     header("levers on completed convex fusion: nDCG@10 / Recall@100 / MRR@10 per collection")
 
     def fused_by(m: Matrices, lever: str) -> tuple[np.ndarray, np.ndarray]:
@@ -534,12 +543,22 @@ def sweep_levers(matrices: list[Matrices], alpha: float, folds: int = 2) -> None
             candidates, dense, sparse = halves(m, sparse=title_sparse(m, int(number)))
             fused = alpha * dense + (1 - alpha) * sparse
         elif kind == "learned":
-            fused = learned_fusion(m, candidates, dense, sparse, folds)
+            fused = learned_fusion(m, candidates, dense, sparse, folds, None)
+        elif kind == "transfer":
+            fused = learned_fusion(m, candidates, dense, sparse, folds, transferred)
         return fused, candidates
+
+    first = matrices[0]
+    candidates, dense, sparse = halves(first)
+    transferred = listnet_weights(first, candidates,
+                                  learned_features(first, candidates, dense, sparse),
+                                  np.arange(len(first.queries)))
+    print(f"learned on {first.name}: weights (dense, sparse, in dense top, coverage) "
+          f"{np.round(transferred, 3).tolist()}")
 
     levers = ["none", "ceiling 1", "ceiling 5", "decisive 0.25", "decisive 0.5",
               "coverage 0.03", "coverage 0.05", "coverage 0.1", "prf 0.25", "prf 0.5",
-              "title 2", "learned"]
+              "title 2", "learned", "transfer"]
     for lever in levers:
         line = f"{lever:<28}"
         for m in matrices:
@@ -567,40 +586,56 @@ def title_sparse(m: Matrices, repeat: int) -> np.ndarray:
     return sparse
 
 
-def learned_fusion(m: Matrices, candidates: np.ndarray, dense: np.ndarray, sparse: np.ndarray,
-                   folds: int) -> np.ndarray:
-    """Scores of a linear ListNet model over (dense, sparse, in-dense-top, coverage), each
-    query scored by weights learned on the other folds' queries."""
-    from scipy.optimize import minimize  # a benchmark-only dependency (numpy's companion)
-
+def learned_features(m: Matrices, candidates: np.ndarray, dense: np.ndarray,
+                     sparse: np.ndarray) -> np.ndarray:
+    """Per query and row: dense part, sparse part, whether the dense top 100 holds the row,
+    and the query-term coverage (0 outside the candidates)."""
     ranked = np.zeros(candidates.shape, bool)
     np.put_along_axis(ranked, top_columns(m.dense, DEPTH), True, 1)
-    features = np.stack([dense, sparse, ranked.astype(float),
-                         np.where(candidates, coverage(m), 0.0)], -1)
+    return np.stack([dense, sparse, ranked.astype(float),
+                     np.where(candidates, coverage(m), 0.0)], -1)
+
+
+def listnet_weights(m: Matrices, candidates: np.ndarray, features: np.ndarray,
+                    queries: np.ndarray) -> np.ndarray:
+    """Linear weights minimising the ListNet loss (softmax cross-entropy against the judged
+    rows) over ``queries``."""
+    from scipy.optimize import minimize  # a benchmark-only dependency (numpy's companion)
+
+    data = [(features[q][candidates[q]], m.relevant[q][candidates[q]].astype(float))
+            for q in queries if m.relevant[q][candidates[q]].any()]
+
+    def loss(weights: np.ndarray) -> tuple[float, np.ndarray]:
+        total, gradient = 0.0, np.zeros_like(weights)
+        for x, y in data:
+            s = x @ weights
+            p = np.exp(s - s.max())
+            p /= p.sum()
+            target = y / y.sum()
+            total -= float((target * np.log(p + 1e-12)).sum())
+            gradient -= x.T @ (target - p)
+        return total / len(data), gradient / len(data)
+
+    start = np.zeros(features.shape[-1])
+    start[0] = 1.0
+    weights: np.ndarray = minimize(loss, start, jac=True, method="L-BFGS-B").x
+    return weights
+
+
+def learned_fusion(m: Matrices, candidates: np.ndarray, dense: np.ndarray, sparse: np.ndarray,
+                   folds: int, weights: np.ndarray | None) -> np.ndarray:
+    """Scores of the linear ListNet fusion: with ``weights`` (learned elsewhere) as given,
+    else each query scored by weights learned on the other folds' queries."""
+    features = learned_features(m, candidates, dense, sparse)
+    if weights is not None:
+        fused: np.ndarray = features @ weights
+        return fused
     order = np.random.default_rng(0).permutation(len(m.queries))
     fused = np.zeros(candidates.shape)
     for fold in range(folds):
         held = order[fold::folds]
-        train = [q for q in np.setdiff1d(order, held) if m.relevant[q][candidates[q]].any()]
-        data = [(features[q][candidates[q]], m.relevant[q][candidates[q]].astype(float))
-                for q in train]
-
-        def loss(weights: np.ndarray, data: list[tuple[np.ndarray, np.ndarray]] = data
-                 ) -> tuple[float, np.ndarray]:
-            total, gradient = 0.0, np.zeros_like(weights)
-            for x, y in data:
-                s = x @ weights
-                p = np.exp(s - s.max())
-                p /= p.sum()
-                target = y / y.sum()
-                total -= float((target * np.log(p + 1e-12)).sum())
-                gradient -= x.T @ (target - p)
-            return total / len(data), gradient / len(data)
-
-        start = np.zeros(features.shape[-1])
-        start[0] = 1.0
-        weights = minimize(loss, start, jac=True, method="L-BFGS-B").x
-        fused[held] = features[held] @ weights
+        fused[held] = features[held] @ listnet_weights(m, candidates, features,
+                                                       np.setdiff1d(order, held))
     return fused
 
 
