@@ -133,3 +133,19 @@ def test_default_hybrid_fuses_both_scores_of_every_candidate(tmp_path: Path) -> 
         engine.add(MIXED)
         assert any("dense" not in hit.scores or "sparse" not in hit.scores
                    for hit in engine.search(request).hits)
+
+
+def test_completion_keeps_the_filter_and_needs_no_lexical_match(tmp_path: Path) -> None:
+    """The rows one half adds to the other are its own candidates, so they pass the §8 filter;
+    a query no row matches lexically still fuses the dense list alone."""
+    tagged = [DocumentIn(doc.text, id=doc.id, meta={"even": int(doc.id[1:]) % 2 == 0})
+              for doc in MIXED]
+    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as engine:
+        engine.add(tagged)
+        even = {"field": "even", "op": "eq", "value": True}
+        hits = engine.search(SearchRequest(QUERY, k=10, candidate_k=10, filter=even)).hits
+        assert hits and all(hit.meta["even"] for hit in hits)
+        assert all("dense" in hit.scores for hit in hits)
+        unmatched = engine.search(SearchRequest("qqqq zzzz", k=3)).hits
+    assert len(unmatched) == 3 and all(set(hit.scores) == {"dense", "fused"}
+                                       for hit in unmatched)

@@ -391,4 +391,3 @@ def _top(scores: FloatArray | None, k: int) -> tuple[IntArray, FloatArray]:
         rows, values = rows[chosen], values[chosen]
     order = np.lexsort((rows, -values))
     return rows[order].astype(np.int64), values[order]
-
