@@ -149,3 +149,23 @@ def test_completion_keeps_the_filter_and_needs_no_lexical_match(tmp_path: Path) 
         unmatched = engine.search(SearchRequest("qqqq zzzz", k=3)).hits
     assert len(unmatched) == 3 and all(set(hit.scores) == {"dense", "fused"}
                                        for hit in unmatched)
+
+
+def test_reopening_with_another_title_weight_rebuilds_the_lexical_index(tmp_path: Path) -> None:
+    """``lexical_title_repeat`` is part of the saved lexical index: a data directory saved with
+    another weight is re-indexed on open, so old and new rows score alike."""
+    titled = [DocumentIn("Sourdough\n\nA starter of wild yeast, flour and water.", id="bread"),
+              DocumentIn("Bread flour has more protein than cake flour and sourdough.",
+                         id="flour")]
+    request = SearchRequest("sourdough", k=2, mode="sparse")
+    with Engine.open(EngineConfig(data_dir=tmp_path / "a", embedder="hashing",
+                                  lexical_title_repeat=1)) as engine:
+        engine.add(titled)
+        once = [(hit.id, hit.score) for hit in engine.search(request).hits]
+    with Engine.open(EngineConfig(data_dir=tmp_path / "a", embedder="hashing")) as engine:
+        reopened = [(hit.id, hit.score) for hit in engine.search(request).hits]
+    with Engine.open(EngineConfig(data_dir=tmp_path / "b", embedder="hashing")) as engine:
+        engine.add(titled)
+        fresh = [(hit.id, hit.score) for hit in engine.search(request).hits]
+    assert reopened == fresh != once
+    assert fresh[0][0] == "bread#0" and fresh[0][1] > dict(once)["bread#0"]

@@ -134,6 +134,12 @@ class EngineConfig:
     """Hybrid fusion when a request names none (§7.7 ``fusion.method``)."""
     default_fusion_alpha: float = 0.82
     """Dense weight of the normalised fusions when a request sets no ``alpha``/``weights``."""
+    lexical_title_repeat: int = 2
+    """How many times BM25 counts a chunk's title, its first paragraph when that is at most 300
+    characters and followed by a blank line (``rcpkit eval`` sends BEIR titles so, Markdown
+    puts them so): 2 lifts SciFact-train and changes nothing on untitled texts
+    (docs/benchmarks.md). Changing it rebuilds the indexes on the next open. Not used by
+    PostgreSQL ``pg_recall = "database"``."""
     fusion_complete_scores: bool = True
     """Under ``convex`` fusion, each half of a hybrid search also scores the other half's
     candidates (their cosine, their BM25), so a chunk only one half ranked in its top
@@ -163,6 +169,9 @@ class EngineConfig:
         if self.dense_graph_dtype not in GRAPH_DTYPES:
             raise ValueError(f"dense_graph_dtype must be one of {', '.join(GRAPH_DTYPES)}, "
                              f"not {self.dense_graph_dtype!r}")
+        if self.lexical_title_repeat < 1:
+            raise ValueError(f"lexical_title_repeat must be at least 1, "
+                             f"not {self.lexical_title_repeat}")
         if self.dense_expansion_search < 1:
             raise ValueError(f"dense_expansion_search must be at least 1, "
                              f"not {self.dense_expansion_search}")

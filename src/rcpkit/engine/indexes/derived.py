@@ -114,7 +114,7 @@ class DerivedIndexes:
         self._dimension = embedder.dimension
         self._embedder_identity = embedder.identity
         self.lock = ReadWriteLock()
-        self.lexical = LexicalIndex(Analyzer())
+        self.lexical = self._new_lexical_index()
         self.dense = self._new_dense_index()
         self.columns = FilterColumns()
         self.fields = ChunkFields()
@@ -129,6 +129,9 @@ class DerivedIndexes:
         self._filtered: Recent[tuple[int, str, tuple[str, ...]], BoolMask] = Recent(64)
         """Visible-and-selected masks of recent (version, filter) pairs: a filter repeated at
         a version (an agent's fixed scope) is not evaluated over every row again."""
+
+    def _new_lexical_index(self) -> LexicalIndex:
+        return LexicalIndex(Analyzer(), title_repeat=self._config.lexical_title_repeat)
 
     def _new_dense_index(self) -> SentenceWindowIndex:
         return SentenceWindowIndex.create(self._dimension,
@@ -169,6 +172,8 @@ class DerivedIndexes:
                         raise ValueError("the write log no longer reaches the saved indexes")
                     state_dir, position = saved
                     lexical = LexicalIndex.load(state_dir / "lexical")
+                    if lexical.title_repeat != self._config.lexical_title_repeat:
+                        raise ValueError("the lexical index was saved with another title weight")
                     dense = SentenceWindowIndex.load(
                         state_dir / "dense", enabled=self._config.dense_sentence_windows,
                         mix=self._config.dense_window_mix,
@@ -240,7 +245,7 @@ class DerivedIndexes:
         return columns, fields
 
     def _rebuild(self) -> None:
-        lexical = LexicalIndex(Analyzer())
+        lexical = self._new_lexical_index()
         dense = self._new_dense_index()
         columns = FilterColumns()
         fields = ChunkFields()
