@@ -558,7 +558,7 @@ def sweep_levers(matrices: list[Matrices], alpha: float, folds: int = 2) -> None
 
     levers = ["none", "ceiling 1", "ceiling 5", "decisive 0.25", "decisive 0.5",
               "coverage 0.03", "coverage 0.05", "coverage 0.1", "prf 0.25", "prf 0.5",
-              "title 2", "learned", "transfer"]
+              "title 1", "title 2", "title 3", "learned", "transfer"]
     for lever in levers:
         line = f"{lever:<28}"
         for m in matrices:
@@ -569,15 +569,10 @@ def sweep_levers(matrices: list[Matrices], alpha: float, folds: int = 2) -> None
 
 
 def title_sparse(m: Matrices, repeat: int) -> np.ndarray:
-    """BM25 where a text's leading short paragraph (a title, up to 300 characters, followed
-    by a blank line) counts ``repeat`` times."""
-    texts = []
-    for text in m.texts:
-        head, blank, rest = text.partition("\n\n")
-        texts.append(" ".join([head] * repeat) + blank + rest
-                     if blank and rest and len(head) <= 300 else text)
-    index = LexicalIndex()
-    index.add(np.arange(len(texts)), texts)
+    """BM25 where a text's title (:func:`~rcpkit.engine.indexes.lexical.leading_title`) counts
+    ``repeat`` times (the engine's ``lexical_title_repeat``)."""
+    index = LexicalIndex(title_repeat=repeat)
+    index.add(np.arange(len(m.texts)), m.texts)
     sparse = np.zeros(m.sparse.shape)
     for number, query in enumerate(m.queries):
         full = index._score(query, None, None)
