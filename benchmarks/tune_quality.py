@@ -510,13 +510,20 @@ def sweep_completion(matrices: list[Matrices], alphas: Sequence[float]) -> None:
         print(line, flush=True)
 
 
-def sweep_levers(matrices: list[Matrices], alpha: float, folds: int = 2) -> None:
+LEVERS = ("none", "ceiling 1", "ceiling 5", "decisive 0.25", "decisive 0.5", "coverage 0.03",
+          "coverage 0.05", "coverage 0.1", "prf 0.25", "prf 0.5", "title 1", "title 2",
+          "title 3", "windows 0.5", "learned", "transfer")
+
+
+def sweep_levers(matrices: list[Matrices], alpha: float, embedder: CachedEmbedder,
+                 levers: Sequence[str] = LEVERS, folds: int = 2) -> None:
     """The other fusion levers on top of score completion (``alpha`` the dense weight):
     a winsorised ceiling, per-query weights from how decisive each half is, the idf-weighted
     query-term coverage, dense pseudo-relevance feedback (Rocchio on the vectors of the top
     fused rows), the title counted twice by BM25, and a linear fusion learned (ListNet, with
     ``folds``-fold cross-validation) over both halves' scores, list membership and coverage,
-    and the same fusion learned on the first collection's queries applied to every one."""
+    and the same fusion learned on the first collection's queries applied to every one; also
+    the sentence windows (``windows MIX``, every row scored exactly with its windows)."""
     header("levers on completed convex fusion: nDCG@10 / Recall@100 / MRR@10 per collection")
 
     def fused_by(m: Matrices, lever: str) -> tuple[np.ndarray, np.ndarray]:
@@ -542,23 +549,24 @@ def sweep_levers(matrices: list[Matrices], alpha: float, folds: int = 2) -> None
         elif kind == "title":
             candidates, dense, sparse = halves(m, sparse=title_sparse(m, int(number)))
             fused = alpha * dense + (1 - alpha) * sparse
+        elif kind == "windows":
+            candidates, dense, sparse = halves(m, dense=windowed(m, embedder, number))
+            fused = alpha * dense + (1 - alpha) * sparse
         elif kind == "learned":
             fused = learned_fusion(m, candidates, dense, sparse, folds, None)
         elif kind == "transfer":
             fused = learned_fusion(m, candidates, dense, sparse, folds, transferred)
         return fused, candidates
 
-    first = matrices[0]
-    candidates, dense, sparse = halves(first)
-    transferred = listnet_weights(first, candidates,
-                                  learned_features(first, candidates, dense, sparse),
-                                  np.arange(len(first.queries)))
-    print(f"learned on {first.name}: weights (dense, sparse, in dense top, coverage) "
-          f"{np.round(transferred, 3).tolist()}")
-
-    levers = ["none", "ceiling 1", "ceiling 5", "decisive 0.25", "decisive 0.5",
-              "coverage 0.03", "coverage 0.05", "coverage 0.1", "prf 0.25", "prf 0.5",
-              "title 1", "title 2", "title 3", "learned", "transfer"]
+    transferred = None
+    if "transfer" in levers:
+        first = matrices[0]
+        candidates, dense, sparse = halves(first)
+        transferred = listnet_weights(first, candidates,
+                                      learned_features(first, candidates, dense, sparse),
+                                      np.arange(len(first.queries)))
+        print(f"learned on {first.name}: weights (dense, sparse, in dense top, coverage) "
+              f"{np.round(transferred, 3).tolist()}")
     for lever in levers:
         line = f"{lever:<28}"
         for m in matrices:
@@ -566,6 +574,25 @@ def sweep_levers(matrices: list[Matrices], alpha: float, folds: int = 2) -> None
             means = matrix_means(m, fused, candidates)
             line += " |" + "".join(f"{means[name]:>7.4f}" for name in SHOWN)
         print(line, flush=True)
+
+
+def windowed(m: Matrices, embedder: CachedEmbedder, mix: float) -> np.ndarray:
+    """Cosines raised by each row's best sentence window, ``whole + mix · max(0, best -
+    whole)`` (the engine's ``dense_sentence_windows``), every row scored exactly."""
+    owners: list[int] = []
+    texts: list[str] = []
+    for row, text in enumerate(m.texts):
+        windows = sentence_windows(text)
+        owners.extend([row] * len(windows))
+        texts.extend(windows)
+    if not texts:
+        return m.dense
+    similarities = m.query_vectors @ embedder.embed(texts, "document").T
+    best = np.full(m.dense.shape, -np.inf)
+    for column, row in enumerate(owners):
+        best[:, row] = np.maximum(best[:, row], similarities[:, column])
+    raised: np.ndarray = m.dense + mix * np.maximum(0.0, best - m.dense)
+    return raised
 
 
 def title_sparse(m: Matrices, repeat: int) -> np.ndarray:
@@ -648,6 +675,8 @@ def main() -> None:
                         help="content-hash embedding cache (queries, sentence windows)")
     parser.add_argument("--alphas", type=float, nargs="+", default=ALPHAS,
                         help="dense weights of the normalised fusions in the fusion sweep")
+    parser.add_argument("--levers", nargs="+", choices=LEVERS, default=LEVERS,
+                        help="the levers --sweep levers measures")
     parser.add_argument("--rerank-queries", type=int, default=100,
                         help="judged queries the rerank sweep runs (about a second of CPU each)")
     parser.add_argument("--hybrid-fusion", default="tm2c2 a=0.5",
@@ -680,7 +709,7 @@ def main() -> None:
         if "completion" in args.sweep:
             sweep_completion(matrices, (0.75, 0.8, 0.81, 0.82, 0.83, 0.85))
         if "levers" in args.sweep:
-            sweep_levers(matrices, 0.82)
+            sweep_levers(matrices, 0.82, embedder, args.levers)
     for collection in collections:
         collection.engine.close()
 
