@@ -119,7 +119,7 @@ class DerivedIndexes:
         self._dimension = embedder.dimension
         self._embedder_identity = embedder.identity
         self.lock = ReadWriteLock()
-        self.lexical = LexicalIndex(Analyzer())
+        self.lexical = self._new_lexical_index()
         self.dense = self._new_dense_index()
         self.columns = FilterColumns()
         self.fields = ChunkFields()
@@ -134,6 +134,9 @@ class DerivedIndexes:
         self._filtered: Recent[tuple[int, str, tuple[str, ...]], BoolMask] = Recent(64)
         """Visible-and-selected masks of recent (version, filter) pairs: a filter repeated at
         a version (an agent's fixed scope) is not evaluated over every row again."""
+
+    def _new_lexical_index(self) -> LexicalIndex:
+        return LexicalIndex(Analyzer(), title_repeat=self._config.lexical_title_repeat)
 
     def _new_dense_index(self) -> SentenceWindowIndex:
         return SentenceWindowIndex.create(self._dimension,
@@ -180,6 +183,8 @@ class DerivedIndexes:
                     if set(damage) - set(_REBUILT_ALONE):
                         raise DamagedFile("; ".join(p for ps in damage.values() for p in ps))
                     lexical = LexicalIndex.load(state_dir / "lexical")
+                    if lexical.title_repeat != self._config.lexical_title_repeat:
+                        raise ValueError("the lexical index was saved with another title weight")
                     dense = SentenceWindowIndex.load(
                         state_dir / "dense", enabled=self._config.dense_sentence_windows,
                         mix=self._config.dense_window_mix,
@@ -244,7 +249,7 @@ class DerivedIndexes:
         return columns, fields
 
     def _rebuild(self) -> None:
-        lexical = LexicalIndex(Analyzer())
+        lexical = self._new_lexical_index()
         dense = self._new_dense_index()
         columns = FilterColumns()
         fields = ChunkFields()
