@@ -113,6 +113,8 @@ def served(sample_kb: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     # One call per 1000 s: the second call to a worker is refused (each worker counts its own).
     tokens["limited"] = keys.create("limited", Scopes.parse([f"{COLLECTION}:read"]), Limits(
         requests_per_second=0.001, burst=1))[1]
+    tokens["capped"] = keys.create("capped", Scopes.parse([f"{COLLECTION}:read"]), Limits(
+        transform_n=1, graph_hops=1))[1]
     issuer = Issuer()
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -233,6 +235,25 @@ async def test_a_key_rate_limit_holds_for_mcp_calls(served: Served) -> None:
     for result in refused:
         error = result.structured_content["error"]
         assert error["code"] == -32011 and error["data"]["retryAfterMs"] > 0
+
+
+async def test_a_keys_fan_out_caps_hold_for_mcp_calls(served: Served) -> None:
+    """§15.5 on the MCP surface, by the rule RCP requests follow: ``n``/``hops`` over the
+    key's cap (``2.0`` too) is ``-32602`` naming the field; left out, the default is lowered
+    to the cap."""
+    async with mcp_client(served.url, served.tokens["capped"]) as client:
+        over = [await client.call_tool("transform", {"query": "bees and honey",
+                                                     "method": "multi-query", "n": n})
+                for n in (2, 2.0)]
+        hops = await client.call_tool("graph", {"op": "neighbors", "query": "bees",
+                                                "hops": 2})
+        left_out = await client.call_tool("transform", {"query": "bees and honey",
+                                                        "method": "multi-query"})
+    for result, field in zip((*over, hops), ("n", "n", "hops"), strict=True):
+        error = result.structured_content["error"]
+        assert error["code"] == -32602 and error["data"]["field"] == field, error
+    assert not left_out.is_error, left_out.content
+    assert len(left_out.structured_content["queries"]) == 1
 
 
 @pytest.mark.parametrize("token", ["elsewhere", "revoked", "forged", None])

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+import msgspec
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
@@ -58,6 +59,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..protocol.errors import RateLimited, RcpError, Unauthorized, UsageError
+from ..protocol.types.roster import decode_params
 from ..tenancy.keys import KeyStore, KeyStoreError
 from ..tenancy.scopes import ACTIONS, Action
 from ..transports.http.workers import _listen
@@ -235,8 +237,11 @@ class ScopedBridge(McpBridge):
         if wait is not None:
             return _error_result(RateLimited("rate limit", retryAfterMs=math.ceil(wait * 1000)))
         try:
-            self.access.authorizer(self.collection)(
-                principal.caller, self.tools[params.name].method, params.arguments or {})
+            method = self.tools[params.name].method
+            arguments = params.arguments or {}
+            self.access.authorizer(self.collection)(principal.caller, method, arguments)
+            params = params.model_copy(update={
+                "arguments": _held_to_caps(principal, method, arguments)})
             return await super()._call_tool(ctx, params)
         except RcpError as exc:
             return _error_result(exc)
@@ -273,6 +278,21 @@ class ScopedBridge(McpBridge):
 
             raise MCPError(types.INVALID_PARAMS, "this token may not read this collection")
         return await super()._read_resource(ctx, params)
+
+
+def _held_to_caps(principal: Principal, method: str,
+                  arguments: dict[str, Any]) -> dict[str, Any]:
+    """The tool's ``arguments`` held to the key's fan-out caps by the rule RCP requests
+    follow (:func:`rcpkit.tenancy.access.held_to_caps`): over the cap is ``-32602``, and a
+    value left out is the server's default lowered to the cap, sent explicitly."""
+    from ..tenancy.access import held_to_caps
+
+    typed = decode_params(method, arguments)
+    held = held_to_caps(principal, method, typed)
+    if held is typed:
+        return arguments
+    return {**arguments, **{name: value for name, value in msgspec.to_builtins(held).items()
+                            if name not in arguments}}
 
 
 def _worker_header(app: ASGIApp) -> ASGIApp:
