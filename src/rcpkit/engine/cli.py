@@ -39,7 +39,7 @@ from rcpkit.cli_support import fail
 from rcpkit.engine.config import CONFIG_FILE, EngineConfig, load_config
 from rcpkit.engine.core import Engine, open_engine
 from rcpkit.engine.errors import EngineError, InvalidInput
-from rcpkit.engine.folders import SUFFIXES, Folder, Skip, read_folder
+from rcpkit.engine.folders import SUFFIXES, Folder, Selection, Skip, SkipKind, read_folder
 from rcpkit.engine.sample import sample_documents
 from rcpkit.engine.search.planner import MODES
 from rcpkit.engine.store import SqliteStore
@@ -53,6 +53,7 @@ __all__ = ["DEMO_QUERY", "register"]
 DEMO_QUERY = "how do honeybees tell each other where the flowers are?"
 _DEFAULT_DATA = EngineConfig().data_dir
 _SHOWN_PROBLEMS = 50
+_EXAMPLES = 3
 
 DataOption = Annotated[Path, typer.Option("--data", metavar="DIR",
                                           help="Engine data directory.")]
@@ -245,10 +246,15 @@ def _ingest(engine: Engine, documents: Sequence[tuple[str, DocumentIn]], tally: 
             bar.update(task, completed=min(start + batch_size, len(documents)))
 
 
+_CHOSEN_SKIPS = (SkipKind.HIDDEN, SkipKind.IGNORED, SkipKind.EXCLUDED)
+"""Skips the user chose: their documents go on ``index sync``; any other skip may be
+transient (a file being written, a permission) and keeps what the file had indexed."""
+
+
 def _stale(engine: Engine, folder: Folder, kept: set[str]) -> list[str]:
     """Documents of the synced roots that no file yields any more; a file skipped this run
     (unreadable for now) keeps its documents, so a transient error never deletes data."""
-    unreadable = {skip.source for skip in folder.skipped}
+    unreadable = {skip.source for skip in folder.skipped if skip.kind not in _CHOSEN_SKIPS}
     stale = []
     for root in folder.roots:
         tree = {"field": "source_root", "op": "eq", "value": root.as_posix()}
@@ -271,20 +277,43 @@ def _summary(tally: _Tally, data: Path, index_version: str | None, *, sync: bool
     for name, value in rows:
         table.add_row(name, str(value))
     console.print(table)
-    problems = [*tally.skipped, *tally.warnings]
-    if problems:
-        detail = Table("skipped or warned", "reason")
-        for skip in problems[:_SHOWN_PROBLEMS]:
+    if tally.skipped:
+        by_reason = Table("skipped because", "files", "for example")
+        for group, skips in _grouped(tally.skipped):
+            examples = ", ".join(skip.source for skip in skips[:_EXAMPLES])
+            more = f" … {len(skips) - _EXAMPLES} more" if len(skips) > _EXAMPLES else ""
+            by_reason.add_row(Text(group), str(len(skips)), Text(examples + more))
+        console.print(by_reason)
+    if tally.warnings:
+        detail = Table("warned", "reason")
+        for skip in tally.warnings[:_SHOWN_PROBLEMS]:
             detail.add_row(Text(skip.source), Text(skip.reason))
-        if len(problems) > _SHOWN_PROBLEMS:
-            detail.add_row(f"… {len(problems) - _SHOWN_PROBLEMS} more", "")
+        if len(tally.warnings) > _SHOWN_PROBLEMS:
+            detail.add_row(f"… {len(tally.warnings) - _SHOWN_PROBLEMS} more", "")
         console.print(detail)
+
+
+def _grouped(skips: Sequence[Skip]) -> list[tuple[str, list[Skip]]]:
+    """Skips by reason group, the largest group first."""
+    groups: dict[str, list[Skip]] = {}
+    for skip in skips:
+        groups.setdefault(skip.group, []).append(skip)
+    return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+
+
+def _write_skipped(path: Path, tally: _Tally) -> None:
+    """``--skipped FILE``: every skipped file and warned row, ``source<TAB>reason`` a line."""
+    lines = [f"{skip.source}\t{skip.reason}\n" for skip in (*tally.skipped, *tally.warnings)]
+    try:
+        path.write_text("".join(lines), encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"could not write {path}: {exc.strerror or exc}", err=True)
 
 
 def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
            backend: str | None, dsn: str | None, prefix: str, follow_links: bool,
            strict: bool, chunk: bool, contextual: bool, batch_size: int,
-           collection: str | None) -> None:
+           collection: str | None, selection: Selection, skipped_file: Path | None) -> None:
     data = _collection_data(command, data, collection, backend, dsn)
     try:
         limit = load_config(data, backend=backend, dsn=dsn).max_text_bytes
@@ -292,7 +321,7 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
         fail(command, str(exc))
     with console.status("reading files") as status:
         folder = read_folder(paths, prefix=prefix, follow_links=follow_links,
-                             max_text_bytes=limit,
+                             max_text_bytes=limit, selection=selection,
                              on_file=lambda source: status.update(f"reading {source}"))
     tally = _Tally(skipped=list(folder.skipped))
     documents: list[tuple[str, DocumentIn]] = []
@@ -311,6 +340,8 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
             documents.append((source_file.source, document))
     if not documents and not sync:  # nothing to write: do not create an empty index either
         _summary(tally, data, None, sync=False)
+        if skipped_file is not None:
+            _write_skipped(skipped_file, tally)
         fail(command, "nothing could be indexed", code=1)
     with _engine(command, data, backend=backend, dsn=dsn, create=True) as engine:
         batch = min(batch_size, engine.config.max_documents_per_add)
@@ -324,6 +355,8 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
             with _phase("building the vector graph (saved with the index)"):
                 engine.wait_for_indexes()
         _summary(tally, data, engine.index_version, sync=sync)
+    if skipped_file is not None:
+        _write_skipped(skipped_file, tally)
     if tally.indexed == 0 and not tally.deleted:
         fail(command, "nothing could be indexed", code=1)
     if strict and (tally.skipped or tally.warnings):
@@ -345,6 +378,18 @@ ChunkOption = Annotated[bool, typer.Option(help="Split documents into chunks (§
 ContextualOption = Annotated[bool, typer.Option(
     help="Prefix each chunk with its title and headings before indexing.")]
 BatchOption = Annotated[int, typer.Option(min=1, help="Documents per write.")]
+IncludeOption = Annotated[list[str] | None, typer.Option(
+    "--include", metavar="GLOB", help="Read only files matching GLOB (gitignore syntax, "
+    "relative to the folder; repeatable).")]
+ExcludeOption = Annotated[list[str] | None, typer.Option(
+    "--exclude", metavar="GLOB", help="Skip files and folders matching GLOB (gitignore "
+    "syntax; repeatable).")]
+IgnoreFilesOption = Annotated[bool, typer.Option(
+    "--ignore-files/--no-ignore-files",
+    help="Honour .gitignore and .rcpkitignore files in the folder.")]
+SkippedOption = Annotated[Path | None, typer.Option(
+    "--skipped", metavar="FILE", help="Write every skipped file with its reason to FILE "
+    "(tab-separated).")]
 
 
 @index_app.command("add")
@@ -361,11 +406,16 @@ def index_add(
     contextual: ContextualOption = False,
     batch_size: BatchOption = 64,
     collection: CollectionOption = None,
+    include: IncludeOption = None,
+    exclude: ExcludeOption = None,
+    ignore_files: IgnoreFilesOption = True,
+    skipped: SkippedOption = None,
 ) -> None:
     """Index files (upsert by stable id: re-adding unchanged files costs nothing)."""
     _index("index add", paths, data, sync=False, backend=backend, dsn=dsn, prefix=prefix,
            follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
-           batch_size=batch_size, collection=collection)
+           batch_size=batch_size, collection=collection,
+           selection=Selection(include or (), exclude or (), ignore_files), skipped_file=skipped)
 
 
 @index_app.command("sync")
@@ -381,6 +431,10 @@ def index_sync(
     contextual: ContextualOption = False,
     batch_size: BatchOption = 64,
     collection: CollectionOption = None,
+    include: IncludeOption = None,
+    exclude: ExcludeOption = None,
+    ignore_files: IgnoreFilesOption = True,
+    skipped: SkippedOption = None,
 ) -> None:
     """Make the index mirror FOLDER: add new files, update changed ones, delete the
     documents of files that are gone (only documents indexed from this folder)."""
@@ -388,7 +442,8 @@ def index_sync(
         fail("index sync", f"{folder}: not a folder")
     _index("index sync", [folder], data, sync=True, backend=backend, dsn=dsn, prefix=prefix,
            follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
-           batch_size=batch_size, collection=collection)
+           batch_size=batch_size, collection=collection,
+           selection=Selection(include or (), exclude or (), ignore_files), skipped_file=skipped)
 
 
 @index_app.command("stats")

@@ -21,30 +21,57 @@ from __future__ import annotations
 
 import codecs
 import csv
+import gzip
 import hashlib
 import io
+import itertools
 import json
+import mimetypes
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import charset_normalizer
+import pathspec
 
 from rcpkit.engine.types import DocumentIn
 
-__all__ = ["FORMAT_SUFFIXES", "SUFFIXES", "Folder", "Skip", "SourceFile", "read_folder",
-           "split_text"]
+__all__ = ["CODE_LANGUAGES", "FORMAT_SUFFIXES", "SUFFIXES", "Folder", "Selection", "Skip",
+           "SkipKind", "SourceFile", "read_folder", "split_text"]
 
-TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
+TEXT_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".rst", ".org", ".adoc", ".asciidoc")
 FORMAT_SUFFIXES = (".pdf", ".html", ".htm", ".docx")
-SUFFIXES = (*TEXT_SUFFIXES, ".jsonl", ".csv", *FORMAT_SUFFIXES)
+CODE_LANGUAGES = {
+    ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript",
+    ".jsx": "javascript", ".ts": "typescript", ".tsx": "typescript", ".go": "go",
+    ".rs": "rust", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".hpp": "cpp",
+    ".java": "java", ".kt": "kotlin", ".scala": "scala", ".rb": "ruby", ".php": "php",
+    ".cs": "csharp", ".swift": "swift", ".lua": "lua", ".pl": "perl", ".pm": "perl",
+    ".r": "r", ".sh": "shell", ".bash": "shell", ".zsh": "shell", ".sql": "sql",
+    ".css": "css", ".scss": "css", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml",
+    ".ini": "ini", ".cfg": "ini", ".json": "json", ".xml": "xml", ".tex": "latex",
+    ".el": "elisp", ".hs": "haskell", ".ml": "ocaml", ".ex": "elixir", ".erl": "erlang",
+    ".cmake": "cmake", ".mk": "make", ".proto": "protobuf", ".graphql": "graphql",
+}
+"""Source code is indexed as text with ``language`` in its metadata (a filter field)."""
+SUFFIXES = (*TEXT_SUFFIXES, ".jsonl", ".csv", *FORMAT_SUFFIXES, ".gz")
+"""The suffixes read by name; man pages (``.1``–``.9``), source code and files without a
+known suffix whose content is text are read too."""
 FORMATS_HINT = "needs pip install 'rcpkit[formats]'"
 MAX_FILE_BYTES = 64 * 2**20
-"""Larger files are skipped: reading them whole would cost more memory than they are worth."""
+"""Larger files (or gzip'd files that decompress to more) are skipped: reading them whole
+would cost more memory than they are worth, and a small ``.gz`` may be a zip bomb."""
+IGNORE_FILES = (".gitignore", ".rcpkitignore")
 
+_MAN_SUFFIX = re.compile(r"\.[1-9][a-z]{0,3}\Z")
+_SNIFF_BYTES = 8192
+_TEXT_MIME_TYPES = ("application/json", "application/xml", "application/javascript",
+                    "application/x-sh", "application/x-tex", "application/toml",
+                    "application/yaml", "application/x-yaml", "application/sql")
 _TEXT_COLUMNS = ("text", "body", "content")
 _ID_COLUMNS = ("id", "_id", "doc_id")
 _INTEGER = re.compile(r"[+-]?(?:0|[1-9][0-9]*)\Z")
@@ -53,12 +80,35 @@ _CHAOS_TIE = 0.1
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 
+class SkipKind:
+    """Why a file was skipped, as the summary groups them. A file that cannot be read has
+    none: it is grouped by its reason (``not a readable PDF``, ``cannot read: …``)."""
+
+    UNSUPPORTED = "unsupported file type"
+    BINARY = "binary content, not text"
+    EMPTY = "empty (no text to index)"
+    TOO_LARGE = "too large"
+    NEEDS_EXTRA = FORMATS_HINT
+    HIDDEN = "hidden (name starts with '.')"
+    IGNORED = "ignored by .gitignore or .rcpkitignore"
+    EXCLUDED = "excluded by --exclude or not matched by --include"
+    LINK_INSIDE = "symbolic link inside the folder, indexed there"
+    LINK_OUTSIDE = "symbolic link out of the folder (--follow-links to index it)"
+    BROKEN_LINK = "broken symbolic link"
+
+
 @dataclass(frozen=True, slots=True)
 class Skip:
-    """A file (or ``file:line`` row) not indexed, and why."""
+    """A file (or ``file:line`` row) not indexed, why (``reason``), and the group it is
+    counted in (``kind``, a :class:`SkipKind`; else the reason without its detail)."""
 
     source: str
     reason: str
+    kind: str = ""
+
+    @property
+    def group(self) -> str:
+        return self.kind or self.reason.split(" (", 1)[0]
 
 
 @dataclass(slots=True)
@@ -82,6 +132,10 @@ class Folder:
 class _NotReadable(Exception):
     """A file that is not indexed; the message is the reason shown to the user."""
 
+    def __init__(self, reason: str, kind: str = "") -> None:
+        super().__init__(reason)
+        self.kind = kind
+
 
 # ── walking ────────────────────────────────────────────────────────────────
 
@@ -89,57 +143,139 @@ def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _walk(root: Path, follow_links: bool, skipped: list[Skip]) -> Iterator[Path]:
-    """Supported files under ``root`` in a stable order; hidden entries are ignored.
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which files of a folder are read: ``--include``/``--exclude`` globs (gitignore syntax,
+    relative to the folder) and, unless ``ignore_files`` is off, every ``.gitignore`` and
+    ``.rcpkitignore`` on the way down, each relative to its own directory as git reads them."""
+
+    include: Sequence[str] = ()
+    exclude: Sequence[str] = ()
+    ignore_files: bool = True
+
+    def specs(self) -> tuple[pathspec.GitIgnoreSpec | None, pathspec.GitIgnoreSpec | None]:
+        return (pathspec.GitIgnoreSpec.from_lines(self.include) if self.include else None,
+                pathspec.GitIgnoreSpec.from_lines(self.exclude) if self.exclude else None)
+
+
+_IgnoreStack = list[tuple[str, str, pathspec.GitIgnoreSpec]]
+"""``(directory relative to the root, ignore file's shown name, its patterns)``."""
+
+
+def _ignore_specs(directory: Path, shown: str) -> _IgnoreStack:
+    found: _IgnoreStack = []
+    for name in IGNORE_FILES:
+        try:
+            lines = (directory / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        found.append((shown, f"{shown}/{name}" if shown else name,
+                      pathspec.GitIgnoreSpec.from_lines(lines.splitlines())))
+    return found
+
+
+def _ignored_by(stack: _IgnoreStack, shown: str, is_dir: bool) -> str | None:
+    """The ignore file that ignores ``shown`` (the deepest one that has a say wins, so a
+    ``!pattern`` in a subfolder re-includes), or ``None``."""
+    verdict: str | None = None
+    for base, name, spec in stack:
+        relative = shown[len(base) + 1:] if base else shown
+        result = spec.check_file(relative + "/" if is_dir else relative)
+        if result.include is not None:
+            verdict = name if result.include else None
+    return verdict
+
+
+def _walk(root: Path, follow_links: bool, selection: Selection,
+          skipped: list[Skip]) -> Iterator[Path]:
+    """Files under ``root`` in a stable order; what is hidden, ignored or excluded is
+    skipped (a directory once, not each file in it).
 
     A link is judged by where it resolves: outside the root it is skipped unless
     ``follow_links``; inside, it is a second name for a file indexed anyway."""
+    include, exclude = selection.specs()
     seen_dirs = {root}
-    pending = [root]
+    pending: list[tuple[Path, _IgnoreStack]] = [(root, [])]
     while pending:
-        directory = pending.pop()
+        directory, inherited = pending.pop()
+        shown_dir = _relative(directory, root)
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError as exc:
-            skipped.append(Skip(_relative(Path(directory), root) or ".",
-                                f"cannot list: {exc.strerror}"))
+            skipped.append(Skip(shown_dir or ".", f"cannot list: {exc.strerror}"))
             continue
+        stack = inherited + _ignore_specs(directory, shown_dir) if selection.ignore_files \
+            else inherited
         subdirs = []
         for entry in entries:
-            if entry.name.startswith("."):
-                continue
             path = Path(entry.path)
             shown = _relative(path, root)
+            is_dir = entry.is_dir()
+            if entry.name.startswith("."):
+                if entry.name not in IGNORE_FILES:
+                    skipped.append(Skip(shown + "/" * is_dir, SkipKind.HIDDEN, SkipKind.HIDDEN))
+                continue
+            ignored_by = _ignored_by(stack, shown, is_dir)
+            if ignored_by is not None:
+                skipped.append(Skip(shown + "/" * is_dir, f"ignored by {ignored_by}",
+                                    SkipKind.IGNORED))
+                continue
+            if exclude is not None and exclude.match_file(shown + "/" * is_dir):
+                skipped.append(Skip(shown + "/" * is_dir, "excluded by --exclude",
+                                    SkipKind.EXCLUDED))
+                continue
             if entry.is_symlink():
                 target = path.resolve()
                 if not target.exists():
-                    skipped.append(Skip(shown, "broken symbolic link"))
+                    skipped.append(Skip(shown, SkipKind.BROKEN_LINK, SkipKind.BROKEN_LINK))
                     continue
                 if _within(target, root):
                     skipped.append(Skip(shown, "symbolic link to "
-                                        f"{_relative(target, root) or '.'}, indexed there"))
+                                        f"{_relative(target, root) or '.'}, indexed there",
+                                        SkipKind.LINK_INSIDE))
                     continue
                 if not follow_links:
-                    skipped.append(Skip(shown, "symbolic link out of the folder "
-                                        "(--follow-links to index it)"))
+                    skipped.append(Skip(shown, SkipKind.LINK_OUTSIDE, SkipKind.LINK_OUTSIDE))
                     continue
                 if target.is_dir():
                     if target not in seen_dirs:
                         seen_dirs.add(target)
-                        subdirs.append(path)
+                        subdirs.append((path, stack))
                     continue
-            elif entry.is_dir(follow_symlinks=False):
-                subdirs.append(path)
+            elif is_dir:
+                subdirs.append((path, stack))
                 continue
-            if path.suffix.lower() in SUFFIXES:
+            if not entry.is_file():
+                continue  # a socket, FIFO or device: nothing a user keeps as a document
+            if include is not None and not include.match_file(shown):
+                skipped.append(Skip(shown, "not matched by --include", SkipKind.EXCLUDED))
+                continue
+            unsupported = _unsupported(path)
+            if unsupported is None:
                 yield path
-            elif path.is_file():
-                skipped.append(Skip(shown, _unsupported(path)))
+            else:
+                skipped.append(Skip(shown, unsupported, SkipKind.UNSUPPORTED))
         pending.extend(reversed(subdirs))
 
 
-def _unsupported(path: Path) -> str:
-    return f"unsupported file type {path.suffix or '(none)'} (use {' '.join(SUFFIXES)})"
+def _inner_name(path: Path) -> str:
+    """The name a file is read as: a gzip'd file's name without ``.gz``."""
+    return path.name[:-3] if path.name.lower().endswith(".gz") else path.name
+
+
+def _unsupported(path: Path) -> str | None:
+    """Why a file is not read by its name (a known binary type), or ``None`` to read it;
+    a name that says nothing (README, NEWS, ``changelog.Debian``) is judged by content."""
+    name = _inner_name(path).lower()
+    suffix = PurePosixPath(name).suffix
+    if path.name.lower().endswith(".gz") and suffix in (*FORMAT_SUFFIXES, ".gz"):
+        return f"compressed {suffix} (decompress it first)"
+    if suffix in SUFFIXES or suffix in CODE_LANGUAGES or _MAN_SUFFIX.search(name):
+        return None
+    guessed, _ = mimetypes.guess_type(name, strict=False)
+    if guessed is None or guessed.startswith("text/") or guessed in _TEXT_MIME_TYPES:
+        return None
+    return f"unsupported file type {suffix} ({guessed})"
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -148,19 +284,21 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def read_folder(paths: Sequence[Path], *, prefix: str = "", follow_links: bool = False,
-                max_text_bytes: int = 1_000_000,
+                max_text_bytes: int = 1_000_000, selection: Selection = Selection(),
                 on_file: Callable[[str], None] | None = None) -> Folder:
-    """Documents from files and directories. A directory is its own root; a file given by
-    name has its directory as root. ``on_file(source)`` is told each file as it is read."""
+    """Documents from files and directories. A directory is its own root (``selection``
+    picks its files); a file given by name has its directory as root and is read whatever
+    its name. ``on_file(source)`` is told each file as it is read."""
     folder = Folder()
     for given in paths:
         if given.is_dir():
             root = given.resolve()
-            files = list(_walk(root, follow_links, folder.skipped))
+            files = list(_walk(root, follow_links, selection, folder.skipped))
         elif given.is_file():
             root = given.absolute().parent.resolve()
-            if given.suffix.lower() not in SUFFIXES:
-                folder.skipped.append(Skip(given.name, _unsupported(given)))
+            unsupported = _unsupported(given)
+            if unsupported is not None:
+                folder.skipped.append(Skip(given.name, unsupported, SkipKind.UNSUPPORTED))
                 continue
             files = [given.absolute()]
         else:
@@ -175,14 +313,14 @@ def read_folder(paths: Sequence[Path], *, prefix: str = "", follow_links: bool =
             try:
                 documents, warnings = _read(path, source, max_text_bytes)
             except _NotReadable as exc:
-                folder.skipped.append(Skip(source, str(exc)))
+                folder.skipped.append(Skip(source, str(exc), exc.kind))
                 continue
             except OSError as exc:
                 folder.skipped.append(Skip(source, f"cannot read: {exc.strerror or exc}"))
                 continue
             stamped = [_stamp(doc, source, root) for doc in documents]
             if not stamped and not warnings:
-                folder.skipped.append(Skip(source, "empty (no text to index)"))
+                folder.skipped.append(Skip(source, SkipKind.EMPTY, SkipKind.EMPTY))
                 continue
             folder.files.append(SourceFile(source, stamped, warnings))
     return folder
@@ -203,15 +341,15 @@ def _decode(data: bytes) -> str:
         try:
             return data.decode("utf-16")
         except UnicodeDecodeError:
-            raise _NotReadable("not text (invalid UTF-16)") from None
+            raise _NotReadable("not text (invalid UTF-16)", SkipKind.BINARY) from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         if b"\x00" in data:
-            raise _NotReadable("binary content, not text") from None
+            raise _NotReadable(SkipKind.BINARY, SkipKind.BINARY) from None
         text = _legacy_text(data)
     if "\x00" in text or len(_CONTROL.findall(text[:65536])) > len(text[:65536]) // 100:
-        raise _NotReadable("binary content, not text")
+        raise _NotReadable(SkipKind.BINARY, SkipKind.BINARY)
     return text
 
 
@@ -221,7 +359,7 @@ def _legacy_text(data: bytes) -> str:
     matches = charset_normalizer.from_bytes(data)
     best = matches.best()
     if best is None:
-        raise _NotReadable("not text (no encoding fits)")
+        raise _NotReadable("not text (no encoding fits)", SkipKind.BINARY)
     western = next((m for m in matches if m.encoding == "cp1252"), None)
     if western is not None and western.chaos <= best.chaos + _CHAOS_TIE:
         best = western
@@ -250,22 +388,146 @@ def split_text(text: str, max_bytes: int) -> list[str]:
 def _read(path: Path, source: str, max_text_bytes: int) -> tuple[list[DocumentIn], list[Skip]]:
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
-        raise _NotReadable(f"too large ({size} bytes; the limit is {MAX_FILE_BYTES})")
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        return _from_jsonl(_decode(path.read_bytes()), source)
-    if suffix == ".csv":
-        return _from_csv(_decode(path.read_bytes()), source)
+        raise _NotReadable(f"too large ({size} bytes; the limit is {MAX_FILE_BYTES})",
+                           SkipKind.TOO_LARGE)
+    name = _inner_name(path)
+    suffix = PurePosixPath(name.lower()).suffix
     if suffix == ".pdf":
         return _from_pdf(path, source, max_text_bytes), []
-    if suffix in (".html", ".htm"):
-        title, text = _html_text(_decode(path.read_bytes()))
-    elif suffix == ".docx":
+    if suffix == ".docx":
         title, text = _docx_text(path)
-    else:
-        text = _decode(path.read_bytes())
-        title = _markdown_title(text) if suffix in (".md", ".markdown") else None
-    return _parts(text, source, {"title": title or path.stem}, max_text_bytes), []
+        return _parts(text, source, {"title": title or path.stem}, max_text_bytes), []
+    data = _gunzip(path) if path.name.lower().endswith(".gz") else path.read_bytes()
+    if suffix == ".jsonl":
+        return _from_jsonl(_decode(data), source)
+    if suffix == ".csv":
+        return _from_csv(_decode(data), source)
+    if suffix in (".html", ".htm"):
+        title, text = _html_text(_decode(data))
+        return _parts(text, source, {"title": title or path.stem}, max_text_bytes), []
+    if b"\x00" in data[:_SNIFF_BYTES]:
+        raise _NotReadable(SkipKind.BINARY, SkipKind.BINARY)
+    text = _decode(data)
+    meta: dict[str, Any] = {"title": _title(text, suffix) or PurePosixPath(name).stem or name}
+    if _MAN_SUFFIX.search(name.lower()) or _is_roff(text):
+        man_title, text = _man_text(text)
+        meta = {"title": man_title or meta["title"], "format": "man"}
+    elif suffix in CODE_LANGUAGES:
+        meta = {"title": name, "language": CODE_LANGUAGES[suffix]}
+    return _parts(text, source, meta, max_text_bytes), []
+
+
+def _gunzip(path: Path) -> bytes:
+    """A gzip'd file's content, refused past :data:`MAX_FILE_BYTES` decompressed (read in
+    bounded steps, so a zip bomb never takes more memory than that)."""
+    try:
+        with gzip.open(path, "rb") as stream:
+            data = stream.read(MAX_FILE_BYTES + 1)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise _NotReadable(f"not a readable gzip file ({exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise _NotReadable(f"decompresses to more than {MAX_FILE_BYTES} bytes (the limit)",
+                           SkipKind.TOO_LARGE)
+    return data
+
+
+def _title(text: str, suffix: str) -> str | None:
+    """The document's own title where its markup has one: markdown ``# T``, reStructuredText
+    ``T`` over a line of ``=``/``-``/…, Org ``#+TITLE:``, AsciiDoc ``= T``."""
+    lines = text.lstrip("\ufeff").splitlines()[:200]
+    if suffix in (".md", ".markdown"):
+        return next((line[2:].strip() or None for line in lines if line.startswith("# ")),
+                    None)
+    if suffix == ".rst":
+        for above, line in itertools.pairwise(lines):
+            if above.strip() and len(set(line.strip())) == 1 and line.strip()[0] in "=-~#*^\"'" \
+                    and len(line.strip()) >= len(above.strip()):
+                return above.strip()
+    if suffix == ".org":
+        return next((line.split(":", 1)[1].strip() or None for line in lines
+                     if line.upper().startswith("#+TITLE:")), None)
+    if suffix in (".adoc", ".asciidoc"):
+        return next((line[2:].strip() or None for line in lines if line.startswith("= ")),
+                    None)
+    return None
+
+
+# ── man pages (roff) ───────────────────────────────────────────────────────
+
+_ROFF_ESCAPES = (
+    (re.compile(r'\\".*'), ""),                            # comment to the end of the line
+    (re.compile(r"\\f(?:\[[^\]]*\]|\(..|.)"), ""),         # font changes
+    (re.compile(r"\\s[+-]?[0-9]"), ""),                    # size changes
+    (re.compile(r"\\\*(?:\[[^\]]*\]|\(..|.)"), ""),        # string interpolations
+    (re.compile(r"\\\((?:em|en)"), "-"),
+    (re.compile(r"\\\((?:aq|cq|oq)"), "'"),
+    (re.compile(r"\\\((?:dq|lq|rq)"), '"'),
+    (re.compile(r"\\\(bu"), "*"),
+    (re.compile(r"\\\(co"), "(c)"),
+    (re.compile(r"\\\(.."), ""),                           # any other named glyph
+    (re.compile(r"\\[-]"), "-"),
+    (re.compile(r"\\[e\\]"), "\\\\"),
+    (re.compile(r"\\[ ~0]"), " "),
+    (re.compile(r"\\[&|^%c:]"), ""),                       # zero-width escapes
+)
+_ROFF_ARGUMENT = re.compile(r'"((?:[^"]|"")*)"|(\S+)')
+_ROFF_BREAKS = {"PP", "LP", "P", "TP", "sp", "br", "Pp", "Bl", "El", "RS", "RE", "nf", "fi"}
+_ROFF_ALTERNATING = {"BR", "RB", "BI", "IB", "IR", "RI"}
+
+
+def _is_roff(text: str) -> bool:
+    """Whether ``text`` is a man page without a man suffix (its first request is ``.TH`` or
+    the mdoc ``.Dd``)."""
+    for line in text.lstrip("\ufeff").splitlines()[:20]:
+        if line.startswith(('.\\"', "'\\\"")) or not line.strip():
+            continue
+        return line.startswith((".TH ", ".Dd", ".Dt "))
+    return False
+
+
+def _roff_inline(text: str) -> str:
+    for pattern, replacement in _ROFF_ESCAPES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _man_text(roff: str) -> tuple[str | None, str]:
+    """``(title, text)`` of a man(7) or mdoc(7) page: requests and escapes removed, section
+    headings kept as lines of their own, macro arguments kept as the words they set."""
+    title: str | None = None
+    out: list[str] = []
+    in_definition = False
+    for line in roff.splitlines():
+        if in_definition:
+            in_definition = line.strip() != ".."
+            continue
+        if not line.startswith((".", "'")):
+            out.append(_roff_inline(line))
+            continue
+        name, _, rest = line[1:].strip().partition(" ")
+        words = [(quoted or "").replace('""', '"') if bare is None else bare
+                 for quoted, bare in ((m.group(1), m.group(2))
+                                      for m in _ROFF_ARGUMENT.finditer(rest))]
+        if name.startswith('\\"'):
+            continue
+        if name in ("de", "de1", "am"):
+            in_definition = True
+        elif name in ("TH", "Dt"):
+            if words:
+                title = f"{words[0]}({words[1]})" if len(words) > 1 else words[0]
+        elif name in ("SH", "SS", "Sh", "Ss"):
+            out += ["", _roff_inline(" ".join(words)), ""]
+        elif name in _ROFF_BREAKS:
+            out.append("")
+        elif name in _ROFF_ALTERNATING:
+            out.append(_roff_inline("".join(words)))
+        elif name == "IP":
+            out += ["", _roff_inline(words[0]) if words else ""]
+        elif name[:1].isupper() and words:  # a text macro (.B, .I, .Nm, .Nd …): its words
+            out.append(_roff_inline(" ".join(words)))
+        # Lowercase requests (.ft, .in, .ne, .ds …) set layout, not text.
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+    return title, text
 
 
 def _parts(text: str, source: str, meta: dict[str, Any],
@@ -280,13 +542,6 @@ def _parts(text: str, source: str, meta: dict[str, Any],
     return [DocumentIn(text=piece, id=source if number == 1 else f"{source}:part{number}",
                        meta={**meta, "part": number})
             for number, piece in enumerate(pieces, 1) if piece.strip()]
-
-
-def _markdown_title(text: str) -> str | None:
-    for line in text.splitlines():
-        if line.startswith("# "):
-            return line[2:].strip() or None
-    return None
 
 
 def _row_id(source: str, record: Any, taken: dict[str, int]) -> str:
@@ -392,7 +647,7 @@ def _html_text(markup: str) -> tuple[str | None, str]:
     try:
         from bs4 import BeautifulSoup
     except ImportError:
-        raise _NotReadable(FORMATS_HINT) from None
+        raise _NotReadable(FORMATS_HINT, SkipKind.NEEDS_EXTRA) from None
     soup = BeautifulSoup(markup, "html.parser")
     for hidden in soup(["script", "style", "noscript", "template"]):
         hidden.decompose()
@@ -407,7 +662,7 @@ def _docx_text(path: Path) -> tuple[str | None, str]:
     try:
         import docx
     except ImportError:
-        raise _NotReadable(FORMATS_HINT) from None
+        raise _NotReadable(FORMATS_HINT, SkipKind.NEEDS_EXTRA) from None
     try:
         document = docx.Document(str(path))
     except Exception as exc:  # python-docx raises many types for a damaged archive
@@ -426,7 +681,7 @@ def _from_pdf(path: Path, source: str, max_text_bytes: int) -> list[DocumentIn]:
         import pypdf
         from pypdf.errors import PyPdfError
     except ImportError:
-        raise _NotReadable(FORMATS_HINT) from None
+        raise _NotReadable(FORMATS_HINT, SkipKind.NEEDS_EXTRA) from None
     try:
         reader = pypdf.PdfReader(path)
         title = (reader.metadata.title if reader.metadata else None) or path.stem
