@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any, Literal
 from rcpkit.engine.errors import ConfigError
 
 __all__ = ["CONFIG_FILE", "DSN_ENV", "BackendChoice", "EmbedderChoice", "EngineConfig",
-           "RecallChoice", "load_config"]
+           "RecallChoice", "load_config", "record_backend", "write_text_atomically"]
 
 CONFIG_FILE = "rcpkit.toml"
 """Per-data-directory engine configuration, read by :func:`load_config`."""
@@ -220,3 +221,41 @@ def load_config(config_or_data_dir: EngineConfig | str | Path | None = None,
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     return config if config.dsn else config.with_overrides(dsn=os.environ.get(DSN_ENV) or None)
+
+
+def record_backend(data_dir: Path, backend: str, dsn: str | None) -> bool:
+    """Write ``backend`` (and ``dsn`` when given) into ``DIR/rcpkit.toml`` unless it already
+    names a backend, so later commands with ``--data DIR`` open the same system of record.
+    Other settings are kept; the file is written atomically and private (0600: a DSN may hold
+    a password). True when the file changed."""
+    config_file = data_dir / CONFIG_FILE
+    text = config_file.read_text(encoding="utf-8") if config_file.is_file() else ""
+    parsed = tomllib.loads(text)
+    settings = parsed.get("engine", parsed)
+    if "backend" in settings:
+        return False
+    # JSON string escapes are valid TOML basic-string escapes.
+    lines = [f"backend = {json.dumps(backend)}"]
+    if dsn and "dsn" not in settings:
+        lines.append(f"dsn = {json.dumps(dsn)}")
+    existing = text.splitlines()
+    at = next((number + 1 for number, line in enumerate(existing)
+               if line.strip() == "[engine]"), 0) if "engine" in parsed else 0
+    data_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(config_file, "\n".join([*existing[:at], *lines, *existing[at:]]) + "\n")
+    return True
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """``text`` to a private (0600) temporary sibling, fsynced, then renamed over ``path``:
+    a reader sees the old file or the new one, never half of one."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

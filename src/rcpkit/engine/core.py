@@ -154,12 +154,14 @@ class Engine:
         rows, so the next process starts on it instead of building it again."""
         return self.indexes is None or self.indexes.dense.wait_for_graph(timeout)
 
-    def close(self) -> None:
-        """Stop background index work, persist the derived indexes and close the store."""
+    def close(self, *, save: bool = True) -> None:
+        """Stop background index work, persist the derived indexes (unless ``save`` is off:
+        a read-only command writes nothing) and close the store."""
         with self._write_lock:
             if self.indexes is not None:
                 self.indexes.close()
-                self.indexes.save()
+                if save:
+                    self.indexes.save()
             self._store.close()
 
     def __enter__(self) -> Engine:

@@ -4,12 +4,14 @@ One bad file never stops a run: each file is read on its own and either yields d
 becomes a :class:`Skip` with a reason. Text is decoded as UTF-8 (with or without a BOM, or
 UTF-16 with one), then as the legacy encoding ``charset-normalizer`` detects; what is still
 not text is skipped. Ids are stable: a file's id is its path relative to the indexed root
-(after an optional prefix), whatever the current directory, and a JSONL/CSV row without an id
-gets ``<file>:<content hash>``, so re-reading an unchanged folder writes nothing.
+(after an optional prefix), whatever the current directory; a JSONL/CSV row's id is scoped to
+its file (``<file>:<id>``, or ``<file>:<content hash>`` without one) unless global ids are
+asked for, so two tables with ids 1 and 2 never overwrite each other, and re-reading an
+unchanged folder writes nothing. Which root a folder belongs to is :mod:`rcpkit.engine.roots`.
 
-Every document records ``source`` (its file, as ids spell it) and ``source_root`` (the
-absolute root it was read from) in its metadata: ``index sync`` deletes only documents of its
-own root whose files are gone. Symbolic links that resolve outside the root are not followed
+Every document records ``source`` (its file, as ids spell it) and ``source_root`` (its root's
+label, never a host path) in its metadata: ``index sync`` deletes only documents of its own
+root whose files are gone. Symbolic links that resolve outside the root are not followed
 unless asked (a link to ``/etc/passwd`` must not end up served to every client); links inside
 the root are skipped as duplicates of their target.
 
@@ -38,6 +40,7 @@ from typing import Any
 import charset_normalizer
 import pathspec
 
+from rcpkit.engine.roots import Root
 from rcpkit.engine.types import DocumentIn
 
 __all__ = ["CODE_LANGUAGES", "FORMAT_SUFFIXES", "SUFFIXES", "Folder", "Selection", "Skip",
@@ -122,11 +125,12 @@ class SourceFile:
 
 @dataclass(slots=True)
 class Folder:
-    """What :func:`read_folder` found: files with documents, skipped files, and the roots."""
+    """What :func:`read_folder` found: files with documents, skipped files, and the parts of
+    roots read (``(root, folder relative to it)``, ``""`` for the whole root)."""
 
     files: list[SourceFile] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
-    roots: list[Path] = field(default_factory=list)
+    roots: list[tuple[Root, str]] = field(default_factory=list)
 
 
 class _NotReadable(Exception):
@@ -186,16 +190,22 @@ def _ignored_by(stack: _IgnoreStack, shown: str, is_dir: bool) -> str | None:
     return verdict
 
 
-def _walk(root: Path, follow_links: bool, selection: Selection,
+def _walk(start: Path, root: Path, follow_links: bool, selection: Selection,
           skipped: list[Skip]) -> Iterator[Path]:
-    """Files under ``root`` in a stable order; what is hidden, ignored or excluded is
-    skipped (a directory once, not each file in it).
+    """Files under ``start`` (``root`` or a folder in it) in a stable order; what is hidden,
+    ignored or excluded is skipped (a directory once, not each file in it). Paths, globs
+    and the ignore files of ``root`` and the folders down to ``start`` are read from ``root``.
 
     A link is judged by where it resolves: outside the root it is skipped unless
     ``follow_links``; inside, it is a second name for a file indexed anyway."""
     include, exclude = selection.specs()
-    seen_dirs = {root}
-    pending: list[tuple[Path, _IgnoreStack]] = [(root, [])]
+    seen_dirs = {start}
+    above: _IgnoreStack = []
+    if selection.ignore_files:
+        for ancestor in reversed(start.parents):
+            if _within(ancestor, root):
+                above += _ignore_specs(ancestor, _relative(ancestor, root))
+    pending: list[tuple[Path, _IgnoreStack]] = [(start, above)]
     while pending:
         directory, inherited = pending.pop()
         shown_dir = _relative(directory, root)
@@ -285,40 +295,48 @@ def _relative(path: Path, root: Path) -> str:
 
 def read_folder(paths: Sequence[Path], *, prefix: str = "", follow_links: bool = False,
                 max_text_bytes: int = 1_000_000, selection: Selection = Selection(),
+                global_ids: bool = False, locate: Callable[[Path], Root] | None = None,
                 on_file: Callable[[str], None] | None = None) -> Folder:
-    """Documents from files and directories. A directory is its own root (``selection``
-    picks its files); a file given by name has its directory as root and is read whatever
-    its name. ``on_file(source)`` is told each file as it is read."""
+    """Documents from files and directories. ``locate(directory)`` says which root a given
+    directory (or a given file's directory) is read as; by default each is its own, labelled
+    with its name. ``selection`` picks a directory's files; a file given by name is read
+    whatever its name. ``on_file(source)`` is told each file as it is read."""
+    def own_root(directory: Path) -> Root:
+        return Root(directory, directory.name or "root", prefix)
+
     folder = Folder()
     for given in paths:
         if given.is_dir():
-            root = given.resolve()
-            files = list(_walk(root, follow_links, selection, folder.skipped))
+            start = given.resolve()
+            root = (locate or own_root)(start)
+            files = list(_walk(start, root.path, follow_links, selection, folder.skipped))
         elif given.is_file():
-            root = given.absolute().parent.resolve()
+            start = given.absolute().parent.resolve()
             unsupported = _unsupported(given)
             if unsupported is not None:
                 folder.skipped.append(Skip(given.name, unsupported, SkipKind.UNSUPPORTED))
                 continue
-            files = [given.absolute()]
+            root = (locate or own_root)(start)
+            files = [start / given.name]
         else:
             folder.skipped.append(Skip(given.as_posix(), "no such file or directory"))
             continue
-        if root not in folder.roots:
-            folder.roots.append(root)
+        part = (root, _relative(start, root.path) if given.is_dir() else "")
+        if part not in folder.roots:
+            folder.roots.append(part)
         for path in files:
-            source = prefix + (_relative(path, root) or path.name)
+            source = root.prefix + _relative(path, root.path)
             if on_file is not None:
                 on_file(source)
             try:
-                documents, warnings = _read(path, source, max_text_bytes)
+                documents, warnings = _read(path, source, max_text_bytes, global_ids)
             except _NotReadable as exc:
                 folder.skipped.append(Skip(source, str(exc), exc.kind))
                 continue
             except OSError as exc:
                 folder.skipped.append(Skip(source, f"cannot read: {exc.strerror or exc}"))
                 continue
-            stamped = [_stamp(doc, source, root) for doc in documents]
+            stamped = [_stamp(doc, source, root.label) for doc in documents]
             if not stamped and not warnings:
                 folder.skipped.append(Skip(source, SkipKind.EMPTY, SkipKind.EMPTY))
                 continue
@@ -326,10 +344,10 @@ def read_folder(paths: Sequence[Path], *, prefix: str = "", follow_links: bool =
     return folder
 
 
-def _stamp(document: DocumentIn, source: str, root: Path) -> DocumentIn:
+def _stamp(document: DocumentIn, source: str, label: str) -> DocumentIn:
     meta = dict(document.meta or {})
     meta.setdefault("source", source)
-    meta["source_root"] = root.as_posix()
+    meta["source_root"] = label
     return DocumentIn(text=document.text, id=document.id, meta=meta)
 
 
@@ -385,7 +403,8 @@ def split_text(text: str, max_bytes: int) -> list[str]:
 
 # ── formats ────────────────────────────────────────────────────────────────
 
-def _read(path: Path, source: str, max_text_bytes: int) -> tuple[list[DocumentIn], list[Skip]]:
+def _read(path: Path, source: str, max_text_bytes: int,
+          global_ids: bool) -> tuple[list[DocumentIn], list[Skip]]:
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise _NotReadable(f"too large ({size} bytes; the limit is {MAX_FILE_BYTES})",
@@ -399,9 +418,9 @@ def _read(path: Path, source: str, max_text_bytes: int) -> tuple[list[DocumentIn
         return _parts(text, source, {"title": title or path.stem}, max_text_bytes), []
     data = _gunzip(path) if path.name.lower().endswith(".gz") else path.read_bytes()
     if suffix == ".jsonl":
-        return _from_jsonl(_decode(data), source)
+        return _from_jsonl(_decode(data), source, global_ids)
     if suffix == ".csv":
-        return _from_csv(_decode(data), source)
+        return _from_csv(_decode(data), source, global_ids)
     if suffix in (".html", ".htm"):
         title, text = _html_text(_decode(data))
         return _parts(text, source, {"title": title or path.stem}, max_text_bytes), []
@@ -553,7 +572,13 @@ def _row_id(source: str, record: Any, taken: dict[str, int]) -> str:
     return base if taken[base] == 1 else f"{base}-{taken[base]}"
 
 
-def _from_jsonl(text: str, source: str) -> tuple[list[DocumentIn], list[Skip]]:
+def _given_id(source: str, given: str, global_ids: bool) -> str:
+    """A row's own id, scoped to its file (``<file>:<id>``) unless ids are global."""
+    return given if global_ids else f"{source}:{given}"
+
+
+def _from_jsonl(text: str, source: str,
+                global_ids: bool) -> tuple[list[DocumentIn], list[Skip]]:
     """A ``{"id", "text", "meta"}`` line, or a BEIR ``{"_id", "title", "text", "metadata"}``
     one (the title is kept as metadata and opens the indexed text)."""
     documents: list[DocumentIn] = []
@@ -585,7 +610,8 @@ def _from_jsonl(text: str, source: str) -> tuple[list[DocumentIn], list[Skip]]:
             meta.setdefault("title", title)
             body = f"{title}\n\n{body}"
         given = record.get("id", record.get("_id"))
-        doc_id = str(given) if given not in (None, "") else _row_id(source, record, taken)
+        doc_id = _given_id(source, str(given), global_ids) if given not in (None, "") \
+            else _row_id(source, record, taken)
         documents.append(DocumentIn(text=body, id=doc_id, meta=meta))
     return documents, warnings
 
@@ -611,7 +637,8 @@ def _leading_zero(value: str) -> bool:
     return len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
 
 
-def _from_csv(text: str, source: str) -> tuple[list[DocumentIn], list[Skip]]:
+def _from_csv(text: str, source: str,
+              global_ids: bool) -> tuple[list[DocumentIn], list[Skip]]:
     """One row per document: a text/body/content column, an optional id column, the rest
     become metadata with the user's values kept as written unless the column is numeric."""
     reader = csv.DictReader(io.StringIO(text, newline=""))
@@ -638,7 +665,7 @@ def _from_csv(text: str, source: str) -> tuple[list[DocumentIn], list[Skip]]:
                                 for name in meta_columns if row.get(name)}
         meta["row"] = line
         given = row.get(id_column) if id_column else None
-        doc_id = given or _row_id(source, row, taken)
+        doc_id = _given_id(source, given, global_ids) if given else _row_id(source, row, taken)
         documents.append(DocumentIn(text=body, id=doc_id, meta=meta))
     return documents, warnings
 

@@ -105,7 +105,7 @@ def test_bad_files_are_reported_and_never_stop_the_run(tmp_path: Path) -> None:
         kettle = engine.retrieve("copper kettle", 1, mode="sparse")["hits"][0]
         assert kettle["meta"]["price"] == 3.5
         assert engine.ids("skillet", 5, mode="sparse",
-                          filter={"field": "price", "op": "lt", "value": 0}) == ["p2#0"]
+                          filter={"field": "price", "op": "lt", "value": 0}) == ["prices.csv:p2#0"]
         assert engine.retrieve("fjällen", 1, mode="sparse")["hits"][0]["citation"]["title"] \
             == "Fjäll"
     finally:
@@ -157,12 +157,19 @@ def test_ids_are_the_same_whatever_the_path_form_or_cwd(tmp_path: Path) -> None:
             "warnings": "0"}, again.stdout
     assert doc_count(data) == 8
 
+    # A folder inside the indexed root keeps that root's ids: no second copy.
+    (docs / "nested" / "deep.md").write_text("# Deep\n\nkelp forests sway")
+    inner = cli("index", "add", str(docs / "nested"), "--data", str(data))
+    assert summary(inner.stdout) | {"skipped": "0"} == {
+        "added": "0", "updated": "1", "unchanged": "0", "skipped": "0", "warnings": "0"}, \
+        inner.stdout
     prefixed = cli("index", "add", str(docs / "nested"), "--data", str(data),
                    "--prefix", "kb/")
-    assert summary(prefixed.stdout)["added"] == "1"
+    assert prefixed.returncode == 2 and not prefixed.stdout
+    assert f"run `rcpkit index add {docs / 'nested'} --data {data}` without" in prefixed.stderr
     engine = Engine(data)
     try:
-        assert sorted(hit_ids(engine, "kelp forests")) == ["kb/deep.md#0", "nested/deep.md#0"]
+        assert hit_ids(engine, "kelp forests") == ["nested/deep.md#0"]
         row_ids = hit_ids(engine, "row")
         assert len(row_ids) == 2 and all(i.startswith("rows.jsonl:") for i in row_ids)
     finally:
@@ -256,12 +263,12 @@ def test_csv_keeps_leading_zeros_bom_and_decimals_and_warns_on_conflicts(
     engine = Engine(data)
     try:
         bakery = engine.retrieve("bakery corner", 1, mode="sparse")["hits"][0]
-        assert bakery["id"] == "s1#0"  # the BOM did not hide the id column
+        assert bakery["id"] == "shops.csv:s1#0"  # the BOM did not hide the id column
         assert bakery["meta"]["zip"] == "01234" and bakery["meta"]["rating"] == 4.5
         assert engine.info["capabilities"]["filter"]["fields"]["zip"] == "keyword"
-        assert hit_ids(engine, "fishmonger") == ["s3#0"]
+        assert hit_ids(engine, "fishmonger") == ["more.csv:s3#0"]
         assert engine.ids("florist", 5, mode="sparse",
-                          filter={"field": "year", "op": "gte", "value": 2020}) == ["s4#0"]
+                          filter={"field": "year", "op": "gte", "value": 2020}) == ["more.csv:s4#0"]
     finally:
         engine.close()
 
@@ -320,7 +327,7 @@ def test_progress_counts_passages_and_read_commands_refuse_a_missing_index(
     assert found.returncode == 0, found.stderr
     header = next(line for line in found.stdout.splitlines() if "confidence" in line)
     assert [cell.strip() for cell in header.split("┃")[1:4]] == ["#", "score", "confidence"]
-    row = next(line for line in found.stdout.splitlines() if "r7#0" in line)
+    row = next(line for line in found.stdout.splitlines() if "rows.jsonl:r7#0" in line)
     confidence = float(row.split("│")[3])
     assert 0.0 <= confidence <= 1.0
 
@@ -350,7 +357,7 @@ def test_recency_blends_with_relevance(tmp_path: Path) -> None:
     rows += [{"id": f"news{i}", "text": f"today's market prices for grain and wool, item {i}",
               "meta": {"date": (today - dt.timedelta(days=i)).isoformat()}} for i in range(20)]
     (docs / "notes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert cli("index", "add", str(docs), "--data", str(data)).returncode == 0
+    assert cli("index", "add", str(docs), "--data", str(data), "--global-ids").returncode == 0
     engine = Engine(data)
     try:
         plain = engine.ids("bees", 3)
@@ -608,3 +615,110 @@ def test_sync_drops_what_the_user_now_ignores(tmp_path: Path) -> None:
     (docs / ".rcpkitignore").write_text("scratch.txt\n")
     second = cli("index", "sync", str(docs), "--data", str(data))
     assert second.returncode == 0 and summary(second.stdout)["deleted"] == "1", second.stdout
+
+
+# ── ids that do not duplicate ──────────────────────────────────────────────
+
+def test_nested_roots_reuse_ids_or_are_refused_with_the_command_that_works(
+        tmp_path: Path) -> None:
+    data = make_data_dir(tmp_path / "data")
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "top.txt").write_text("lighthouses on the cape")
+    (docs / "sub" / "a.txt").write_text("kelp forests sway")
+    (docs / "sub" / "b.txt").write_text("otters crack shells")
+    assert cli("index", "add", str(docs / "sub"), "--data", str(data)).returncode == 0
+
+    holder = cli("index", "add", str(docs), "--data", str(data))
+    assert holder.returncode == 2 and not holder.stdout
+    suggested = f"`rcpkit index add {docs} --exclude sub/ --data {data}`"
+    assert suggested in holder.stderr, holder.stderr
+    around = cli(*suggested.strip("`").split()[1:])
+    assert around.returncode == 0 and summary(around.stdout)["added"] == "1", around.stdout
+
+    # Syncing the inner folder again deletes only within it, under its own ids.
+    (docs / "sub" / "b.txt").unlink()
+    synced = cli("index", "sync", str(docs / "sub"), "--data", str(data))
+    assert summary(synced.stdout)["deleted"] == "1", synced.stdout
+    engine = Engine(data)
+    try:
+        assert hit_ids(engine, "kelp") == ["a.txt#0"] and hit_ids(engine, "otters") == []
+        assert hit_ids(engine, "lighthouses") == ["top.txt#0"]
+        labels = {hit["meta"]["source_root"]
+                  for hit in engine.retrieve("kelp lighthouses", 10, mode="sparse")["hits"]}
+        assert labels == {"sub", "docs"}
+    finally:
+        engine.close()
+    assert doc_count(data) == 2
+
+
+def test_csv_ids_are_scoped_to_their_file_unless_global(tmp_path: Path) -> None:
+    data = make_data_dir(tmp_path / "data")
+    docs = tmp_path / "tables"
+    docs.mkdir()
+    (docs / "birds.csv").write_text("id,text\n1,Puffins nest on cliffs\n2,Terns dive\n")
+    (docs / "fish.csv").write_text("id,text\n1,Cod school in cold water\n2,Eels migrate\n")
+    (docs / "more.jsonl").write_text(json.dumps({"id": 1, "text": "Seals haul out"}) + "\n")
+    scoped = cli("index", "add", str(docs), "--data", str(data))
+    assert scoped.returncode == 0 and summary(scoped.stdout)["added"] == "5", scoped.stdout
+    engine = Engine(data)
+    try:
+        assert hit_ids(engine, "puffins") == ["birds.csv:1#0"]
+        assert hit_ids(engine, "cod") == ["fish.csv:1#0"]
+        assert hit_ids(engine, "seals") == ["more.jsonl:1#0"]
+    finally:
+        engine.close()
+
+    other = make_data_dir(tmp_path / "global")
+    shared = cli("index", "add", str(docs), "--data", str(other), "--global-ids")
+    assert shared.returncode == 0 and summary(shared.stdout)["warnings"] == "3", shared.stdout
+    assert "id '1' also in birds.csv; the later one is kept" in shared.stdout
+    assert doc_count(other) == 2
+
+
+def test_source_root_is_a_label_never_a_host_path(tmp_path: Path) -> None:
+    data = make_data_dir(tmp_path / "data")
+    first = tmp_path / "site-a" / "docs"
+    second = tmp_path / "site-b" / "docs"
+    for folder, text in ((first, "alpine meadows bloom"), (second, "desert cacti bloom")):
+        folder.mkdir(parents=True)
+        (folder / "note.txt").write_text(text)
+    assert cli("index", "add", str(first), "--data", str(data)).returncode == 0
+    clash = cli("index", "add", str(second), "--data", str(data))
+    assert clash.returncode == 2
+    assert f"`rcpkit index add {second} --source-root NAME --data {data}`" in clash.stderr
+    labelled = cli("index", "add", str(second), "--data", str(data), "--source-root", "site-b",
+                   "--prefix", "b/")
+    assert labelled.returncode == 0, labelled.stderr
+    engine = Engine(data)
+    try:
+        hits = engine.retrieve("bloom", 10, mode="sparse")["hits"]
+        assert {(h["id"], h["meta"]["source_root"]) for h in hits} == {
+            ("note.txt#0", "docs"), ("b/note.txt#0", "site-b")}
+        assert str(tmp_path) not in json.dumps(hits)
+    finally:
+        engine.close()
+    roots = json.loads((data / "roots.json").read_text())["roots"]
+    assert {(r["label"], r["path"]) for r in roots} == {("docs", first.as_posix()),
+                                                        ("site-b", second.as_posix())}
+
+
+def test_read_commands_write_nothing(tmp_path: Path) -> None:
+    data = make_data_dir(tmp_path / "data")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(5):
+        (docs / f"n{i}.txt").write_text(f"harbour note {i} about tides")
+    assert cli("index", "add", str(docs), "--data", str(data)).returncode == 0
+
+    def state() -> dict[str, tuple[int, int]]:
+        return {path.relative_to(data).as_posix(): (path.stat().st_mtime_ns, path.stat().st_size)
+                for path in sorted(data.rglob("*"))}
+
+    before = state()
+    stats = cli("index", "stats", "--data", str(data))
+    assert stats.returncode == 0 and stats.stderr == "opening the index…\n", stats.stderr
+    for mode in ("sparse", "hybrid"):
+        found = cli("query", "tides", "--data", str(data), "--mode", mode)
+        assert found.returncode == 0 and "saving" not in found.stderr, found.stderr
+    assert state() == before
