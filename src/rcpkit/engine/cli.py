@@ -407,10 +407,11 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
     suggested = f"rcpkit {command} {{args}} --data {data}" + \
         (f" --collection {collection}" if collection else "")
 
-    def locate(directory: Path) -> Root:
+    def locate(directory: Path, whole: bool) -> Root:
+        # A file given by name is read alone: roots below its folder are not read at all.
         return registry.locate(directory, label=label, prefix=prefix, command=suggested,
-                               excluded=lambda below: bool(excluded and
-                                                           excluded.match_file(below)))
+                               excluded=lambda below: not whole or bool(
+                                   excluded and excluded.match_file(below)))
 
     try:
         with console.status("reading files") as status:

@@ -295,20 +295,20 @@ def _relative(path: Path, root: Path) -> str:
 
 def read_folder(paths: Sequence[Path], *, prefix: str = "", follow_links: bool = False,
                 max_text_bytes: int = 1_000_000, selection: Selection = Selection(),
-                global_ids: bool = False, locate: Callable[[Path], Root] | None = None,
+                global_ids: bool = False, locate: Callable[[Path, bool], Root] | None = None,
                 on_file: Callable[[str], None] | None = None) -> Folder:
-    """Documents from files and directories. ``locate(directory)`` says which root a given
-    directory (or a given file's directory) is read as; by default each is its own, labelled
-    with its name. ``selection`` picks a directory's files; a file given by name is read
-    whatever its name. ``on_file(source)`` is told each file as it is read."""
-    def own_root(directory: Path) -> Root:
+    """Documents from files and directories. ``locate(directory, whole)`` says which root a
+    given directory (``whole``) or a given file's directory is read as; by default each is
+    its own, labelled with its name. ``selection`` picks a directory's files; a file given
+    by name is read whatever its name. ``on_file(source)`` is told each file as read."""
+    def own_root(directory: Path, whole: bool) -> Root:
         return Root(directory, directory.name or "root", prefix)
 
     folder = Folder()
     for given in paths:
         if given.is_dir():
             start = given.resolve()
-            root = (locate or own_root)(start)
+            root = (locate or own_root)(start, True)
             files = list(_walk(start, root.path, follow_links, selection, folder.skipped))
         elif given.is_file():
             start = given.absolute().parent.resolve()
@@ -316,7 +316,7 @@ def read_folder(paths: Sequence[Path], *, prefix: str = "", follow_links: bool =
             if unsupported is not None:
                 folder.skipped.append(Skip(given.name, unsupported, SkipKind.UNSUPPORTED))
                 continue
-            root = (locate or own_root)(start)
+            root = (locate or own_root)(start, False)
             files = [start / given.name]
         else:
             folder.skipped.append(Skip(given.as_posix(), "no such file or directory"))

@@ -57,6 +57,14 @@ class RootRegistry:
         ``excluded(relative_dir)`` tells whether the run skips a subfolder anyway (``--exclude``),
         so a folder holding a root may be indexed around it; ``command`` is the command line
         to suggest, with ``{args}`` where the folder and options go."""
+        for held in self.roots:
+            if folder in held.path.parents:
+                below = held.path.relative_to(folder).as_posix()
+                if not excluded(below + "/"):
+                    raise RootConflict(
+                        f"{folder} holds {held.path}, indexed with ids of its own (label "
+                        f"{held.label!r}); index the rest around it: "
+                        f"`{command.format(args=f'{folder} --exclude {below}/')}`")
         inner = [root for root in self.roots if folder == root.path or root.path in folder.parents]
         if inner:
             root = max(inner, key=lambda r: len(r.path.parts))  # the innermost one
@@ -67,14 +75,6 @@ class RootRegistry:
                     f"{root.prefix!r}); another label or prefix would index its files twice: "
                     f"run `{command.format(args=folder)}` without --source-root/--prefix")
             return root
-        for root in self.roots:
-            if folder in root.path.parents:
-                below = root.path.relative_to(folder).as_posix()
-                if not excluded(below + "/"):
-                    raise RootConflict(
-                        f"{folder} holds {root.path}, indexed with ids of its own (label "
-                        f"{root.label!r}); index the rest around it: "
-                        f"`{command.format(args=f'{folder} --exclude {below}/')}`")
         chosen = label or folder.name or "root"
         taken = next((root for root in self.roots if root.label == chosen), None)
         if taken is not None:

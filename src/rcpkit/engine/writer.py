@@ -98,9 +98,14 @@ class Writer:
         if embedded is None:
             return self._embedder.embed(texts, "document")
         parts = []
-        for start in range(0, len(texts), _EMBED_SLICE):
-            parts.append(self._embedder.embed(texts[start:start + _EMBED_SLICE], "document"))
-            embedded(min(start + _EMBED_SLICE, len(texts)), len(texts))
+        start, size = 0, 1
+        while start < len(texts):
+            # Slices grow from one passage: the first report comes as soon as one passage
+            # (and the model) is ready, later ones keep the batches efficient.
+            parts.append(self._embedder.embed(texts[start:start + size], "document"))
+            start += size
+            embedded(min(start, len(texts)), len(texts))
+            size = min(size * 2, _EMBED_SLICE)
         return np.concatenate(parts)
 
     def delete(self, ids: Sequence[str]) -> DeleteResult:

@@ -60,8 +60,9 @@ def test_index_add_query_stats_delete_then_serve(tmp_path: Path) -> None:
         assert engine.ids("smoke calms bees", 1, mode="sparse") == ["nested/notes.md#0"]
         hit = engine.retrieve("glaciers valleys", 1, mode="sparse")["hits"][0]
         assert hit["citation"]["title"] == "Glaciers" and hit["meta"]["lang"] == "en"
-        assert engine.ids("tide tables high water", 5, mode="dense",
-                          filter={"field": "year", "op": "gte", "value": 2020}) == ["table.csv:row-2#0"]
+        recent = {"field": "year", "op": "gte", "value": 2020}
+        assert engine.ids("tide tables high water", 5, mode="dense", filter=recent) == \
+            ["table.csv:row-2#0"]
     finally:
         engine.close()
 

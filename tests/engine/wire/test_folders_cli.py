@@ -14,6 +14,7 @@ import gzip
 import json
 import os
 import random
+import signal
 import subprocess
 import zlib
 from pathlib import Path
@@ -628,13 +629,17 @@ def test_nested_roots_reuse_ids_or_are_refused_with_the_command_that_works(
     (docs / "sub" / "a.txt").write_text("kelp forests sway")
     (docs / "sub" / "b.txt").write_text("otters crack shells")
     assert cli("index", "add", str(docs / "sub"), "--data", str(data)).returncode == 0
+    # A file given by name is read alone, whatever roots lie below its folder; its folder
+    # becomes a root all the same, which must not let that folder be read whole later.
+    alone = cli("index", "add", str(docs / "top.txt"), "--data", str(data))
+    assert alone.returncode == 0 and summary(alone.stdout)["added"] == "1", alone.stderr
 
     holder = cli("index", "add", str(docs), "--data", str(data))
     assert holder.returncode == 2 and not holder.stdout
     suggested = f"`rcpkit index add {docs} --exclude sub/ --data {data}`"
     assert suggested in holder.stderr, holder.stderr
     around = cli(*suggested.strip("`").split()[1:])
-    assert around.returncode == 0 and summary(around.stdout)["added"] == "1", around.stdout
+    assert around.returncode == 0 and summary(around.stdout)["unchanged"] == "1", around.stdout
 
     # Syncing the inner folder again deletes only within it, under its own ids.
     (docs / "sub" / "b.txt").unlink()
@@ -722,3 +727,49 @@ def test_read_commands_write_nothing(tmp_path: Path) -> None:
         found = cli("query", "tides", "--data", str(data), "--mode", mode)
         assert found.returncode == 0 and "saving" not in found.stderr, found.stderr
     assert state() == before
+
+
+# ── progress and Ctrl-C ────────────────────────────────────────────────────
+
+def _many_rows(docs: Path, count: int) -> None:
+    docs.mkdir()
+    (docs / "rows.jsonl").write_text("".join(
+        json.dumps({"id": f"r{i}", "text": f"note {i} about estuaries and salt marshes"}) + "\n"
+        for i in range(count)))
+
+
+def test_piped_progress_starts_at_the_first_passage(tmp_path: Path) -> None:
+    data = make_data_dir(tmp_path / "data")
+    _many_rows(tmp_path / "docs", 200)
+    result = cli("index", "add", str(tmp_path / "docs"), "--data", str(data))
+    assert result.returncode == 0, result.stderr
+    progress = [line for line in result.stderr.splitlines() if line.startswith("indexing: ")]
+    # Per passage, not per batch: the first line comes after one passage of a 64-row batch.
+    assert progress and progress[0].startswith("indexing: 1/200 documents · 1 passages"), \
+        result.stderr
+
+
+def test_ctrl_c_commits_what_it_says_and_the_same_command_resumes(tmp_path: Path) -> None:
+    data = make_data_dir(tmp_path / "data")
+    docs = tmp_path / "docs"
+    _many_rows(docs, 3000)
+    argv = rcpkit_argv("index", "add", str(docs), "--data", str(data), "--batch-size", "10")
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "COLUMNS": "250"}) as process:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if line.startswith("indexing: "):
+                process.send_signal(signal.SIGINT)
+                break
+        out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Traceback" not in out + err
+    stopped = next(line for line in err.splitlines() if line.startswith("interrupted: "))
+    committed = int(stopped.split()[1])
+    assert 0 < committed < 3000 and f"{committed} of 3000 documents committed" in stopped
+    assert "same `rcpkit index add` again to resume" in stopped
+    assert doc_count(data) == committed
+    again = cli("index", "add", str(docs), "--data", str(data))
+    assert again.returncode == 0, again.stderr
+    assert summary(again.stdout)["unchanged"] == str(committed)
+    assert summary(again.stdout)["added"] == str(3000 - committed)

@@ -47,7 +47,6 @@ import logging
 import math
 import os
 import sys
-import tempfile
 import threading
 import uuid
 import weakref
@@ -59,7 +58,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from rcpkit.engine.config import GRAPH_DTYPES
+from rcpkit.engine.config import GRAPH_DTYPES, write_text_atomically
 from rcpkit.engine.errors import IndexUnavailable
 from rcpkit.engine.indexes import quantised
 from rcpkit.engine.indexes.persist import bytes_checksum, compact_ints, file_checksum, verify_file
@@ -691,7 +690,7 @@ class DenseIndex:
                 meta["graph_vectors"] = lean
             if view.graph is not None and view.graph.orphans:
                 meta["graph_orphans"] = view.graph.orphans
-            _atomic_write_text(directory / _META, json.dumps(meta, indent=1))
+            write_text_atomically(directory / _META, json.dumps(meta, indent=1))
             _remove_stale(directory, keep=set(names.values()))
 
     @classmethod
@@ -1231,20 +1230,6 @@ def _write_npy(path: Path, array: np.ndarray) -> None:
         np.save(stream, array, allow_pickle=False)
         stream.flush()
         os.fsync(stream.fileno())
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary sibling, fsync, then rename over ``path``."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _remove_stale(directory: Path, *, keep: Iterable[str]) -> None:
