@@ -47,6 +47,10 @@ class Writer:
         self._lock = write_lock
         self._clock = clock
         self._preparer = Preparer(config, embedder.identity)
+        self._slice = 1
+        """Passages per embedding call when progress is followed: it grows from one over the
+        first calls, so the first report comes as soon as one passage (and the model) is
+        ready, and later slices keep length-sorted batching efficient."""
 
     def add(self, documents: Sequence[DocumentIn], *, chunk: bool, contextual: bool,
             idempotency_key: str | None,
@@ -98,14 +102,13 @@ class Writer:
         if embedded is None:
             return self._embedder.embed(texts, "document")
         parts = []
-        start, size = 0, 1
+        start = 0
         while start < len(texts):
-            # Slices grow from one passage: the first report comes as soon as one passage
-            # (and the model) is ready, later ones keep the batches efficient.
+            size = self._slice
             parts.append(self._embedder.embed(texts[start:start + size], "document"))
             start += size
             embedded(min(start, len(texts)), len(texts))
-            size = min(size * 2, _EMBED_SLICE)
+            self._slice = min(size * 2, _EMBED_SLICE)
         return np.concatenate(parts)
 
     def delete(self, ids: Sequence[str]) -> DeleteResult:
