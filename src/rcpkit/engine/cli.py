@@ -15,12 +15,13 @@ import getpass
 import json
 import math
 import re
+import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -37,10 +38,11 @@ from rich.text import Text
 
 from rcpkit.binding.errors import wire_error
 from rcpkit.cli_support import fail
-from rcpkit.engine.config import CONFIG_FILE, EngineConfig, load_config
+from rcpkit.engine.config import CONFIG_FILE, EngineConfig, load_config, record_backend
 from rcpkit.engine.core import Engine, open_engine
 from rcpkit.engine.errors import EngineError, InvalidInput
-from rcpkit.engine.folders import SUFFIXES, Folder, Skip, read_folder
+from rcpkit.engine.folders import SUFFIXES, Folder, Selection, Skip, SkipKind, read_folder
+from rcpkit.engine.roots import Root, RootConflict, RootRegistry
 from rcpkit.engine.sample import sample_documents
 from rcpkit.engine.search.planner import MODES
 from rcpkit.engine.store import SqliteStore
@@ -63,6 +65,7 @@ __all__ = ["DEMO_QUERY", "register"]
 DEMO_QUERY = "how do honeybees tell each other where the flowers are?"
 _DEFAULT_DATA = EngineConfig().data_dir
 _SHOWN_PROBLEMS = 50
+_EXAMPLES = 3
 
 DataOption = Annotated[Path, typer.Option("--data", metavar="DIR",
                                           help="Engine data directory.")]
@@ -83,15 +86,19 @@ def _described(exc: Exception) -> str:
 
 @contextmanager
 def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | None = None,
-            create: bool = False) -> Iterator[Engine]:
+            create: bool = False, read_only: bool = False,
+            embeds: bool = True) -> Iterator[Engine]:
     """The engine on ``data``; a usage or protocol error becomes a one-line exit 2. A read
-    command on a directory that holds no index fails rather than creating an empty one."""
+    command on a directory that holds no index fails rather than creating an empty one, and
+    a ``read_only`` one saves nothing on the way out. ``embeds`` says whether the command may
+    need the embedding model (loaded lazily, on its first use)."""
     try:
         config = load_config(data, backend=backend, dsn=dsn)
         if not create and config.backend == "sqlite" and not _holds_index(data):
             fail(command, f"{data}: no index here (create one with `rcpkit index add DIR "
                  f"--data {data}`)")
-        with _phase("opening the index and loading the embedding model"):
+        opening = "opening the index" + (" and the embedding model" if embeds else "")
+        with _phase(opening):
             engine = open_engine(config)
     except (EngineError, RcpError, UsageError) as exc:
         fail(command, _described(exc))
@@ -101,8 +108,11 @@ def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | 
     except (EngineError, RcpError, UsageError) as exc:
         failure = _described(exc)
     finally:
-        with _phase("saving the index"):
-            engine.close()
+        if read_only:
+            engine.close(save=False)
+        else:
+            with _phase("saving the index"):
+                engine.close()
     if failure is not None:  # after closing, so the error is the last line on stderr
         fail(command, failure)
 
@@ -226,15 +236,42 @@ def _fit(value: object, field_type: str | None) -> int | float | None:
     return number if math.isfinite(number) else None
 
 
+class _ProgressLines:
+    """Progress for a log or a pipe: a plain line on stderr at the first passage embedded,
+    then every ``every`` seconds of ``clock``, so a run whose output is not a terminal is
+    never silent for long (a bar's redraws would be lost there)."""
+
+    def __init__(self, total: int, *, every: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.total = total
+        self.every = every
+        self.clock = clock
+        self.started = clock()
+        self.last: float | None = None
+
+    def update(self, documents: float, passages: int) -> None:
+        now = self.clock()
+        if self.last is not None and now - self.last < self.every:
+            return
+        self.last = now
+        elapsed = now - self.started
+        rate = passages / elapsed if elapsed > 0 else 0.0
+        typer.echo(f"indexing: {int(documents)}/{self.total} documents · {passages} passages "
+                   f"embedded ({rate:.0f}/s) · {int(elapsed)} s", err=True)
+
+
 def _ingest(engine: Engine, documents: Sequence[tuple[str, DocumentIn]], tally: _Tally, *,
             chunk: bool, contextual: bool, batch_size: int, max_trust: str) -> None:
-    """Add in batches behind a progress bar that moves with each slice of passages embedded
-    (unchanged documents embed nothing and pass at once); documents may name a trust level
-    up to ``max_trust`` (§15.2)."""
+    """Add in batches behind a progress bar that moves with each passage embedded (slices
+    grow from one passage; unchanged documents embed nothing and pass at once), and plain
+    :class:`_ProgressLines` when stdout is not a terminal. Each batch is committed before
+    the next starts, so an interrupted run keeps every batch ``tally`` counts. Documents may
+    name a trust level up to ``max_trust`` (§15.2)."""
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
                MofNCompleteColumn(), TextColumn("documents · {task.fields[passages]} passages "
                                                 "embedded ({task.fields[rate]})"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    lines = None if console.is_terminal else _ProgressLines(len(documents))
     started = time.monotonic()
     passages = 0
     with Progress(*columns, console=console, transient=False) as bar:
@@ -249,24 +286,63 @@ def _ingest(engine: Engine, documents: Sequence[tuple[str, DocumentIn]], tally: 
                 nonlocal passages
                 passages = base + done
                 rate = passages / max(time.monotonic() - started, 1e-9)
-                bar.update(task, completed=done_before + size * done / total,
-                           passages=passages, rate=f"{rate:.0f}/s")
+                completed = done_before + size * done / total
+                bar.update(task, completed=completed, passages=passages, rate=f"{rate:.0f}/s")
+                if lines is not None:
+                    lines.update(completed, passages)
 
-            _add_batch(engine, batch, tally, chunk=chunk, contextual=contextual,
-                       max_trust=max_trust, embedded=embedded)
+            with _stop_between_batches() as stopping:
+                _add_batch(engine, batch, tally, chunk=chunk, contextual=contextual,
+                           max_trust=max_trust, embedded=embedded)
             bar.update(task, completed=min(start + batch_size, len(documents)))
+            if stopping():
+                raise KeyboardInterrupt
+
+
+@contextmanager
+def _stop_between_batches() -> Iterator[Callable[[], bool]]:
+    """A first Ctrl-C lets the batch being written commit, then stops (so what the summary
+    counts is exactly what is committed); a second one stops at once."""
+    asked = False
+
+    def handler(signum: int, frame: object) -> None:
+        nonlocal asked
+        if asked:
+            raise KeyboardInterrupt
+        asked = True
+        typer.echo("\nstopping after the batch being written (Ctrl-C again to stop now)…",
+                   err=True)
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: Ctrl-C is not ours to catch there
+        yield lambda: False
+        return
+    try:
+        yield lambda: asked
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+_CHOSEN_SKIPS = (SkipKind.HIDDEN, SkipKind.IGNORED, SkipKind.EXCLUDED)
+"""Skips the user chose: their documents go on ``index sync``; any other skip may be
+transient (a file being written, a permission) and keeps what the file had indexed."""
 
 
 def _stale(engine: Engine, folder: Folder, kept: set[str]) -> list[str]:
     """Documents of the synced roots that no file yields any more; a file skipped this run
     (unreadable for now) keeps its documents, so a transient error never deletes data."""
-    unreadable = {skip.source for skip in folder.skipped}
-    stale = []
-    for root in folder.roots:
-        tree = {"field": "source_root", "op": "eq", "value": root.as_posix()}
-        for doc_id, meta in engine.documents_where(tree).items():
-            if doc_id not in kept and meta.get("source") not in unreadable:
-                stale.append(doc_id)
+    unreadable = {skip.source for skip in folder.skipped if skip.kind not in _CHOSEN_SKIPS}
+    stale = set()
+    for root, subtree in folder.roots:
+        below = f"{root.prefix}{subtree}/" if subtree else root.prefix
+        # An index written before roots had labels holds the host path: still this root's.
+        for label in (root.label, root.path.as_posix()):
+            tree = {"field": "source_root", "op": "eq", "value": label}
+            for doc_id, meta in engine.documents_where(tree).items():
+                source = str(meta.get("source", ""))
+                if doc_id not in kept and source.startswith(below) and source not in unreadable:
+                    stale.add(doc_id)
     return sorted(stale)
 
 
@@ -298,32 +374,82 @@ def _summary(tally: _Tally, data: Path, index_version: str | None, *, sync: bool
     for name, value in rows:
         table.add_row(name, str(value))
     console.print(table)
-    problems = [*tally.skipped, *tally.warnings]
-    if problems:
-        detail = Table("skipped or warned", "reason")
-        for skip in problems[:_SHOWN_PROBLEMS]:
+    if tally.skipped:
+        by_reason = Table("skipped because", "files", "for example")
+        for group, skips in _grouped(tally.skipped):
+            examples = ", ".join(skip.source for skip in skips[:_EXAMPLES])
+            more = f" … {len(skips) - _EXAMPLES} more" if len(skips) > _EXAMPLES else ""
+            by_reason.add_row(Text(group), str(len(skips)), Text(examples + more))
+        console.print(by_reason)
+    if tally.warnings:
+        detail = Table("warned", "reason")
+        for skip in tally.warnings[:_SHOWN_PROBLEMS]:
             detail.add_row(Text(skip.source), Text(skip.reason))
-        if len(problems) > _SHOWN_PROBLEMS:
-            detail.add_row(f"… {len(problems) - _SHOWN_PROBLEMS} more", "")
+        if len(tally.warnings) > _SHOWN_PROBLEMS:
+            detail.add_row(f"… {len(tally.warnings) - _SHOWN_PROBLEMS} more", "")
         console.print(detail)
+
+
+def _grouped(skips: Sequence[Skip]) -> list[tuple[str, list[Skip]]]:
+    """Skips by reason group, the largest group first."""
+    groups: dict[str, list[Skip]] = {}
+    for skip in skips:
+        groups.setdefault(skip.group, []).append(skip)
+    return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+
+
+def _interrupted(command: str, tally: _Tally, total: int, *, sync: bool) -> NoReturn:
+    """After Ctrl-C: what is committed (every finished batch, saved with the index) and how
+    to resume; exit status 130 as for any interrupted command."""
+    committed = tally.indexed
+    typer.echo(f"interrupted: {committed} of {total} documents committed ({tally.added} added, "
+               f"{tally.updated} updated, {tally.unchanged} unchanged); the rest were not "
+               "written" + ("" if not sync else ", and nothing was deleted") + ". Run the "
+               f"same `rcpkit {command}` again to resume: committed documents are unchanged "
+               "and cost nothing.", err=True)
+    raise typer.Exit(130)
+
+
+def _write_skipped(path: Path, tally: _Tally) -> None:
+    """``--skipped FILE``: every skipped file and warned row, ``source<TAB>reason`` a line."""
+    lines = [f"{skip.source}\t{skip.reason}\n" for skip in (*tally.skipped, *tally.warnings)]
+    try:
+        path.write_text("".join(lines), encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"could not write {path}: {exc.strerror or exc}", err=True)
 
 
 def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
            backend: str | None, dsn: str | None, prefix: str, follow_links: bool,
            strict: bool, chunk: bool, contextual: bool, batch_size: int,
-           collection: str | None, trust: str | None) -> None:
+           collection: str | None, selection: Selection, skipped_file: Path | None,
+           label: str | None, global_ids: bool, trust: str | None) -> None:
     data = _collection_data(command, data, collection, backend, dsn)
     if trust is not None and trust not in TRUST_LEVELS:
         fail(command, f"--trust must be one of {', '.join(TRUST_LEVELS)}, not {trust!r}")
     try:
         config = load_config(data, backend=backend, dsn=dsn)
-    except EngineError as exc:
-        fail(command, str(exc))
+        registry = RootRegistry(data)
+    except (EngineError, ValueError, KeyError) as exc:
+        fail(command, f"{data}: {exc}")
     limit, level = config.max_text_bytes, trust or config.trust
-    with console.status("reading files") as status:
-        folder = read_folder(paths, prefix=prefix, follow_links=follow_links,
-                             max_text_bytes=limit,
-                             on_file=lambda source: status.update(f"reading {source}"))
+    excluded = selection.specs()[1]
+    suggested = f"rcpkit {command} {{args}} --data {data}" + \
+        (f" --collection {collection}" if collection else "")
+
+    def locate(directory: Path, whole: bool) -> Root:
+        # A file given by name is read alone: roots below its folder are not read at all.
+        return registry.locate(directory, label=label, prefix=prefix, command=suggested,
+                               excluded=lambda below: not whole or bool(
+                                   excluded and excluded.match_file(below)))
+
+    try:
+        with console.status("reading files") as status:
+            folder = read_folder(paths, follow_links=follow_links, max_text_bytes=limit,
+                                 selection=selection, global_ids=global_ids, locate=locate,
+                                 on_file=lambda source: status.update(f"reading {source}"))
+    except RootConflict as exc:
+        fail(command, str(exc))
     tally = _Tally(skipped=list(folder.skipped))
     documents: list[tuple[str, DocumentIn]] = []
     seen: dict[str, str] = {}
@@ -342,20 +468,38 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
             documents.append((source_file.source, document))
     if not documents and not sync:  # nothing to write: do not create an empty index either
         _summary(tally, data, None, sync=False)
+        if skipped_file is not None:
+            _write_skipped(skipped_file, tally)
         fail(command, "nothing could be indexed", code=1)
+    interrupted = False
     with _engine(command, data, backend=backend, dsn=dsn, create=True) as engine:
+        if backend is not None and collection is None:
+            # The backend given once stays with the data, so the next `--data DIR` finds
+            # it; a DSN from the environment stays there, out of the file.
+            record_backend(data, engine.config.backend, dsn)
         batch = min(batch_size, engine.config.max_documents_per_add)
-        _ingest(engine, documents, tally, chunk=chunk, contextual=contextual, batch_size=batch,
-                max_trust=level)
-        if sync:
+        try:
+            _ingest(engine, documents, tally, chunk=chunk, contextual=contextual,
+                    batch_size=batch, max_trust=level)
+        except KeyboardInterrupt:
+            interrupted = True
+        if interrupted:
+            registry.save()  # the committed documents carry its labels
+        elif sync:
             stale = _stale(engine, folder, set(seen))
             for start in range(0, len(stale), engine.config.max_documents_per_add):
                 chunk_ids = stale[start:start + engine.config.max_documents_per_add]
                 tally.deleted += engine.delete(chunk_ids).deleted
-        if not engine.wait_for_indexes(0):
-            with _phase("building the vector graph (saved with the index)"):
-                engine.wait_for_indexes()
-        _summary(tally, data, engine.index_version, sync=sync)
+        if not interrupted:
+            if not engine.wait_for_indexes(0):
+                with _phase("building the vector graph (saved with the index)"):
+                    engine.wait_for_indexes()
+            _summary(tally, data, engine.index_version, sync=sync)
+            registry.save()
+    if interrupted:
+        _interrupted(command, tally, len(documents), sync=sync)
+    if skipped_file is not None:
+        _write_skipped(skipped_file, tally)
     if tally.indexed == 0 and not tally.deleted:
         fail(command, "nothing could be indexed", code=1)
     if strict and (tally.skipped or tally.warnings):
@@ -369,6 +513,12 @@ index_app = typer.Typer(help="Build and inspect the engine's index.", no_args_is
 
 PrefixOption = Annotated[str, typer.Option(
     help="Prepended to every file's id (its path relative to the indexed folder).")]
+SourceRootOption = Annotated[str | None, typer.Option(
+    "--source-root", metavar="LABEL", help="The folder's label in meta.source_root "
+    "(default: its name; the host path is never sent).")]
+GlobalIdsOption = Annotated[bool, typer.Option(
+    "--global-ids", help="Use CSV/JSONL rows' ids as they are, not scoped to their file "
+    "(<file>:<id>).")]
 FollowLinksOption = Annotated[bool, typer.Option(
     "--follow-links", help="Follow symbolic links that point outside the folder.")]
 StrictOption = Annotated[bool, typer.Option(
@@ -382,6 +532,18 @@ TrustOption = Annotated[str | None, typer.Option(
                           f"({', '.join(TRUST_LEVELS)}; default: the data directory's trust "
                           "setting, untrusted unless set); a file's own higher label is "
                           "lowered to it.")]
+IncludeOption = Annotated[list[str] | None, typer.Option(
+    "--include", metavar="GLOB", help="Read only files matching GLOB (gitignore syntax, "
+    "relative to the folder; repeatable).")]
+ExcludeOption = Annotated[list[str] | None, typer.Option(
+    "--exclude", metavar="GLOB", help="Skip files and folders matching GLOB (gitignore "
+    "syntax; repeatable).")]
+IgnoreFilesOption = Annotated[bool, typer.Option(
+    "--ignore-files/--no-ignore-files",
+    help="Honour .gitignore and .rcpkitignore files in the folder.")]
+SkippedOption = Annotated[Path | None, typer.Option(
+    "--skipped", metavar="FILE", help="Write every skipped file with its reason to FILE "
+    "(tab-separated).")]
 
 
 @index_app.command("add")
@@ -399,11 +561,19 @@ def index_add(
     batch_size: BatchOption = 64,
     collection: CollectionOption = None,
     trust: TrustOption = None,
+    include: IncludeOption = None,
+    exclude: ExcludeOption = None,
+    ignore_files: IgnoreFilesOption = True,
+    skipped: SkippedOption = None,
+    source_root: SourceRootOption = None,
+    global_ids: GlobalIdsOption = False,
 ) -> None:
     """Index files (upsert by stable id: re-adding unchanged files costs nothing)."""
     _index("index add", paths, data, sync=False, backend=backend, dsn=dsn, prefix=prefix,
            follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
-           batch_size=batch_size, collection=collection, trust=trust)
+           batch_size=batch_size, collection=collection,
+           selection=Selection(include or (), exclude or (), ignore_files), skipped_file=skipped,
+           label=source_root, global_ids=global_ids, trust=trust)
 
 
 @index_app.command("sync")
@@ -420,6 +590,12 @@ def index_sync(
     batch_size: BatchOption = 64,
     collection: CollectionOption = None,
     trust: TrustOption = None,
+    include: IncludeOption = None,
+    exclude: ExcludeOption = None,
+    ignore_files: IgnoreFilesOption = True,
+    skipped: SkippedOption = None,
+    source_root: SourceRootOption = None,
+    global_ids: GlobalIdsOption = False,
 ) -> None:
     """Make the index mirror FOLDER: add new files, update changed ones, delete the
     documents of files that are gone (only documents indexed from this folder)."""
@@ -427,7 +603,9 @@ def index_sync(
         fail("index sync", f"{folder}: not a folder")
     _index("index sync", [folder], data, sync=True, backend=backend, dsn=dsn, prefix=prefix,
            follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
-           batch_size=batch_size, collection=collection, trust=trust)
+           batch_size=batch_size, collection=collection,
+           selection=Selection(include or (), exclude or (), ignore_files), skipped_file=skipped,
+           label=source_root, global_ids=global_ids, trust=trust)
 
 
 @index_app.command("stats")
@@ -435,7 +613,8 @@ def index_stats(data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
                 dsn: DsnOption = None, collection: CollectionOption = None) -> None:
     """Corpus sizes, the backend and the current snapshot."""
     data = _collection_data("index stats", data, collection, backend, dsn)
-    with _engine("index stats", data, backend=backend, dsn=dsn) as engine:
+    with _engine("index stats", data, backend=backend, dsn=dsn, read_only=True,
+                 embeds=False) as engine:
         stats = engine.stats()
         described = engine.describe()
         where = engine.config.data_dir.as_posix() if engine.config.backend == "sqlite" \
@@ -506,7 +685,8 @@ def query(
         tree = json.loads(filter_json) if filter_json else None
     except json.JSONDecodeError as exc:
         fail("query", f"--filter is not JSON: {exc.msg}")
-    with _engine("query", data, backend=backend, dsn=dsn) as engine:
+    with _engine("query", data, backend=backend, dsn=dsn, read_only=True,
+                 embeds=mode != "sparse") as engine:
         result = engine.search(SearchRequest(query=text, k=k, mode=mode, filter=tree,
                                              min_score=min_score))
     _print_hits(text, result)

@@ -18,9 +18,10 @@ from typing import Any, Literal
 
 from rcpkit.engine.errors import ConfigError
 from rcpkit.engine.types import TRUST_LEVELS
+from rcpkit.files import atomic_write, private_dir
 
 __all__ = ["CONFIG_FILE", "DSN_ENV", "BackendChoice", "EmbedderChoice", "EngineConfig",
-           "RecallChoice", "load_config"]
+           "RecallChoice", "load_config", "record_backend"]
 
 CONFIG_FILE = "rcpkit.toml"
 """Per-data-directory engine configuration, read by :func:`load_config`."""
@@ -254,3 +255,26 @@ def load_config(config_or_data_dir: EngineConfig | str | Path | None = None,
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     return config if config.dsn else config.with_overrides(dsn=os.environ.get(DSN_ENV) or None)
+
+
+def record_backend(data_dir: Path, backend: str, dsn: str | None) -> bool:
+    """Write ``backend`` (and ``dsn`` when given) into ``DIR/rcpkit.toml`` unless it already
+    names a backend, so later commands with ``--data DIR`` open the same system of record.
+    Other settings are kept; the file is written atomically and private (0600: a DSN may hold
+    a password). True when the file changed."""
+    config_file = data_dir / CONFIG_FILE
+    text = config_file.read_text(encoding="utf-8") if config_file.is_file() else ""
+    parsed = tomllib.loads(text)
+    settings = parsed.get("engine", parsed)
+    if "backend" in settings:
+        return False
+    # JSON string escapes are valid TOML basic-string escapes.
+    lines = [f"backend = {json.dumps(backend)}"]
+    if dsn and "dsn" not in settings:
+        lines.append(f"dsn = {json.dumps(dsn)}")
+    existing = text.splitlines()
+    at = next((number + 1 for number, line in enumerate(existing)
+               if line.strip() == "[engine]"), 0) if "engine" in parsed else 0
+    private_dir(data_dir)
+    atomic_write(config_file, "\n".join([*existing[:at], *lines, *existing[at:]]) + "\n")
+    return True

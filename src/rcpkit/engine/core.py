@@ -157,14 +157,15 @@ class Engine:
         rows, so the next process starts on it instead of building it again."""
         return self.indexes is None or self.indexes.dense.wait_for_graph(timeout)
 
-    def close(self) -> None:
-        """Stop background index work, persist the derived indexes (if the disk takes them)
-        and close the store."""
+    def close(self, *, save: bool = True) -> None:
+        """Stop background index work, persist the derived indexes (unless ``save`` is off:
+        a read-only command writes nothing; and if the disk takes them) and close the store."""
         with self._write_lock:
             if self.indexes is not None:
                 self.indexes.close()
                 try:
-                    self.indexes.save()
+                    if save:
+                        self.indexes.save()
                 except OSError as exc:  # a full disk: the record still holds every write
                     logger.warning("the indexes were not saved (%s); the next start catches "
                                    "them up from the record", exc)

@@ -45,6 +45,10 @@ class Writer:
         self._lock = write_lock
         self._clock = clock
         self._preparer = Preparer(config, embedder.identity)
+        self._slice = 1
+        """Passages per embedding call when progress is followed: it grows from one over the
+        first calls, so the first report comes as soon as one passage (and the model) is
+        ready, and later slices keep length-sorted batching efficient."""
 
     def add(self, documents: Sequence[DocumentIn], *, chunk: bool, contextual: bool,
             idempotency_key: str | None,
@@ -105,9 +109,13 @@ class Writer:
         if embedded is None:
             return self._embedder.embed(texts, "document")
         parts = []
-        for start in range(0, len(texts), _EMBED_SLICE):
-            parts.append(self._embedder.embed(texts[start:start + _EMBED_SLICE], "document"))
-            embedded(min(start + _EMBED_SLICE, len(texts)), len(texts))
+        start = 0
+        while start < len(texts):
+            size = self._slice
+            parts.append(self._embedder.embed(texts[start:start + size], "document"))
+            start += size
+            embedded(min(start, len(texts)), len(texts))
+            self._slice = min(size * 2, _EMBED_SLICE)
         return np.concatenate(parts)
 
     def delete(self, ids: Sequence[str]) -> DeleteResult:

@@ -1,5 +1,6 @@
 """``rcpkit index|query|stats --backend postgres --dsn …`` write to and read from PostgreSQL
-(never silently to an SQLite file in ``--data``), and ``stats`` says which backend it read."""
+(never silently to an SQLite file in ``--data``), ``stats`` says which backend it read, and
+``index add`` records the backend in ``--data``'s rcpkit.toml for the commands after it."""
 
 from __future__ import annotations
 
@@ -31,7 +32,14 @@ def test_folder_indexed_into_postgres_from_the_cli(pg_dsn: str, tmp_path: Path) 
     assert any(line.split()[:2] == ["documents", "1"] for line in stats.stdout.splitlines())
     found = _run("query", "tide tables", "--data", str(data), "--mode", "sparse", *backend)
     assert found.returncode == 0 and "tides.txt#0" in found.stdout, found.stderr
-    # The same data directory without the flags is an SQLite index that does not exist yet.
-    sqlite = _run("index", "stats", "--data", str(data))
-    assert sqlite.returncode == 0 and "sqlite" in sqlite.stdout
-    assert any(line.split()[:2] == ["documents", "0"] for line in sqlite.stdout.splitlines())
+    # The data directory now names its record: later commands need no flags (issue 33).
+    recorded = (data / "rcpkit.toml").read_text()
+    assert 'backend = "postgres"' in recorded and 'embedder = "hashing"' in recorded
+    assert (data / "rcpkit.toml").stat().st_mode & 0o777 == 0o600
+    stats = _run("index", "stats", "--data", str(data))
+    assert stats.returncode == 0, stats.stderr
+    assert any(line.split()[:2] == ["backend", "postgres"] for line in stats.stdout.splitlines())
+    assert any(line.split()[:2] == ["documents", "1"] for line in stats.stdout.splitlines())
+    found = _run("query", "tide tables", "--data", str(data), "--mode", "sparse")
+    assert found.returncode == 0 and "tides.txt#0" in found.stdout, found.stderr
+    assert not (data / "store.sqlite3").exists()

@@ -49,5 +49,6 @@ def test_index_add_labels_the_operators_files(tmp_path: Path) -> None:
     assert vetted.returncode == 0 and web.returncode == 0, vetted.stderr + web.stderr
     assert "claims" in web.stdout and "trust" in web.stdout  # the capped row is warned of
     assert bad.returncode == 2 and "gospel" in bad.stderr and "Traceback" not in bad.stderr
-    assert levels(data) == {"policy.md": "trusted", "page.txt": "untrusted",
-                            "claims": "untrusted", "modest": "untrusted"}
+    assert levels(data) == {"policy.md": "trusted", "page.txt": "untrusted",  # row ids are
+                            "rows.jsonl:claims": "untrusted",  # scoped to their file
+                            "rows.jsonl:modest": "untrusted"}
