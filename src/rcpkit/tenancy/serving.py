@@ -2,11 +2,13 @@
 
 The root's own ``rcpkit.toml`` may hold a ``[limits]`` table: the default
 :class:`~.limits.Limits` of every principal, which a key's own limits override. Each
-collection's engine reads the ``rcpkit.toml`` of its own directory.
+collection's engine reads the ``rcpkit.toml`` of its own directory. The limits are counted in
+``<root>/limits.sqlite3``, shared by every process serving the root (:mod:`.shared_limits`).
 """
 
 from __future__ import annotations
 
+import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -20,6 +22,7 @@ from .collections import CollectionRegistry
 from .keys import KeyStore
 from .limits import Limiter, Limits
 from .provenance import stamp_writes
+from .shared_limits import LIMITS_FILE, SharedCounters
 
 __all__ = ["ANONYMOUS", "build_access", "default_limits", "open_collections", "serve_root"]
 
@@ -46,7 +49,10 @@ def default_limits(root: Path) -> Limits:
 def build_access(root: Path, *, auth_tokens: Iterable[str] = (),
                  api_key_header: str | None = None, limiter: Limiter | None = None,
                  on_refusal: RefusalHook | None = None) -> Access:
-    """The keys of ``root``, the fixed tokens and the root's default limits."""
+    """The keys of ``root``, the fixed tokens and the root's default limits, counted with
+    every process serving ``root`` unless another ``limiter`` is given."""
+    if limiter is None:
+        limiter = Limiter(time.time, time.time, SharedCounters(Path(root) / LIMITS_FILE))
     return Access(KeyStore(root), auth_tokens=auth_tokens, api_key_header=api_key_header,
                   defaults=default_limits(root), limiter=limiter, on_refusal=on_refusal)
 

@@ -1,0 +1,145 @@
+"""Limits counted once for every process serving one root (§15.5): two limiters on one
+``limits.sqlite3`` stand for two ``rcpkit serve`` processes, on a fake clock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rcpkit.tenancy.limits import (
+    CONCURRENCY_RETRY_S,
+    UNAVAILABLE_RETRY_S,
+    Limiter,
+    Limits,
+)
+from rcpkit.tenancy.shared_limits import LEASE_TTL_S, LIMITS_FILE, SharedCounters
+from support.clock import FakeClock
+
+DAY = 86_400.0
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(DAY * 20_000 + 3_600.0)
+
+
+@pytest.fixture
+def two(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Limiter, Limiter]]:
+    stores = [SharedCounters(tmp_path / LIMITS_FILE) for _ in range(2)]
+    yield Limiter(clock, clock, stores[0]), Limiter(clock, clock, stores[1])
+    for store in stores:
+        store.close()
+
+
+def test_two_limiters_on_one_file_spend_one_bucket_and_agree_on_the_wait(
+        two: tuple[Limiter, Limiter], clock: FakeClock, tmp_path: Path) -> None:
+    first, second = two
+    limits = Limits(requests_per_second=2, burst=3)
+    assert [first.admit("a", limits), second.admit("a", limits), first.admit("a", limits)] \
+        == [None, None, None]
+    # The burst is spent across both: each is told when the shared bucket next holds a token.
+    assert second.admit("a", limits) == pytest.approx(0.5)
+    clock.advance(0.2)
+    assert first.admit("a", limits) == pytest.approx(0.3)
+    assert second.admit("b", limits) is None  # another principal has its own bucket
+    clock.advance(0.3)
+    assert second.admit("a", limits) is None
+    assert first.admit("a", limits) == pytest.approx(0.5)
+    assert stat.S_IMODE((tmp_path / LIMITS_FILE).stat().st_mode) == 0o600
+
+
+def test_concurrency_slots_are_shared_and_given_back(two: tuple[Limiter, Limiter]) -> None:
+    first, second = two
+    limits = Limits(concurrent=2)
+    assert first.admit("a", limits) is None and second.admit("a", limits) is None
+    assert first.admit("a", limits) == CONCURRENCY_RETRY_S
+    assert second.admit("a", limits) == CONCURRENCY_RETRY_S
+    first.release("a")
+    assert second.admit("a", limits) is None
+    assert first.admit("a", limits) == CONCURRENCY_RETRY_S
+
+
+def test_the_daily_write_quota_is_shared(two: tuple[Limiter, Limiter], clock: FakeClock) -> None:
+    first, second = two
+    limits = Limits(write_bytes_per_day=100)
+    assert first.charge_writes("a", limits, 60) is None
+    assert second.charge_writes("a", limits, 60) == pytest.approx(DAY - 3_600.0)
+    assert second.charge_writes("a", limits, 40) is None
+    clock.advance(DAY - 3_600.0)
+    assert first.charge_writes("a", limits, 100) is None
+
+
+def test_a_lease_past_its_expiry_holds_no_slot(two: tuple[Limiter, Limiter],
+                                                clock: FakeClock) -> None:
+    first, second = two
+    limits = Limits(concurrent=1)
+    assert first.admit("a", limits) is None
+    clock.advance(LEASE_TTL_S - 1)
+    assert second.admit("a", limits) == CONCURRENCY_RETRY_S
+    clock.advance(1)
+    assert second.admit("a", limits) is None
+
+
+HOLD_A_SLOT = """
+import sys, time
+from pathlib import Path
+from rcpkit.tenancy.limits import Limiter, Limits
+from rcpkit.tenancy.shared_limits import SharedCounters
+limiter = Limiter(time.time, time.time, SharedCounters(Path(sys.argv[1])))
+assert limiter.admit("a", Limits(concurrent=1)) is None
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_process_s_lease_is_reclaimed_and_a_live_one_s_is_not(tmp_path: Path) -> None:
+    path = tmp_path / LIMITS_FILE
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_A_SLOT, str(path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        store = SharedCounters(path)
+        limiter = Limiter(time.time, time.time, store)
+        limits = Limits(concurrent=1)
+        assert limiter.admit("a", limits) == CONCURRENCY_RETRY_S  # alive: its slot holds
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(30)
+    assert limiter.admit("a", limits) is None
+    assert limiter.admit("a", limits) == CONCURRENCY_RETRY_S
+    store.close()
+
+
+def test_a_store_locked_past_its_busy_timeout_refuses_rather_than_lets_through(
+        tmp_path: Path, clock: FakeClock) -> None:
+    path = tmp_path / LIMITS_FILE
+    limiter = Limiter(clock, clock, SharedCounters(path, busy_timeout_s=0.01))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        assert limiter.admit("a", Limits(requests_per_second=5)) == UNAVAILABLE_RETRY_S
+        assert limiter.charge_writes("a", Limits(write_bytes_per_day=10), 5) \
+            == UNAVAILABLE_RETRY_S
+        assert limiter.admit("a", Limits()) is None  # nothing to count: no store needed
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert limiter.admit("a", Limits(requests_per_second=5)) is None
+
+
+def test_a_store_of_a_newer_rcpkit_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / LIMITS_FILE
+    SharedCounters(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version=99")
+    with pytest.raises(ValueError, match="newer rcpkit"):
+        SharedCounters(path)
