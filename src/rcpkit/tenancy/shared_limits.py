@@ -25,6 +25,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ..files import private_file
 from .limits import Counters, LimitsUnavailable
@@ -49,6 +50,8 @@ CREATE INDEX IF NOT EXISTS leases_of_principal ON leases (principal);
 CREATE TABLE IF NOT EXISTS written (
     principal TEXT PRIMARY KEY, day INTEGER NOT NULL, used INTEGER NOT NULL);
 """
+_PAIRS = {"buckets": ("tokens", "last"), "written": ("day", "used")}
+"""The tables holding two values per principal, and the names of their columns."""
 
 
 def _host() -> str:
@@ -106,23 +109,23 @@ class SharedCounters:
                  busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
         self.lease_ttl_s = lease_ttl_s
-        self._host = _host()
-        self._holder = holder_of(os.getpid())
+        self.host = _host()
+        self.holder = holder_of(os.getpid())
         self._lock = threading.Lock()
         self._unreturned: list[str] = []
         """Leases whose deletion failed (the store was busy): deleted by the next transaction."""
         private_file(self.path)
         try:
-            self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
+            self.db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
                                        check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
             if version > _SCHEMA_VERSION:
                 raise ValueError(f"{self.path.name} was written by a newer rcpkit "
                                  f"(schema {version}, this one reads {_SCHEMA_VERSION})")
-            self._db.executescript(_SCHEMA)
-            self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            self.db.executescript(_SCHEMA)
+            self.db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise ValueError(f"cannot open {self.path}: {exc}") from None
 
@@ -130,32 +133,32 @@ class SharedCounters:
     def transaction(self) -> Iterator[Counters]:
         with self._lock:
             try:
-                self._db.execute("BEGIN IMMEDIATE")
+                self.db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise LimitsUnavailable(f"{self.path.name}: {exc}") from None
             try:
                 if self._unreturned:
-                    self._db.executemany("DELETE FROM leases WHERE id = ?",
+                    self.db.executemany("DELETE FROM leases WHERE id = ?",
                                          [(lease,) for lease in self._unreturned])
                     self._unreturned.clear()
                 yield _Transaction(self)
-                self._db.execute("COMMIT")
+                self.db.execute("COMMIT")
             except sqlite3.Error as exc:
-                self._db.execute("ROLLBACK")
+                self.db.execute("ROLLBACK")
                 raise LimitsUnavailable(f"{self.path.name}: {exc}") from None
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self.db.execute("ROLLBACK")
                 raise
 
     def give_back(self, slot: object) -> None:
         with self._lock:
             try:
-                self._db.execute("DELETE FROM leases WHERE id = ?", (str(slot),))
+                self.db.execute("DELETE FROM leases WHERE id = ?", (str(slot),))
             except sqlite3.Error:
                 self._unreturned.append(str(slot))
 
     def close(self) -> None:
-        self._db.close()
+        self.db.close()
 
 
 class _Transaction:
@@ -163,17 +166,13 @@ class _Transaction:
 
     def __init__(self, store: SharedCounters) -> None:
         self.store = store
-        self.db = store._db
+        self.db = store.db
 
     def bucket(self, principal: str) -> tuple[float, float] | None:
-        row = self.db.execute("SELECT tokens, last FROM buckets WHERE principal = ?",
-                              (principal,)).fetchone()
-        return None if row is None else (row[0], row[1])
+        return self._pair("buckets", principal)
 
     def set_bucket(self, principal: str, tokens: float, last: float) -> None:
-        self.db.execute("INSERT INTO buckets (principal, tokens, last) VALUES (?, ?, ?) "
-                        "ON CONFLICT (principal) DO UPDATE SET tokens = excluded.tokens, "
-                        "last = excluded.last", (principal, tokens, last))
+        self._set_pair("buckets", principal, tokens, last)
 
     def in_flight(self, principal: str, now: float) -> int:
         self.db.execute("DELETE FROM leases WHERE principal = ? AND expires <= ?",
@@ -182,7 +181,7 @@ class _Transaction:
                                   "GROUP BY holder", (principal,)).fetchall()
         live = 0
         for holder, count in holders:
-            if holder == self.store._holder or _alive(holder, self.store._host):
+            if holder == self.store.holder or _alive(holder, self.store.host):
                 live += count
             else:
                 self.db.execute("DELETE FROM leases WHERE holder = ?", (holder,))
@@ -191,15 +190,24 @@ class _Transaction:
     def take_slot(self, principal: str, now: float) -> object:
         lease = uuid.uuid4().hex
         self.db.execute("INSERT INTO leases (id, principal, holder, expires) VALUES (?, ?, ?, ?)",
-                        (lease, principal, self.store._holder, now + self.store.lease_ttl_s))
+                        (lease, principal, self.store.holder, now + self.store.lease_ttl_s))
         return lease
 
     def written(self, principal: str) -> tuple[int, int] | None:
-        row = self.db.execute("SELECT day, used FROM written WHERE principal = ?",
+        return self._pair("written", principal)
+
+    def set_written(self, principal: str, day: int, used: int) -> None:
+        self._set_pair("written", principal, day, used)
+
+    def _pair(self, table: str, principal: str) -> Any:
+        first, second = _PAIRS[table]
+        row = self.db.execute(f"SELECT {first}, {second} FROM {table} WHERE principal = ?",
                               (principal,)).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def set_written(self, principal: str, day: int, used: int) -> None:
-        self.db.execute("INSERT INTO written (principal, day, used) VALUES (?, ?, ?) "
-                        "ON CONFLICT (principal) DO UPDATE SET day = excluded.day, "
-                        "used = excluded.used", (principal, day, used))
+    def _set_pair(self, table: str, principal: str, first: float, second: float) -> None:
+        names = _PAIRS[table]
+        self.db.execute(f"INSERT INTO {table} (principal, {names[0]}, {names[1]}) "
+                        f"VALUES (?, ?, ?) ON CONFLICT (principal) DO UPDATE SET "
+                        f"{names[0]} = excluded.{names[0]}, {names[1]} = excluded.{names[1]}",
+                        (principal, first, second))
