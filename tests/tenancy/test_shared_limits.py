@@ -1,5 +1,6 @@
 """Limits counted once for every process serving one root (§15.5): two limiters on one
-``limits.sqlite3`` stand for two ``rcpkit serve`` processes, on a fake clock."""
+``limits.sqlite3`` stand for two ``rcpkit serve`` processes, on a fake clock. The scenarios
+(``Pair`` → checks) run on PostgreSQL too (tests/engine/postgres/test_pg_shared_limits.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from rcpkit.tenancy.shared_limits import LEASE_TTL_S, LIMITS_FILE, SharedCounter
 from support.clock import FakeClock
 
 DAY = 86_400.0
+Pair = tuple[Limiter, Limiter]
+"""Two limiters on one store: two processes serving one root."""
 
 
 @pytest.fixture
@@ -33,15 +36,15 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def two(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Limiter, Limiter]]:
+def two(tmp_path: Path, clock: FakeClock) -> Iterator[Pair]:
     stores = [SharedCounters(tmp_path / LIMITS_FILE) for _ in range(2)]
     yield Limiter(clock, clock, stores[0]), Limiter(clock, clock, stores[1])
     for store in stores:
         store.close()
 
 
-def test_two_limiters_on_one_file_spend_one_bucket_and_agree_on_the_wait(
-        two: tuple[Limiter, Limiter], clock: FakeClock, tmp_path: Path) -> None:
+def one_bucket_and_one_wait(two: Pair, clock: FakeClock) -> None:
+    """Two limiters spend one bucket and tell a refused request the same wait."""
     first, second = two
     limits = Limits(requests_per_second=2, burst=3)
     assert [first.admit("a", limits), second.admit("a", limits), first.admit("a", limits)] \
@@ -54,10 +57,10 @@ def test_two_limiters_on_one_file_spend_one_bucket_and_agree_on_the_wait(
     clock.advance(0.3)
     assert second.admit("a", limits) is None
     assert first.admit("a", limits) == pytest.approx(0.5)
-    assert stat.S_IMODE((tmp_path / LIMITS_FILE).stat().st_mode) == 0o600
 
 
-def test_concurrency_slots_are_shared_and_given_back(two: tuple[Limiter, Limiter]) -> None:
+def shared_slots(two: Pair) -> None:
+    """Concurrency slots are counted across both and given back."""
     first, second = two
     limits = Limits(concurrent=2)
     assert first.admit("a", limits) is None and second.admit("a", limits) is None
@@ -68,7 +71,8 @@ def test_concurrency_slots_are_shared_and_given_back(two: tuple[Limiter, Limiter
     assert first.admit("a", limits) == CONCURRENCY_RETRY_S
 
 
-def test_the_daily_write_quota_is_shared(two: tuple[Limiter, Limiter], clock: FakeClock) -> None:
+def shared_quota(two: Pair, clock: FakeClock) -> None:
+    """The day's write bytes are counted across both."""
     first, second = two
     limits = Limits(write_bytes_per_day=100)
     assert first.charge_writes("a", limits, 60) is None
@@ -78,8 +82,8 @@ def test_the_daily_write_quota_is_shared(two: tuple[Limiter, Limiter], clock: Fa
     assert first.charge_writes("a", limits, 100) is None
 
 
-def test_a_lease_past_its_expiry_holds_no_slot(two: tuple[Limiter, Limiter],
-                                                clock: FakeClock) -> None:
+def expiring_lease(two: Pair, clock: FakeClock) -> None:
+    """A lease past its expiry holds no slot, though its holder lives."""
     first, second = two
     limits = Limits(concurrent=1)
     assert first.admit("a", limits) is None
@@ -87,6 +91,24 @@ def test_a_lease_past_its_expiry_holds_no_slot(two: tuple[Limiter, Limiter],
     assert second.admit("a", limits) == CONCURRENCY_RETRY_S
     clock.advance(1)
     assert second.admit("a", limits) is None
+
+
+def test_two_limiters_on_one_file_spend_one_bucket_and_agree_on_the_wait(
+        two: Pair, clock: FakeClock, tmp_path: Path) -> None:
+    one_bucket_and_one_wait(two, clock)
+    assert stat.S_IMODE((tmp_path / LIMITS_FILE).stat().st_mode) == 0o600
+
+
+def test_concurrency_slots_are_shared_and_given_back(two: Pair) -> None:
+    shared_slots(two)
+
+
+def test_the_daily_write_quota_is_shared(two: Pair, clock: FakeClock) -> None:
+    shared_quota(two, clock)
+
+
+def test_a_lease_past_its_expiry_holds_no_slot(two: Pair, clock: FakeClock) -> None:
+    expiring_lease(two, clock)
 
 
 HOLD_A_SLOT = """
@@ -140,6 +162,6 @@ def test_a_store_of_a_newer_rcpkit_is_refused_by_name(tmp_path: Path) -> None:
     path = tmp_path / LIMITS_FILE
     SharedCounters(path).close()
     with sqlite3.connect(path) as db:
-        db.execute("PRAGMA user_version=99")
+        db.execute("UPDATE rcpkit_limits_schema SET version = 99")
     with pytest.raises(ValueError, match="newer rcpkit"):
         SharedCounters(path)

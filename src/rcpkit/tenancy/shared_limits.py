@@ -1,23 +1,27 @@
 """Per-principal limits counted once for every process serving one root (§15.5).
 
-:class:`SharedCounters` keeps the :class:`~.limits.Limiter`'s counters in ``ROOT/limits.sqlite3``
-(0600, WAL): token buckets, the daily write quota, and one lease row per request holding a
-concurrency slot. Each admission is one ``BEGIN IMMEDIATE`` transaction, so two processes
-never spend the same token and a refusal's wait is computed from the bucket every process
-spends (a truthful ``Retry-After``). Times are epoch seconds, which every process on the
-host reads alike.
+The :class:`~.limits.Limiter`'s counters — token buckets, the daily write quota, and one
+lease row per request holding a concurrency slot — in tables every process shares:
+``ROOT/limits.sqlite3`` (:class:`SharedCounters`: 0600, WAL) for the processes of one host, or
+a PostgreSQL database (:class:`PostgresCounters`) for machines that share one. Each
+admission is one transaction holding the store's write lock (``BEGIN IMMEDIATE``; an
+advisory transaction lock), so two processes never spend the same token and a refusal's
+wait is computed from the bucket every process spends (a truthful ``Retry-After``). Times
+are epoch seconds, which every process reads alike.
 
-A lease names its holder: host (with its PID namespace), pid and the process's start time.
-A lease of a process that no longer runs on this host (killed with ``kill -9``) is deleted
-when next counted; a lease past its expiry (:data:`LEASE_TTL_S`, far longer than any request)
-is too, which also frees leases of holders on other hosts that cannot be checked. The
-counters are not fsynced at each commit (``synchronous=NORMAL``): a power loss forgets
-at most the last few charges, never the file.
+A lease names its holder, and a lease whose holder is gone (``kill -9``) is deleted when
+next counted: on SQLite the holder is a process of this host (host and PID namespace, pid,
+start time, so a reused pid is not mistaken for it); on PostgreSQL it is the process's
+database session (backend pid and start), which ends with the process on any machine. A
+lease past its expiry (:data:`LEASE_TTL_S`, far longer than any request) is deleted too,
+which frees leases whose holder cannot be checked. SQLite commits are not fsynced
+(``synchronous=NORMAL``): a power loss forgets at most the last few charges, never the file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import sqlite3
@@ -30,7 +34,7 @@ from typing import Any
 from ..files import private_file
 from .limits import Counters, LimitsUnavailable
 
-__all__ = ["LEASE_TTL_S", "LIMITS_FILE", "SharedCounters"]
+__all__ = ["LEASE_TTL_S", "LIMITS_FILE", "PostgresCounters", "SharedCounters"]
 
 LIMITS_FILE = "limits.sqlite3"
 
@@ -41,16 +45,17 @@ BUSY_TIMEOUT_S = 2.0
 """How long an admission waits for another process's transaction (each takes microseconds)."""
 
 _SCHEMA_VERSION = 1
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS buckets (
-    principal TEXT PRIMARY KEY, tokens REAL NOT NULL, last REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS leases (
-    id TEXT PRIMARY KEY, principal TEXT NOT NULL, holder TEXT NOT NULL, expires REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS leases_of_principal ON leases (principal);
-CREATE TABLE IF NOT EXISTS written (
-    principal TEXT PRIMARY KEY, day INTEGER NOT NULL, used INTEGER NOT NULL);
-"""
-_PAIRS = {"buckets": ("tokens", "last"), "written": ("day", "used")}
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS rcpkit_limits_schema (version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS rcpkit_buckets (principal TEXT PRIMARY KEY, "
+    "tokens DOUBLE PRECISION NOT NULL, last DOUBLE PRECISION NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS rcpkit_leases (id TEXT PRIMARY KEY, principal TEXT NOT NULL, "
+    "holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS rcpkit_leases_of_principal ON rcpkit_leases (principal)",
+    "CREATE TABLE IF NOT EXISTS rcpkit_written (principal TEXT PRIMARY KEY, "
+    "day BIGINT NOT NULL, used BIGINT NOT NULL)")
+"""The tables, in SQL both SQLite and PostgreSQL take."""
+_PAIRS = {"rcpkit_buckets": ("tokens", "last"), "rcpkit_written": ("day", "used")}
 """The tables holding two values per principal, and the names of their columns."""
 
 
@@ -88,126 +93,225 @@ def holder_of(pid: int) -> str:
     return f"{_host()}|{pid}|{_started(pid) or ''}"
 
 
-def _alive(holder: str, host: str) -> bool:
-    """Whether the holder of a lease may still be running: unknowable on another host."""
-    holder_host, pid, started = _split(holder)
-    if holder_host != host:
-        return True
-    return _started(pid) == started
-
-
 def _split(holder: str) -> tuple[str, int, str]:
     rest, _, started = holder.rpartition("|")
     host, _, pid = rest.rpartition("|")
     return host, int(pid), started
 
 
-class SharedCounters:
-    """The :class:`~.limits.CounterStore` in ``ROOT/limits.sqlite3`` (see the module doc)."""
+class _SqlCounters:
+    """A :class:`~.limits.CounterStore` in SQL tables (see the module doc): what SQLite and
+    PostgreSQL share. Statements are written with ``?`` placeholders."""
 
-    def __init__(self, path: Path, *, lease_ttl_s: float = LEASE_TTL_S,
-                 busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        self.path = Path(path)
+    errors: tuple[type[Exception], ...] = ()
+    """What the database library raises."""
+
+    def __init__(self, where: str, lease_ttl_s: float) -> None:
+        self.where = where
         self.lease_ttl_s = lease_ttl_s
-        self.host = _host()
-        self.holder = holder_of(os.getpid())
+        self.holder = ""
         self._lock = threading.Lock()
         self._unreturned: list[str] = []
         """Leases whose deletion failed (the store was busy): deleted by the next transaction."""
-        private_file(self.path)
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        """Execute one statement; its cursor."""
+        raise NotImplementedError
+
+    def begin(self) -> None:
+        """Open a transaction holding the store's write lock."""
+        raise NotImplementedError
+
+    def alive(self, holder: str) -> bool:
+        """Whether a lease's holder may still be running."""
+        raise NotImplementedError
+
+    def _create_tables(self) -> None:
+        """The tables, made once (in a transaction holding the write lock); ValueError for a
+        store a newer rcpkit wrote."""
+        self.begin()
         try:
-            self.db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
-                                       check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            version = self.db.execute("PRAGMA user_version").fetchone()[0]
-            if version > _SCHEMA_VERSION:
-                raise ValueError(f"{self.path.name} was written by a newer rcpkit "
-                                 f"(schema {version}, this one reads {_SCHEMA_VERSION})")
-            self.db.executescript(_SCHEMA)
-            self.db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-        except sqlite3.Error as exc:
-            raise ValueError(f"cannot open {self.path}: {exc}") from None
+            for statement in _SCHEMA:
+                self.run(statement)
+            row = self.run("SELECT max(version) FROM rcpkit_limits_schema").fetchone()
+            if row[0] is None:
+                self.run("INSERT INTO rcpkit_limits_schema (version) VALUES (?)",
+                         (_SCHEMA_VERSION,))
+            elif row[0] > _SCHEMA_VERSION:
+                raise ValueError(f"{self.where} was written by a newer rcpkit (limits schema "
+                                 f"{row[0]}, this one reads {_SCHEMA_VERSION})")
+            self.run("COMMIT")
+        except BaseException:
+            self.run("ROLLBACK")
+            raise
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Counters]:
         with self._lock:
             try:
-                self.db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise LimitsUnavailable(f"{self.path.name}: {exc}") from None
+                self.begin()
+            except self.errors as exc:
+                raise LimitsUnavailable(f"{self.where}: {exc}") from None
             try:
-                if self._unreturned:
-                    self.db.executemany("DELETE FROM leases WHERE id = ?",
-                                         [(lease,) for lease in self._unreturned])
-                    self._unreturned.clear()
+                for lease in self._unreturned:
+                    self.run("DELETE FROM rcpkit_leases WHERE id = ?", (lease,))
+                self._unreturned.clear()
                 yield _Transaction(self)
-                self.db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self.db.execute("ROLLBACK")
-                raise LimitsUnavailable(f"{self.path.name}: {exc}") from None
+                self.run("COMMIT")
+            except self.errors as exc:
+                with contextlib.suppress(*self.errors):
+                    self.run("ROLLBACK")
+                raise LimitsUnavailable(f"{self.where}: {exc}") from None
             except BaseException:
-                self.db.execute("ROLLBACK")
+                self.run("ROLLBACK")
                 raise
 
     def give_back(self, slot: object) -> None:
         with self._lock:
             try:
-                self.db.execute("DELETE FROM leases WHERE id = ?", (str(slot),))
-            except sqlite3.Error:
+                self.run("DELETE FROM rcpkit_leases WHERE id = ?", (str(slot),))
+            except self.errors:
                 self._unreturned.append(str(slot))
+
+
+class SharedCounters(_SqlCounters):
+    """The counters in ``ROOT/limits.sqlite3``, shared by the processes of one host."""
+
+    errors = (sqlite3.Error,)
+
+    def __init__(self, path: Path, *, lease_ttl_s: float = LEASE_TTL_S,
+                 busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        super().__init__(Path(path).name, lease_ttl_s)
+        self.host = _host()
+        self.holder = holder_of(os.getpid())
+        private_file(Path(path))
+        try:
+            self.db = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
+                                      check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self._create_tables()
+        except sqlite3.Error as exc:
+            raise ValueError(f"cannot open {path}: {exc}") from None
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.db.execute(sql, params)
+
+    def begin(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def alive(self, holder: str) -> bool:
+        holder_host, pid, started = _split(holder)
+        return holder_host != self.host or _started(pid) == started
+
+    def close(self) -> None:
+        self.db.close()
+
+
+_ADVISORY_LOCK = 0x72_63_70_6C_69_6D  # "rcplim": the one lock every admission takes
+"""The advisory lock key (PostgreSQL) serialising admissions, like SQLite's write lock."""
+
+
+class PostgresCounters(_SqlCounters):
+    """The counters in a PostgreSQL database (the ``rcpkit_*`` tables of the DSN's first
+    schema), shared by every machine serving the root. A lease's holder is this process's
+    database session; a broken connection is opened again at the next admission."""
+
+    def __init__(self, dsn: str, *, lease_ttl_s: float = LEASE_TTL_S,
+                 timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        import psycopg
+
+        super().__init__("the limits tables", lease_ttl_s)
+        self.errors = (psycopg.Error,)
+        self._psycopg = psycopg
+        self.dsn = dsn
+        self.timeout_s = timeout_s
+        try:
+            self._connect()
+            self._create_tables()
+        except psycopg.Error as exc:
+            raise ValueError(f"cannot open the limits tables: {exc}") from None
+
+    def _connect(self) -> None:
+        self.db = self._psycopg.connect(
+            self.dsn, autocommit=True, connect_timeout=max(1, math.ceil(self.timeout_s)),
+            options=f"-c lock_timeout={math.ceil(self.timeout_s * 1000)}")
+        session = self.db.execute("SELECT pid, backend_start::text FROM pg_stat_activity "
+                                  "WHERE pid = pg_backend_pid()").fetchone()
+        assert session is not None  # a session always sees itself
+        self.holder = f"pg|{session[0]}|{session[1]}"
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.db.execute(sql.replace("?", "%s"), params)
+
+    def begin(self) -> None:
+        try:
+            self.db.execute("BEGIN")
+        except self._psycopg.OperationalError:
+            if not (self.db.closed or self.db.broken):
+                raise
+            self._connect()  # the session ended (a restart, a failover): a new one, once
+            self.db.execute("BEGIN")
+        self.db.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+
+    def alive(self, holder: str) -> bool:
+        _, pid, started = _split(holder)
+        return self.db.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s "
+                               "AND backend_start::text = %s", (pid, started)
+                               ).fetchone() is not None
 
     def close(self) -> None:
         self.db.close()
 
 
 class _Transaction:
-    """The :class:`~.limits.Counters` of one open transaction of a :class:`SharedCounters`."""
+    """The :class:`~.limits.Counters` of one open transaction of a store."""
 
-    def __init__(self, store: SharedCounters) -> None:
+    def __init__(self, store: _SqlCounters) -> None:
         self.store = store
-        self.db = store.db
+        self.run = store.run
 
     def bucket(self, principal: str) -> tuple[float, float] | None:
-        return self._pair("buckets", principal)
+        return self._pair("rcpkit_buckets", principal)
 
     def set_bucket(self, principal: str, tokens: float, last: float) -> None:
-        self._set_pair("buckets", principal, tokens, last)
+        self._set_pair("rcpkit_buckets", principal, tokens, last)
 
     def in_flight(self, principal: str, now: float) -> int:
-        self.db.execute("DELETE FROM leases WHERE principal = ? AND expires <= ?",
-                        (principal, now))
-        holders = self.db.execute("SELECT holder, count(*) FROM leases WHERE principal = ? "
-                                  "GROUP BY holder", (principal,)).fetchall()
+        self.run("DELETE FROM rcpkit_leases WHERE principal = ? AND expires <= ?",
+                 (principal, now))
+        holders = self.run("SELECT holder, count(*) FROM rcpkit_leases WHERE principal = ? "
+                           "GROUP BY holder", (principal,)).fetchall()
         live = 0
         for holder, count in holders:
-            if holder == self.store.holder or _alive(holder, self.store.host):
+            if holder == self.store.holder or self.store.alive(holder):
                 live += count
             else:
-                self.db.execute("DELETE FROM leases WHERE holder = ?", (holder,))
+                self.run("DELETE FROM rcpkit_leases WHERE holder = ?", (holder,))
         return live
 
     def take_slot(self, principal: str, now: float) -> object:
         lease = uuid.uuid4().hex
-        self.db.execute("INSERT INTO leases (id, principal, holder, expires) VALUES (?, ?, ?, ?)",
-                        (lease, principal, self.store.holder, now + self.store.lease_ttl_s))
+        self.run("INSERT INTO rcpkit_leases (id, principal, holder, expires) "
+                 "VALUES (?, ?, ?, ?)",
+                 (lease, principal, self.store.holder, now + self.store.lease_ttl_s))
         return lease
 
     def written(self, principal: str) -> tuple[int, int] | None:
-        return self._pair("written", principal)
+        return self._pair("rcpkit_written", principal)
 
     def set_written(self, principal: str, day: int, used: int) -> None:
-        self._set_pair("written", principal, day, used)
+        self._set_pair("rcpkit_written", principal, day, used)
 
     def _pair(self, table: str, principal: str) -> Any:
         first, second = _PAIRS[table]
-        row = self.db.execute(f"SELECT {first}, {second} FROM {table} WHERE principal = ?",
-                              (principal,)).fetchone()
+        row = self.run(f"SELECT {first}, {second} FROM {table} WHERE principal = ?",
+                       (principal,)).fetchone()
         return None if row is None else (row[0], row[1])
 
     def _set_pair(self, table: str, principal: str, first: float, second: float) -> None:
         names = _PAIRS[table]
-        self.db.execute(f"INSERT INTO {table} (principal, {names[0]}, {names[1]}) "
-                        f"VALUES (?, ?, ?) ON CONFLICT (principal) DO UPDATE SET "
-                        f"{names[0]} = excluded.{names[0]}, {names[1]} = excluded.{names[1]}",
-                        (principal, first, second))
+        self.run(f"INSERT INTO {table} (principal, {names[0]}, {names[1]}) "
+                 f"VALUES (?, ?, ?) ON CONFLICT (principal) DO UPDATE SET "
+                 f"{names[0]} = excluded.{names[0]}, {names[1]} = excluded.{names[1]}",
+                 (principal, first, second))
