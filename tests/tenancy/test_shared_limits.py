@@ -22,6 +22,7 @@ from rcpkit.tenancy.limits import (
     Limiter,
     Limits,
 )
+from rcpkit.tenancy.serving import limit_counters
 from rcpkit.tenancy.shared_limits import LEASE_TTL_S, LIMITS_FILE, SharedCounters
 from support.clock import FakeClock
 
@@ -165,3 +166,16 @@ def test_a_store_of_a_newer_rcpkit_is_refused_by_name(tmp_path: Path) -> None:
         db.execute("UPDATE rcpkit_limits_schema SET version = 99")
     with pytest.raises(ValueError, match="newer rcpkit"):
         SharedCounters(path)
+
+
+def test_the_root_s_config_chooses_the_store_and_typos_are_refused(tmp_path: Path) -> None:
+    store = limit_counters(tmp_path)
+    assert isinstance(store, SharedCounters) and (tmp_path / LIMITS_FILE).exists()
+    store.close()
+    config = tmp_path / "rcpkit.toml"
+    config.write_text("[limits_store]\nurl = 'postgresql://db/rcp'\n")
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) url"):
+        limit_counters(tmp_path)
+    config.write_text("[limits_store]\ndsn = 5\n")
+    with pytest.raises(ValueError, match="dsn must be a PostgreSQL connection string"):
+        limit_counters(tmp_path)

@@ -30,15 +30,21 @@ REQUESTS = 12
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_two_processes_on_one_root_admit_a_key_s_burst_once(tmp_path: Path) -> None:
-    root = tmp_path / "root"
+def limited_root(root: Path) -> str:
+    """A root with collection ``alpha`` and a key limited to a burst of :data:`BURST`; its
+    token."""
     CollectionRegistry(root).create("alpha", CONFIG)
-    _, token = KeyStore(root).create("alice", Scopes.parse(["alpha:read"]),
-                                     Limits(requests_per_second=RATE, burst=BURST))
-    ports = [free_port(), free_port()]
+    return KeyStore(root).create("alice", Scopes.parse(["alpha:read"]),
+                                 Limits(requests_per_second=RATE, burst=BURST))[1]
+
+
+def assert_one_burst_across(roots: list[Path], token: str) -> None:
+    """``rcpkit serve --http`` on each of ``roots`` (two), requests of ``token``'s key sent to
+    each in turn: :data:`BURST` admitted in all, each refusal truthful about the next token."""
+    ports = [free_port() for _ in roots]
     servers = [subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", "--data",
                                  str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-               for port in ports]
+               for port, root in zip(ports, roots, strict=True)]
     try:
         for port, server in zip(ports, servers, strict=True):
             wait_listening(port, process=server, timeout_s=60)
@@ -70,4 +76,9 @@ def test_two_processes_on_one_root_admit_a_key_s_burst_once(tmp_path: Path) -> N
         # The burst is spent: the next token is one period after the first was taken.
         assert 1000 / RATE - elapsed_ms - 1 <= wait_ms <= 1000 / RATE
         assert answer.headers["retry-after"] == str(math.ceil(wait_ms / 1000))
+
+
+def test_two_processes_on_one_root_admit_a_key_s_burst_once(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    assert_one_burst_across([root, root], limited_root(root))
     assert (root / "limits.sqlite3").stat().st_mode & 0o077 == 0

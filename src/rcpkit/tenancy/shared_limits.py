@@ -219,8 +219,11 @@ class PostgresCounters(_SqlCounters):
 
     def __init__(self, dsn: str, *, lease_ttl_s: float = LEASE_TTL_S,
                  timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        import psycopg
-
+        try:
+            import psycopg
+        except ImportError:
+            raise ValueError("counting limits in PostgreSQL needs the postgres extra "
+                             "(pip install 'rcpkit[postgres]')") from None
         super().__init__("the limits tables", lease_ttl_s)
         self.errors = (psycopg.Error,)
         self._psycopg = psycopg
@@ -233,9 +236,10 @@ class PostgresCounters(_SqlCounters):
             raise ValueError(f"cannot open the limits tables: {exc}") from None
 
     def _connect(self) -> None:
-        self.db = self._psycopg.connect(
-            self.dsn, autocommit=True, connect_timeout=max(1, math.ceil(self.timeout_s)),
-            options=f"-c lock_timeout={math.ceil(self.timeout_s * 1000)}")
+        self.db = self._psycopg.connect(self.dsn, autocommit=True,
+                                        connect_timeout=max(1, math.ceil(self.timeout_s)))
+        # Set here, not as connection options, which would replace the DSN's own.
+        self.db.execute(f"SET lock_timeout = {math.ceil(self.timeout_s * 1000)}")
         session = self.db.execute("SELECT pid, backend_start::text FROM pg_stat_activity "
                                   "WHERE pid = pg_backend_pid()").fetchone()
         assert session is not None  # a session always sees itself
