@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
 import os
 import signal
 import sqlite3
@@ -11,14 +13,16 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rcpkit.tenancy.limits import (
     CONCURRENCY_RETRY_S,
     UNAVAILABLE_RETRY_S,
+    CounterStore,
     Limiter,
     Limits,
 )
@@ -110,6 +114,37 @@ def test_the_daily_write_quota_is_shared(two: Pair, clock: FakeClock) -> None:
 
 def test_a_lease_past_its_expiry_holds_no_slot(two: Pair, clock: FakeClock) -> None:
     expiring_lease(two, clock)
+
+
+RACE_BURST = 40
+
+
+def _race(open_store: Callable[[], CounterStore], start: Any, admitted: Any) -> None:
+    """One process of :func:`admitted_in_race`: twice the burst, as fast as it can."""
+    limiter = Limiter(time.time, time.time, open_store())
+    limits = Limits(requests_per_second=0.001, burst=RACE_BURST)
+    start.wait(60)
+    admitted.put(sum(limiter.admit("racer", limits) is None for _ in range(2 * RACE_BURST)))
+
+
+def admitted_in_race(open_store: Callable[[], CounterStore], processes: int = 3) -> int:
+    """Requests of one key admitted by ``processes`` processes racing on one store."""
+    context = multiprocessing.get_context("fork")
+    start, admitted = context.Event(), context.Queue()
+    racers = [context.Process(target=_race, args=(open_store, start, admitted))
+              for _ in range(processes)]
+    for racer in racers:
+        racer.start()
+    start.set()
+    total = sum(admitted.get(timeout=120) for _ in racers)
+    for racer in racers:
+        racer.join(60)
+    return total
+
+
+def test_processes_racing_on_one_file_admit_the_burst_once(tmp_path: Path) -> None:
+    assert admitted_in_race(functools.partial(SharedCounters, tmp_path / LIMITS_FILE)) \
+        == RACE_BURST
 
 
 HOLD_A_SLOT = """

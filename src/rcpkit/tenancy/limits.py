@@ -84,7 +84,7 @@ class LimitsUnavailable(Exception):
 
 
 class Counters(Protocol):
-    """Every principal's counters, read and changed inside one :meth:`CounterStore.transaction`."""
+    """The counters, read and changed inside one :meth:`CounterStore.transaction`."""
 
     def bucket(self, principal: str) -> tuple[float, float] | None:
         """``(tokens, last refill time)`` of the principal's token bucket, None before any."""
@@ -107,8 +107,9 @@ class CounterStore(Protocol):
     """Where the counters live: this process (:class:`ProcessCounters`) or a store every
     process serving one root shares (:class:`.shared_limits.SharedCounters`)."""
 
-    def transaction(self) -> AbstractContextManager[Counters]:
-        """The counters, changed atomically; :class:`LimitsUnavailable` when they cannot be."""
+    def transaction(self, principal: str) -> AbstractContextManager[Counters]:
+        """``principal``'s counters, changed atomically (the transactions of one principal
+        follow one another); :class:`LimitsUnavailable` when they cannot be."""
 
     def give_back(self, slot: object) -> None:
         """Free a slot :meth:`Counters.take_slot` handed out."""
@@ -123,7 +124,7 @@ class ProcessCounters:
         self._written: dict[str, tuple[int, int]] = {}
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Counters]:
+    def transaction(self, principal: str) -> Iterator[Counters]:
         yield self
 
     def bucket(self, principal: str) -> tuple[float, float] | None:
@@ -178,7 +179,7 @@ class Limiter:
         slot: object = None
         if limits.requests_per_second is not None or limits.concurrent is not None:
             try:
-                with self.store.transaction() as counters:
+                with self.store.transaction(principal) as counters:
                     now = self._clock()
                     busy = limits.concurrent is not None \
                         and counters.in_flight(principal, now) >= limits.concurrent
@@ -215,7 +216,7 @@ class Limiter:
         if size > quota:
             raise QuotaExceeded(f"a write of {size} bytes exceeds the daily quota of {quota}")
         try:
-            with self.store.transaction() as counters:
+            with self.store.transaction(principal) as counters:
                 now = self._wall()
                 today = int(now // _DAY_S)
                 day, used = counters.written(principal) or (today, 0)

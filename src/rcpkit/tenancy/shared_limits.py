@@ -4,18 +4,19 @@ The :class:`~.limits.Limiter`'s counters — token buckets, the daily write quot
 lease row per request holding a concurrency slot — in tables every process shares:
 ``ROOT/limits.sqlite3`` (:class:`SharedCounters`: 0600, WAL) for the processes of one host, or
 a PostgreSQL database (:class:`PostgresCounters`) for machines that share one. Each
-admission is one transaction holding the store's write lock (``BEGIN IMMEDIATE``; an
-advisory transaction lock), so two processes never spend the same token and a refusal's
-wait is computed from the bucket every process spends (a truthful ``Retry-After``). Times
-are epoch seconds, which every process reads alike.
+admission is one transaction holding the store's write lock (``BEGIN IMMEDIATE``; on
+PostgreSQL an advisory lock of its principal), so two processes never spend the same token
+and a refusal's wait is computed from the bucket every process spends (a truthful
+``Retry-After``). Times are epoch seconds, which every process reads alike.
 
 A lease names its holder, and a lease whose holder is gone (``kill -9``) is deleted when
 next counted: on SQLite the holder is a process of this host (host and PID namespace, pid,
 start time, so a reused pid is not mistaken for it); on PostgreSQL it is the process's
 database session (backend pid and start), which ends with the process on any machine. A
 lease past its expiry (:data:`LEASE_TTL_S`, far longer than any request) is deleted too,
-which frees leases whose holder cannot be checked. SQLite commits are not fsynced
-(``synchronous=NORMAL``): a power loss forgets at most the last few charges, never the file.
+which frees leases whose holder cannot be checked. Commits do not wait for the disk
+(SQLite ``synchronous=NORMAL``, PostgreSQL ``synchronous_commit = off``): a power loss or a
+database crash forgets at most the last few charges, never the store.
 """
 
 from __future__ import annotations
@@ -118,8 +119,8 @@ class _SqlCounters:
         """Execute one statement; its cursor."""
         raise NotImplementedError
 
-    def begin(self) -> None:
-        """Open a transaction holding the store's write lock."""
+    def begin(self, principal: str) -> None:
+        """Open a transaction holding the store's write lock (at least for ``principal``)."""
         raise NotImplementedError
 
     def alive(self, holder: str) -> bool:
@@ -129,7 +130,7 @@ class _SqlCounters:
     def _create_tables(self) -> None:
         """The tables, made once (in a transaction holding the write lock); ValueError for a
         store a newer rcpkit wrote."""
-        self.begin()
+        self.begin("")
         try:
             for statement in _SCHEMA:
                 self.run(statement)
@@ -146,10 +147,10 @@ class _SqlCounters:
             raise
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Counters]:
+    def transaction(self, principal: str) -> Iterator[Counters]:
         with self._lock:
             try:
-                self.begin()
+                self.begin(principal)
             except self.errors as exc:
                 raise LimitsUnavailable(f"{self.where}: {exc}") from None
             try:
@@ -197,7 +198,7 @@ class SharedCounters(_SqlCounters):
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         return self.db.execute(sql, params)
 
-    def begin(self) -> None:
+    def begin(self, principal: str) -> None:
         self.db.execute("BEGIN IMMEDIATE")
 
     def alive(self, holder: str) -> bool:
@@ -208,8 +209,9 @@ class SharedCounters(_SqlCounters):
         self.db.close()
 
 
-_ADVISORY_LOCK = 0x72_63_70_6C_69_6D  # "rcplim": the one lock every admission takes
-"""The advisory lock key (PostgreSQL) serialising admissions, like SQLite's write lock."""
+_ADVISORY_LOCKS = 0x72_63_70_6C  # "rcpl"
+"""The first key of the advisory locks (PostgreSQL) serialising one principal's admissions
+(the second: a hash of its name); principals do not wait for each other."""
 
 
 class PostgresCounters(_SqlCounters):
@@ -238,8 +240,10 @@ class PostgresCounters(_SqlCounters):
     def _connect(self) -> None:
         self.db = self._psycopg.connect(self.dsn, autocommit=True,
                                         connect_timeout=max(1, math.ceil(self.timeout_s)))
-        # Set here, not as connection options, which would replace the DSN's own.
+        # Set here, not as connection options, which would replace the DSN's own. Commits do
+        # not wait for the WAL flush: a database crash forgets the last charges, nothing more.
         self.db.execute(f"SET lock_timeout = {math.ceil(self.timeout_s * 1000)}")
+        self.db.execute("SET synchronous_commit = off")
         session = self.db.execute("SELECT pid, backend_start::text FROM pg_stat_activity "
                                   "WHERE pid = pg_backend_pid()").fetchone()
         assert session is not None  # a session always sees itself
@@ -248,7 +252,7 @@ class PostgresCounters(_SqlCounters):
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         return self.db.execute(sql.replace("?", "%s"), params)
 
-    def begin(self) -> None:
+    def begin(self, principal: str) -> None:
         try:
             self.db.execute("BEGIN")
         except self._psycopg.OperationalError:
@@ -256,7 +260,8 @@ class PostgresCounters(_SqlCounters):
                 raise
             self._connect()  # the session ended (a restart, a failover): a new one, once
             self.db.execute("BEGIN")
-        self.db.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+        self.db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                        (_ADVISORY_LOCKS, principal))
 
     def alive(self, holder: str) -> bool:
         _, pid, started = _split(holder)

@@ -4,6 +4,7 @@ whose database session ended (its process killed, on any machine) reclaimed."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import psycopg
@@ -14,7 +15,9 @@ from rcpkit.tenancy.shared_limits import PostgresCounters
 from support.clock import FakeClock
 from tenancy.test_shared_limits import (
     DAY,
+    RACE_BURST,
     Pair,
+    admitted_in_race,
     expiring_lease,
     one_bucket_and_one_wait,
     shared_quota,
@@ -54,6 +57,11 @@ def test_the_daily_write_quota_is_shared(two: Pair, clock: FakeClock) -> None:
 
 def test_a_lease_past_its_expiry_holds_no_slot(two: Pair, clock: FakeClock) -> None:
     expiring_lease(two, clock)
+
+
+def test_processes_racing_on_one_database_admit_the_burst_once(pg_dsn: str) -> None:
+    PostgresCounters(pg_dsn).close()  # the tables, before the race
+    assert admitted_in_race(functools.partial(PostgresCounters, pg_dsn)) == RACE_BURST
 
 
 def test_a_lease_of_an_ended_session_is_reclaimed_and_its_store_reconnects(
