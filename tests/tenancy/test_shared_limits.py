@@ -48,74 +48,6 @@ def two(tmp_path: Path, clock: FakeClock) -> Iterator[Pair]:
         store.close()
 
 
-def one_bucket_and_one_wait(two: Pair, clock: FakeClock) -> None:
-    """Two limiters spend one bucket and tell a refused request the same wait."""
-    first, second = two
-    limits = Limits(requests_per_second=2, burst=3)
-    assert [first.admit("a", limits), second.admit("a", limits), first.admit("a", limits)] \
-        == [None, None, None]
-    # The burst is spent across both: each is told when the shared bucket next holds a token.
-    assert second.admit("a", limits) == pytest.approx(0.5)
-    clock.advance(0.2)
-    assert first.admit("a", limits) == pytest.approx(0.3)
-    assert second.admit("b", limits) is None  # another principal has its own bucket
-    clock.advance(0.3)
-    assert second.admit("a", limits) is None
-    assert first.admit("a", limits) == pytest.approx(0.5)
-
-
-def shared_slots(two: Pair) -> None:
-    """Concurrency slots are counted across both and given back."""
-    first, second = two
-    limits = Limits(concurrent=2)
-    assert first.admit("a", limits) is None and second.admit("a", limits) is None
-    assert first.admit("a", limits) == CONCURRENCY_RETRY_S
-    assert second.admit("a", limits) == CONCURRENCY_RETRY_S
-    first.release("a")
-    assert second.admit("a", limits) is None
-    assert first.admit("a", limits) == CONCURRENCY_RETRY_S
-
-
-def shared_quota(two: Pair, clock: FakeClock) -> None:
-    """The day's write bytes are counted across both."""
-    first, second = two
-    limits = Limits(write_bytes_per_day=100)
-    assert first.charge_writes("a", limits, 60) is None
-    assert second.charge_writes("a", limits, 60) == pytest.approx(DAY - 3_600.0)
-    assert second.charge_writes("a", limits, 40) is None
-    clock.advance(DAY - 3_600.0)
-    assert first.charge_writes("a", limits, 100) is None
-
-
-def expiring_lease(two: Pair, clock: FakeClock) -> None:
-    """A lease past its expiry holds no slot, though its holder lives."""
-    first, second = two
-    limits = Limits(concurrent=1)
-    assert first.admit("a", limits) is None
-    clock.advance(LEASE_TTL_S - 1)
-    assert second.admit("a", limits) == CONCURRENCY_RETRY_S
-    clock.advance(1)
-    assert second.admit("a", limits) is None
-
-
-def test_two_limiters_on_one_file_spend_one_bucket_and_agree_on_the_wait(
-        two: Pair, clock: FakeClock, tmp_path: Path) -> None:
-    one_bucket_and_one_wait(two, clock)
-    assert stat.S_IMODE((tmp_path / LIMITS_FILE).stat().st_mode) == 0o600
-
-
-def test_concurrency_slots_are_shared_and_given_back(two: Pair) -> None:
-    shared_slots(two)
-
-
-def test_the_daily_write_quota_is_shared(two: Pair, clock: FakeClock) -> None:
-    shared_quota(two, clock)
-
-
-def test_a_lease_past_its_expiry_holds_no_slot(two: Pair, clock: FakeClock) -> None:
-    expiring_lease(two, clock)
-
-
 RACE_BURST = 40
 
 
@@ -142,9 +74,70 @@ def admitted_in_race(open_store: Callable[[], CounterStore], processes: int = 3)
     return total
 
 
-def test_processes_racing_on_one_file_admit_the_burst_once(tmp_path: Path) -> None:
-    assert admitted_in_race(functools.partial(SharedCounters, tmp_path / LIMITS_FILE)) \
-        == RACE_BURST
+class SharedStoreScenarios:
+    """What any shared store must do, given the fixtures ``two`` (:data:`Pair`), ``clock``
+    and ``open_store`` (a fresh handle on the store, for another process)."""
+
+    def test_two_limiters_spend_one_bucket_and_agree_on_the_wait(
+            self, two: Pair, clock: FakeClock) -> None:
+        first, second = two
+        limits = Limits(requests_per_second=2, burst=3)
+        assert [first.admit("a", limits), second.admit("a", limits),
+                first.admit("a", limits)] == [None, None, None]
+        # The burst is spent across both: each is told when the shared bucket next holds one.
+        assert second.admit("a", limits) == pytest.approx(0.5)
+        clock.advance(0.2)
+        assert first.admit("a", limits) == pytest.approx(0.3)
+        assert second.admit("b", limits) is None  # another principal has its own bucket
+        clock.advance(0.3)
+        assert second.admit("a", limits) is None
+        assert first.admit("a", limits) == pytest.approx(0.5)
+
+    def test_concurrency_slots_are_shared_and_given_back(self, two: Pair) -> None:
+        first, second = two
+        limits = Limits(concurrent=2)
+        assert first.admit("a", limits) is None and second.admit("a", limits) is None
+        assert first.admit("a", limits) == CONCURRENCY_RETRY_S
+        assert second.admit("a", limits) == CONCURRENCY_RETRY_S
+        first.release("a")
+        assert second.admit("a", limits) is None
+        assert first.admit("a", limits) == CONCURRENCY_RETRY_S
+
+    def test_the_daily_write_quota_is_shared(self, two: Pair, clock: FakeClock) -> None:
+        first, second = two
+        limits = Limits(write_bytes_per_day=100)
+        assert first.charge_writes("a", limits, 60) is None
+        assert second.charge_writes("a", limits, 60) == pytest.approx(DAY - 3_600.0)
+        assert second.charge_writes("a", limits, 40) is None
+        clock.advance(DAY - 3_600.0)
+        assert first.charge_writes("a", limits, 100) is None
+
+    def test_a_lease_past_its_expiry_holds_no_slot_though_its_holder_lives(
+            self, two: Pair, clock: FakeClock) -> None:
+        first, second = two
+        limits = Limits(concurrent=1)
+        assert first.admit("a", limits) is None
+        clock.advance(LEASE_TTL_S - 1)
+        assert second.admit("a", limits) == CONCURRENCY_RETRY_S
+        clock.advance(1)
+        assert second.admit("a", limits) is None
+
+    def test_processes_racing_on_one_store_admit_the_burst_once(
+            self, open_store: Callable[[], CounterStore]) -> None:
+        assert admitted_in_race(open_store) == RACE_BURST
+
+
+class TestLimitsFile(SharedStoreScenarios):
+    """The scenarios on ``limits.sqlite3``."""
+
+
+@pytest.fixture
+def open_store(tmp_path: Path) -> Callable[[], CounterStore]:
+    return functools.partial(SharedCounters, tmp_path / LIMITS_FILE)
+
+
+def test_the_limits_file_is_the_owner_s_alone(two: Pair, tmp_path: Path) -> None:
+    assert stat.S_IMODE((tmp_path / LIMITS_FILE).stat().st_mode) == 0o600
 
 
 HOLD_A_SLOT = """

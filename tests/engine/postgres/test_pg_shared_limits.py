@@ -5,24 +5,15 @@ whose database session ended (its process killed, on any machine) reclaimed."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
 
-from rcpkit.tenancy.limits import CONCURRENCY_RETRY_S, Limiter, Limits
+from rcpkit.tenancy.limits import CONCURRENCY_RETRY_S, CounterStore, Limiter, Limits
 from rcpkit.tenancy.shared_limits import PostgresCounters
 from support.clock import FakeClock
-from tenancy.test_shared_limits import (
-    DAY,
-    RACE_BURST,
-    Pair,
-    admitted_in_race,
-    expiring_lease,
-    one_bucket_and_one_wait,
-    shared_quota,
-    shared_slots,
-)
+from tenancy.test_shared_limits import DAY, Pair, SharedStoreScenarios
 
 
 @pytest.fixture
@@ -43,25 +34,13 @@ def two(stores: list[PostgresCounters], clock: FakeClock) -> Pair:
     return Limiter(clock, clock, stores[0]), Limiter(clock, clock, stores[1])
 
 
-def test_two_limiters_on_one_database_spend_one_bucket(two: Pair, clock: FakeClock) -> None:
-    one_bucket_and_one_wait(two, clock)
+@pytest.fixture
+def open_store(stores: list[PostgresCounters], pg_dsn: str) -> Callable[[], CounterStore]:
+    return functools.partial(PostgresCounters, pg_dsn)  # the tables are made by ``stores``
 
 
-def test_concurrency_slots_are_shared_and_given_back(two: Pair) -> None:
-    shared_slots(two)
-
-
-def test_the_daily_write_quota_is_shared(two: Pair, clock: FakeClock) -> None:
-    shared_quota(two, clock)
-
-
-def test_a_lease_past_its_expiry_holds_no_slot(two: Pair, clock: FakeClock) -> None:
-    expiring_lease(two, clock)
-
-
-def test_processes_racing_on_one_database_admit_the_burst_once(pg_dsn: str) -> None:
-    PostgresCounters(pg_dsn).close()  # the tables, before the race
-    assert admitted_in_race(functools.partial(PostgresCounters, pg_dsn)) == RACE_BURST
+class TestLimitsTables(SharedStoreScenarios):
+    """The scenarios on PostgreSQL."""
 
 
 def test_a_lease_of_an_ended_session_is_reclaimed_and_its_store_reconnects(
