@@ -162,11 +162,32 @@ def test_a_killed_process_s_lease_is_reclaimed_and_a_live_one_s_is_not(tmp_path:
         limiter = Limiter(time.time, time.time, store)
         limits = Limits(concurrent=1)
         assert limiter.admit("a", limits) == CONCURRENCY_RETRY_S  # alive: its slot holds
-    finally:
         os.kill(holder.pid, signal.SIGKILL)
+        # Killed but not reaped yet (a zombie): it holds nothing any more.
+        os.waitid(os.P_PID, holder.pid, os.WEXITED | os.WNOWAIT)
+        assert limiter.admit("a", limits) is None
+        assert limiter.admit("a", limits) == CONCURRENCY_RETRY_S
+    finally:
+        holder.kill()
         holder.wait(30)
+    store.close()
+
+
+def test_a_reused_pid_holds_no_slot_and_another_host_s_lease_holds_until_it_lapses(
+        tmp_path: Path, clock: FakeClock) -> None:
+    store = SharedCounters(tmp_path / LIMITS_FILE)
+    limiter = Limiter(clock, clock, store)
+    limits = Limits(concurrent=1)
+    # A lease of this very pid, but of a process that started at another time.
+    store.run("INSERT INTO rcpkit_leases VALUES ('old', 'a', ?, ?)",
+              (f"{store.host}|{os.getpid()}|1", clock() + LEASE_TTL_S))
     assert limiter.admit("a", limits) is None
-    assert limiter.admit("a", limits) == CONCURRENCY_RETRY_S
+    limiter.release("a")
+    store.run("INSERT INTO rcpkit_leases VALUES ('far', 'a', 'elsewhere|pid:[1]|7|1', ?)",
+              (clock() + 60,))
+    assert limiter.admit("a", limits) == CONCURRENCY_RETRY_S  # cannot be checked: it holds
+    clock.advance(60)
+    assert limiter.admit("a", limits) is None
     store.close()
 
 

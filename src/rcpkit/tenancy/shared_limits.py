@@ -69,17 +69,23 @@ def _host() -> str:
     return f"{socket.gethostname()}|{namespace}"
 
 
+_PROC = os.path.exists("/proc/self/stat")
+"""Whether processes can be told apart by their start time (Linux ``/proc``)."""
+
+
 def _started(pid: int) -> str | None:
-    """An identity of process ``pid``'s start (its start time on Linux), so that a reused
-    pid is not taken for the process that held a lease; None when no such process runs."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            # Fields after the command name (which may hold spaces): the 20th is the start time.
-            return stat.read().rpartition(")")[2].split()[19]
-    except FileNotFoundError:
-        return None
-    except OSError:
-        pass
+    """An identity of process ``pid``'s start (its start time where ``/proc`` tells it), so
+    that a reused pid is not taken for the process that held a lease; None when no such
+    process runs (a zombie, killed but not yet reaped, runs no more)."""
+    if _PROC:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+                # The fields after the command name (which may hold spaces): state, ...,
+                # the start time 20th.
+                fields = stat.read().rpartition(")")[2].split()
+        except FileNotFoundError:
+            return None
+        return None if fields[0] == "Z" else fields[19]
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -89,7 +95,7 @@ def _started(pid: int) -> str | None:
     return ""
 
 
-def holder_of(pid: int) -> str:
+def _holder_of(pid: int) -> str:
     """The lease holder name of process ``pid`` on this host (which must be running)."""
     return f"{_host()}|{pid}|{_started(pid) or ''}"
 
@@ -184,7 +190,7 @@ class SharedCounters(_SqlCounters):
                  busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         super().__init__(Path(path).name, lease_ttl_s)
         self.host = _host()
-        self.holder = holder_of(os.getpid())
+        self.holder = _holder_of(os.getpid())
         private_file(Path(path))
         try:
             self.db = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
