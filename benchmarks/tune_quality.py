@@ -12,6 +12,11 @@ The chosen configurations are then confirmed end to end over stdio with ``rcpkit
 
     python benchmarks/tune_quality.py --collection scifact=DATASET_DIR:DATA_DIR \\
         --collection faq-en=...:... --sweep fusion --sweep bm25 --sweep windows --sweep rm3
+
+``--sweep completion`` and ``--sweep levers`` work on whole score matrices instead (every
+query against every row, dense cosine and BM25, computed once by the engine's own indexes):
+candidate depth per half, score completion, normalisation and the other fusion levers are
+then array operations, seconds a configuration.
 """
 
 from __future__ import annotations
@@ -370,6 +375,292 @@ def sweep_latency(collections: list[Collection]) -> None:
               f"ratio {default / rrf:.3f} ({len(timings['rrf'])} queries each)")
 
 
+@dataclass
+class Matrices:
+    """Every judged query against every stored row: cosine, BM25, relevance (one chunk a
+    document, as the development collections are indexed)."""
+
+    name: str
+    dense: np.ndarray
+    sparse: np.ndarray
+    relevant: np.ndarray
+    judged: np.ndarray
+    vectors: np.ndarray
+    query_vectors: np.ndarray
+    texts: list[str]
+    queries: list[str]
+    coverage: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, collection: Collection) -> Matrices:
+        indexes = collection.engine.indexes
+        assert indexes is not None
+        rowids = np.asarray(sorted(collection.doc_of), np.int64)
+        vectors = indexes.dense.get(rowids)
+        queries = list(collection.dataset.judged_queries().items())
+        sparse = np.zeros((len(queries), len(rowids)))
+        for number, (_, text) in enumerate(queries):
+            full = indexes.lexical._score(text, None, None)
+            if full is not None:
+                sparse[number] = full[rowids]
+        column = {collection.doc_of[int(r)]: i for i, r in enumerate(rowids)}
+        relevant = np.zeros(sparse.shape, bool)
+        for number, (query_id, _) in enumerate(queries):
+            for doc, grade in collection.dataset.qrels[query_id].items():
+                if grade > 0 and doc in column:
+                    relevant[number, column[doc]] = True
+        judged = np.asarray([sum(g > 0 for g in collection.dataset.qrels[q].values())
+                             for q, _ in queries], np.float64)
+        texts = [t for batch in collection.engine._store.iter_rows(rowids.tolist())
+                 for t in batch.texts]
+        return cls(collection.name, (collection.query_vectors @ vectors.T).astype(np.float64),
+                   sparse, relevant, judged, vectors, collection.query_vectors, texts,
+                   [text for _, text in queries])
+
+
+def top_columns(scores: np.ndarray, k: int) -> np.ndarray:
+    """Per row the columns of the ``k`` best scores, best first, ties to the smaller column."""
+    k = min(k, scores.shape[1])
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    order = np.lexsort((part, -np.take_along_axis(scores, part, 1)), axis=1)
+    return np.take_along_axis(part, order, 1)
+
+
+def matrix_means(m: Matrices, fused: np.ndarray, candidates: np.ndarray) -> dict[str, float]:
+    """nDCG@10, Recall@100 and MRR@10 of the top 100 candidates by ``fused`` (as
+    :mod:`rcpkit.eval.metrics` computes them for one chunk per document)."""
+    ranked = top_columns(np.where(candidates, fused, -np.inf), DEPTH)
+    hits = (np.take_along_axis(m.relevant, ranked, 1)
+            & np.take_along_axis(candidates, ranked, 1))
+    discount = 1.0 / np.log2(np.arange(2, 12))
+    ideal = np.asarray([discount[:int(min(n, 10))].sum() for n in m.judged])
+    first = np.where(hits[:, :10].any(1), hits[:, :10].argmax(1) + 1, np.inf)
+    return {"nDCG@10": float(((hits[:, :10] * discount).sum(1) / ideal).mean()),
+            "Recall@100": float((hits.sum(1) / m.judged).mean()),
+            "MRR@10": float((1.0 / first).mean())}
+
+
+def halves(m: Matrices, depth_dense: int = DEPTH, depth_sparse: int = DEPTH, *,
+           complete: bool = True, ceiling_rank: int = 0, dense: np.ndarray | None = None,
+           sparse: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(candidates, dense part, sparse part): each half's top ``depth`` rows, scores
+    normalised against the floors (cosine -1, BM25 0) and each half's best candidate score
+    (or its ``ceiling_rank``-th best, clipped to 1: the winsorised ceiling); with
+    ``complete`` every candidate keeps both halves' scores, else only its own list's."""
+    dense = m.dense if dense is None else dense
+    sparse = m.sparse if sparse is None else sparse
+    in_dense = np.zeros(dense.shape, bool)
+    np.put_along_axis(in_dense, top_columns(dense, depth_dense), True, 1)
+    in_sparse = np.zeros(sparse.shape, bool)
+    np.put_along_axis(in_sparse, top_columns(sparse, depth_sparse), True, 1)
+    in_sparse &= sparse > 0
+    candidates = in_dense | in_sparse
+    scored_dense = candidates if complete else in_dense
+    scored_sparse = (candidates & (sparse > 0)) if complete else in_sparse
+    parts = []
+    for scores, scored, floor in ((dense, scored_dense, -1.0), (sparse, scored_sparse, 0.0)):
+        ordered = -np.sort(-np.where(scored, scores, -np.inf), 1)
+        ceiling = ordered[:, min(ceiling_rank, ordered.shape[1] - 1)]
+        ceiling = np.where(np.isfinite(ceiling), ceiling, ordered[:, 0])
+        span = np.maximum(ceiling - floor, 1e-12)[:, None]
+        parts.append(np.where(scored, np.clip((scores - floor) / span, 0.0, 1.0), 0.0))
+    return candidates, parts[0], parts[1]
+
+
+def coverage(m: Matrices) -> np.ndarray:
+    """Per query and row the idf-weighted share of the query's distinct terms the row holds
+    (the peer engine's coverage feature, with BM25's idf instead of a plain count)."""
+    from scipy import sparse  # a benchmark-only dependency (numpy's companion)
+
+    if m.coverage is not None:
+        return m.coverage
+    analyzer = Analyzer()
+    vocabulary: dict[str, int] = {}
+    rows, columns = [], []
+    for row, tokens in enumerate(analyzer.tokens_batch(m.texts)):
+        for term in set(tokens):
+            rows.append(row)
+            columns.append(vocabulary.setdefault(term, len(vocabulary)))
+    present = sparse.csr_matrix((np.ones(len(rows)), (rows, columns)),
+                                shape=(len(m.texts), len(vocabulary)))
+    frequency = np.asarray(present.sum(0)).ravel()
+    idf = np.log1p((len(m.texts) - frequency + 0.5) / (frequency + 0.5))
+    weights = np.zeros((len(m.queries), len(vocabulary)))
+    for number, tokens in enumerate(analyzer.tokens_batch(m.queries)):
+        terms = [vocabulary[t] for t in set(tokens) if t in vocabulary]
+        weights[number, terms] = idf[terms]
+    m.coverage = np.asarray(present @ weights.T).T / np.maximum(weights.sum(1), 1e-12)[:, None]
+    return m.coverage
+
+
+def sweep_completion(matrices: list[Matrices], alphas: Sequence[float]) -> None:
+    """Candidate depth per half, and each half scoring the other's candidates."""
+    header("nDCG@10 / Recall@100 / MRR@10 per collection: " + ", ".join(m.name for m in matrices))
+    grid: list[tuple[str, dict[str, object], float]] = [
+        (f"depth {d}/{s} as recalled a={a}", {"depth_dense": d, "depth_sparse": s,
+                                                "complete": False}, a)
+        for d, s in ((100, 100), (200, 200), (300, 300), (500, 500)) for a in (0.8,)]
+    grid += [(f"completed a={a}", {}, a) for a in alphas]
+    for label, options, alpha in grid:
+        line = f"{label:<28}"
+        for m in matrices:
+            candidates, dense, sparse = halves(m, **options)  # type: ignore[arg-type]
+            means = matrix_means(m, alpha * dense + (1 - alpha) * sparse, candidates)
+            line += " |" + "".join(f"{means[name]:>7.4f}" for name in SHOWN)
+        print(line, flush=True)
+
+
+LEVERS = ("none", "ceiling 1", "ceiling 5", "decisive 0.25", "decisive 0.5", "coverage 0.03",
+          "coverage 0.05", "coverage 0.1", "prf 0.25", "prf 0.5", "title 1", "title 2",
+          "title 3", "windows 0.5", "learned", "transfer")
+
+
+def sweep_levers(matrices: list[Matrices], alpha: float, embedder: CachedEmbedder,
+                 levers: Sequence[str] = LEVERS, folds: int = 2) -> None:
+    """The other fusion levers on top of score completion (``alpha`` the dense weight):
+    a winsorised ceiling, per-query weights from how decisive each half is, the idf-weighted
+    query-term coverage, dense pseudo-relevance feedback (Rocchio on the vectors of the top
+    fused rows), the title counted twice by BM25, and a linear fusion learned (ListNet, with
+    ``folds``-fold cross-validation) over both halves' scores, list membership and coverage,
+    and the same fusion learned on the first collection's queries applied to every one; also
+    the sentence windows (``windows MIX``, every row scored exactly with its windows)."""
+    header("levers on completed convex fusion: nDCG@10 / Recall@100 / MRR@10 per collection")
+
+    def fused_by(m: Matrices, lever: str) -> tuple[np.ndarray, np.ndarray]:
+        kind, _, value = lever.partition(" ")
+        number = float(value) if value else 0.0
+        candidates, dense, sparse = halves(m, ceiling_rank=int(number) if kind == "ceiling"
+                                           else 0)
+        fused = alpha * dense + (1 - alpha) * sparse
+        if kind == "decisive":
+            gaps = [np.maximum(-np.diff(-np.sort(-np.where(candidates, part, -np.inf), 1)
+                                        [:, [0, 4]], axis=1)[:, 0], 1e-6) ** number
+                    for part in (dense, sparse)]
+            weight = (alpha * gaps[0] / (alpha * gaps[0] + (1 - alpha) * gaps[1]))[:, None]
+            fused = weight * dense + (1 - weight) * sparse
+        elif kind == "coverage":
+            fused = (1 - number) * fused + number * coverage(m)
+        elif kind == "prf":
+            top = top_columns(np.where(candidates, fused, -np.inf), 3)
+            moved = m.query_vectors + number * m.vectors[top].mean(1)
+            moved /= np.linalg.norm(moved, axis=1, keepdims=True)
+            candidates, dense, sparse = halves(m, dense=(moved @ m.vectors.T).astype(float))
+            fused = alpha * dense + (1 - alpha) * sparse
+        elif kind == "title":
+            candidates, dense, sparse = halves(m, sparse=title_sparse(m, int(number)))
+            fused = alpha * dense + (1 - alpha) * sparse
+        elif kind == "windows":
+            candidates, dense, sparse = halves(m, dense=windowed(m, embedder, number))
+            fused = alpha * dense + (1 - alpha) * sparse
+        elif kind == "learned":
+            fused = learned_fusion(m, candidates, dense, sparse, folds, None)
+        elif kind == "transfer":
+            fused = learned_fusion(m, candidates, dense, sparse, folds, transferred)
+        return fused, candidates
+
+    transferred = None
+    if "transfer" in levers:
+        first = matrices[0]
+        candidates, dense, sparse = halves(first)
+        transferred = listnet_weights(first, candidates,
+                                      learned_features(first, candidates, dense, sparse),
+                                      np.arange(len(first.queries)))
+        print(f"learned on {first.name}: weights (dense, sparse, in dense top, coverage) "
+              f"{np.round(transferred, 3).tolist()}")
+    for lever in levers:
+        line = f"{lever:<28}"
+        for m in matrices:
+            fused, candidates = fused_by(m, lever)
+            means = matrix_means(m, fused, candidates)
+            line += " |" + "".join(f"{means[name]:>7.4f}" for name in SHOWN)
+        print(line, flush=True)
+
+
+def windowed(m: Matrices, embedder: CachedEmbedder, mix: float) -> np.ndarray:
+    """Cosines raised by each row's best sentence window, ``whole + mix · max(0, best -
+    whole)`` (the engine's ``dense_sentence_windows``), every row scored exactly."""
+    owners: list[int] = []
+    texts: list[str] = []
+    for row, text in enumerate(m.texts):
+        windows = sentence_windows(text)
+        owners.extend([row] * len(windows))
+        texts.extend(windows)
+    if not texts:
+        return m.dense
+    similarities = m.query_vectors @ embedder.embed(texts, "document").T
+    best = np.full(m.dense.shape, -np.inf)
+    for column, row in enumerate(owners):
+        best[:, row] = np.maximum(best[:, row], similarities[:, column])
+    raised: np.ndarray = m.dense + mix * np.maximum(0.0, best - m.dense)
+    return raised
+
+
+def title_sparse(m: Matrices, repeat: int) -> np.ndarray:
+    """BM25 where a text's title (:func:`~rcpkit.engine.indexes.lexical.leading_title`) counts
+    ``repeat`` times (the engine's ``lexical_title_repeat``)."""
+    index = LexicalIndex(title_repeat=repeat)
+    index.add(np.arange(len(m.texts)), m.texts)
+    sparse = np.zeros(m.sparse.shape)
+    for number, query in enumerate(m.queries):
+        full = index._score(query, None, None)
+        if full is not None:
+            sparse[number] = full
+    return sparse
+
+
+def learned_features(m: Matrices, candidates: np.ndarray, dense: np.ndarray,
+                     sparse: np.ndarray) -> np.ndarray:
+    """Per query and row: dense part, sparse part, whether the dense top 100 holds the row,
+    and the query-term coverage (0 outside the candidates)."""
+    ranked = np.zeros(candidates.shape, bool)
+    np.put_along_axis(ranked, top_columns(m.dense, DEPTH), True, 1)
+    return np.stack([dense, sparse, ranked.astype(float),
+                     np.where(candidates, coverage(m), 0.0)], -1)
+
+
+def listnet_weights(m: Matrices, candidates: np.ndarray, features: np.ndarray,
+                    queries: np.ndarray) -> np.ndarray:
+    """Linear weights minimising the ListNet loss (softmax cross-entropy against the judged
+    rows) over ``queries``."""
+    from scipy.optimize import minimize  # a benchmark-only dependency (numpy's companion)
+
+    data = [(features[q][candidates[q]], m.relevant[q][candidates[q]].astype(float))
+            for q in queries if m.relevant[q][candidates[q]].any()]
+
+    def loss(weights: np.ndarray) -> tuple[float, np.ndarray]:
+        total, gradient = 0.0, np.zeros_like(weights)
+        for x, y in data:
+            s = x @ weights
+            p = np.exp(s - s.max())
+            p /= p.sum()
+            target = y / y.sum()
+            total -= float((target * np.log(p + 1e-12)).sum())
+            gradient -= x.T @ (target - p)
+        return total / len(data), gradient / len(data)
+
+    start = np.zeros(features.shape[-1])
+    start[0] = 1.0
+    weights: np.ndarray = minimize(loss, start, jac=True, method="L-BFGS-B").x
+    return weights
+
+
+def learned_fusion(m: Matrices, candidates: np.ndarray, dense: np.ndarray, sparse: np.ndarray,
+                   folds: int, weights: np.ndarray | None) -> np.ndarray:
+    """Scores of the linear ListNet fusion: with ``weights`` (learned elsewhere) as given,
+    else each query scored by weights learned on the other folds' queries."""
+    features = learned_features(m, candidates, dense, sparse)
+    if weights is not None:
+        fused: np.ndarray = features @ weights
+        return fused
+    order = np.random.default_rng(0).permutation(len(m.queries))
+    fused = np.zeros(candidates.shape)
+    for fold in range(folds):
+        held = order[fold::folds]
+        fused[held] = features[held] @ listnet_weights(m, candidates, features,
+                                                       np.setdiff1d(order, held))
+    return fused
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -377,12 +668,15 @@ def main() -> None:
                         help="NAME=DATASET_DIR:DATA_DIR (the data dir already holds the corpus)")
     parser.add_argument("--split", default=None, help="qrels split (default test / the only one)")
     parser.add_argument("--sweep", action="append",
-                        choices=("fusion", "bm25", "windows", "rm3", "rerank", "latency"),
+                        choices=("fusion", "bm25", "windows", "rm3", "rerank", "latency",
+                                 "completion", "levers"),
                         default=[])
     parser.add_argument("--embedding-cache", type=Path, default=Path("embedding-cache.sqlite3"),
                         help="content-hash embedding cache (queries, sentence windows)")
     parser.add_argument("--alphas", type=float, nargs="+", default=ALPHAS,
                         help="dense weights of the normalised fusions in the fusion sweep")
+    parser.add_argument("--levers", nargs="+", choices=LEVERS, default=LEVERS,
+                        help="the levers --sweep levers measures")
     parser.add_argument("--rerank-queries", type=int, default=100,
                         help="judged queries the rerank sweep runs (about a second of CPU each)")
     parser.add_argument("--hybrid-fusion", default="tm2c2 a=0.5",
@@ -410,6 +704,12 @@ def main() -> None:
         sweep_rerank(collections, args.rerank_queries)
     if "latency" in args.sweep:
         sweep_latency(collections)
+    if {"completion", "levers"} & set(args.sweep):
+        matrices = [Matrices.of(collection) for collection in collections]
+        if "completion" in args.sweep:
+            sweep_completion(matrices, (0.75, 0.8, 0.81, 0.82, 0.83, 0.85))
+        if "levers" in args.sweep:
+            sweep_levers(matrices, 0.82, embedder, args.levers)
     for collection in collections:
         collection.engine.close()
 

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slow
         ("bench_stages.py", ["Engine.search at", "progress callback", "rerank",
                              "ColBERT rerank", "passages cached"]),
         ("bench_quality.py", ["FAQ en", "hybrid convex", "+ colbert top20", "ΔnDCG@10"]),
+        ("bench_fusion.py", ["1000 chunks ingested", "before p50", "default p50", "p50 ratio"]),
     ],
 )
 def test_quick_run_prints_its_report(script: str, expected: list[str]) -> None:

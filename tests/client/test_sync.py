@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import pydoc
+import typing
+
 import pytest
 
-from rcpkit.client import AsyncClient, Client
+from rcpkit.client import AsyncClient, BlockingBatch, Client
 from rcpkit.protocol.errors import TransportClosed, UsageError
+from rcpkit.protocol.types import GraphResult, IndexAddResult, PingResult, RetrieveResult
 
 
 def test_sync_client_round_trip(ref_stdio: list[str]) -> None:
@@ -37,3 +43,28 @@ def test_sync_close_is_idempotent_and_final(scripted: list[str]) -> None:
 def test_sync_connect_failure_raises_and_cleans_up(ref_stdio: list[str]) -> None:
     with pytest.raises(Exception, match="minimum RCP/2"):
         Client.connect_stdio(ref_stdio, min_version=2)
+
+
+@pytest.mark.parametrize(("name", "result"), [("retrieve", RetrieveResult),
+                                              ("graph", GraphResult),
+                                              ("index_add", IndexAddResult),
+                                              ("ping", PingResult), ("notify", type(None))])
+def test_blocking_signatures_show_what_the_call_returns(name: str, result: type) -> None:
+    method = getattr(Client, name)
+    assert inspect.signature(method).return_annotation is result
+    assert typing.get_type_hints(method)["return"] is result
+    shown = pydoc.render_doc(method, renderer=pydoc.plaintext)
+    assert "Awaitable" not in shown
+    # Same parameters as the async method it runs.
+    assert inspect.signature(method).parameters == \
+        inspect.signature(getattr(AsyncClient, name)).parameters
+    # A queued batch call gives back a future of the same result.
+    if hasattr(BlockingBatch, name) and name != "notify":
+        assert typing.get_type_hints(getattr(BlockingBatch, name))["return"] == \
+            asyncio.Future[result]
+
+
+def test_blocking_connectors_return_a_client() -> None:
+    for connect in (Client.connect_stdio, Client.connect_http, Client.connect_memory):
+        assert typing.get_type_hints(connect)["return"] is Client
+        assert "Coroutine" not in pydoc.render_doc(connect, renderer=pydoc.plaintext)

@@ -81,3 +81,91 @@ def test_capabilities_say_what_each_mode_scores(engine: Engine, tmp_path: Path) 
     with open_engine(tmp_path / "rrf", default_fusion="rrf") as rrf_engine:
         hybrid = capabilities(rrf_engine.describe(), None)["retrieve"]["x-rcpkit-scores"]["hybrid"]
         assert hybrid == {"fusion": "rrf", "scale": "rrf"}
+
+
+WORDS = ["honey", "flour", "yeast", "compost", "soil", "star", "north", "bread", "bees", "night"]
+MIXED = [DocumentIn(" ".join(WORDS[(i * step) % len(WORDS)] for step in (1, 3, 7)) + f" n{i}",
+                    id=f"m{i}") for i in range(30)]
+QUERY = "honey bread night soil"
+
+
+def test_complete_recall_scores_each_half_on_the_others_candidates(tmp_path: Path) -> None:
+    """``complete``: each list keeps its own top k and gains the other list's rows, scored as
+    a full-depth search of that half scores them (BM25 only where the row matches)."""
+    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as engine:
+        engine.add(MIXED)
+        recall = engine.searcher.recall
+        vector = engine.searcher.query_vector(QUERY)
+        common = {"dense": True, "sparse": True, "seq": engine._store.current_seq(),
+                  "tree": None, "schema": {}, "exact": True}
+        dense_own, sparse_own = recall.recall(QUERY, vector, k=4, **common)
+        dense_all, sparse_all = recall.recall(QUERY, vector, k=len(MIXED), **common)
+        dense, sparse = recall.recall(QUERY, vector, k=4, complete=True, **common)
+    assert set(dense_own) != set(sparse_own)  # the case needs halves that disagree
+    assert set(dense) == set(dense_own) | set(sparse_own)
+    assert {rowid: dense[rowid] for rowid in dense_own} == dense_own
+    assert dense == pytest.approx({rowid: dense_all[rowid] for rowid in dense}, rel=1e-6)
+    matching = {rowid for rowid in dense if rowid in sparse_all}
+    assert set(sparse) == set(sparse_own) | matching
+    assert sparse == {rowid: sparse_all[rowid] for rowid in sparse}
+
+
+def test_default_hybrid_fuses_both_scores_of_every_candidate(tmp_path: Path) -> None:
+    """Under the default (convex) fusion a hit the other half did not rank still carries and
+    is fused on both scores; RRF and ``fusion_complete_scores = false`` fuse each list as
+    recalled."""
+    request = SearchRequest(QUERY, k=8, candidate_k=8)
+    with open_engine(tmp_path / "on") as engine:
+        engine.add(MIXED)
+        hits = engine.search(request).hits
+        rrf_hits = engine.search(SearchRequest(QUERY, k=8, candidate_k=8, fusion="rrf")).hits
+        alpha = engine.config.default_fusion_alpha
+        # Each half's best score is its top hit's (the convex normalisation's ceiling).
+        dense_top, sparse_top = (engine.search(SearchRequest(QUERY, k=1, mode=mode)).hits[0].score
+                                 for mode in ("dense", "sparse"))
+    assert all("dense" in hit.scores for hit in hits)
+    for hit in hits:
+        expected = (alpha * (hit.scores["dense"] + 1) / (dense_top + 1)
+                    + (1 - alpha) * hit.scores.get("sparse", 0.0) / sparse_top)
+        assert hit.score == pytest.approx(expected)
+    assert any(len(hit.scores) == 2 for hit in rrf_hits)  # "fused" and one list's score
+    with open_engine(tmp_path / "off", fusion_complete_scores=False) as engine:
+        engine.add(MIXED)
+        assert any("dense" not in hit.scores or "sparse" not in hit.scores
+                   for hit in engine.search(request).hits)
+
+
+def test_completion_keeps_the_filter_and_needs_no_lexical_match(tmp_path: Path) -> None:
+    """The rows one half adds to the other are its own candidates, so they pass the §8 filter;
+    a query no row matches lexically still fuses the dense list alone."""
+    tagged = [DocumentIn(doc.text, id=doc.id, meta={"even": int(doc.id[1:]) % 2 == 0})
+              for doc in MIXED]
+    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as engine:
+        engine.add(tagged)
+        even = {"field": "even", "op": "eq", "value": True}
+        hits = engine.search(SearchRequest(QUERY, k=10, candidate_k=10, filter=even)).hits
+        assert hits and all(hit.meta["even"] for hit in hits)
+        assert all("dense" in hit.scores for hit in hits)
+        unmatched = engine.search(SearchRequest("qqqq zzzz", k=3)).hits
+    assert len(unmatched) == 3 and all(set(hit.scores) == {"dense", "fused"}
+                                       for hit in unmatched)
+
+
+def test_reopening_with_another_title_weight_rebuilds_the_lexical_index(tmp_path: Path) -> None:
+    """``lexical_title_repeat`` is part of the saved lexical index: a data directory saved with
+    another weight is re-indexed on open, so old and new rows score alike."""
+    titled = [DocumentIn("Sourdough\n\nA starter of wild yeast, flour and water.", id="bread"),
+              DocumentIn("Bread flour has more protein than cake flour and sourdough.",
+                         id="flour")]
+    request = SearchRequest("sourdough", k=2, mode="sparse")
+    with Engine.open(EngineConfig(data_dir=tmp_path / "a", embedder="hashing",
+                                  lexical_title_repeat=1)) as engine:
+        engine.add(titled)
+        once = [(hit.id, hit.score) for hit in engine.search(request).hits]
+    with Engine.open(EngineConfig(data_dir=tmp_path / "a", embedder="hashing")) as engine:
+        reopened = [(hit.id, hit.score) for hit in engine.search(request).hits]
+    with Engine.open(EngineConfig(data_dir=tmp_path / "b", embedder="hashing")) as engine:
+        engine.add(titled)
+        fresh = [(hit.id, hit.score) for hit in engine.search(request).hits]
+    assert reopened == fresh != once
+    assert fresh[0][0] == "bread#0" and fresh[0][1] > dict(once)["bread#0"]

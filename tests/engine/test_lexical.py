@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.indexes.lexical import TITLE_CHARS, LexicalIndex, leading_title
 from rcpkit.engine.text import Analyzer
 
 PLAIN = Analyzer(stopwords=False, stem=False)
@@ -80,6 +80,29 @@ def test_matches_reference_bm25_with_masks(seed: int) -> None:
         index.scores_for(query, picked, visible=visible)[: len(rows)], scores
     )
     assert index.scores_for(query, picked, visible=visible)[-2:].tolist() == [0.0, 0.0]
+
+
+def test_search_scoring_is_search_plus_the_given_rows_scores() -> None:
+    """One scoring pass gives the top k and the BM25 scores of other rows (a hybrid search's
+    dense candidates): 0 for a row that does not match, is not allowed or is unknown."""
+    docs = random_corpus(3, 80)
+    index = build(docs)
+    visible = np.ones(80, dtype=bool)
+    visible[5:15] = False
+    allow = visible.copy()
+    allow[20:30] = False
+    query = "w1 w3 w7"
+    rows, scores = index.search(query, 5, visible=visible, allow=allow)
+    given = np.array([rows[0], 6, 22, 40, 41, 79, 500, -3])
+    top_rows, top_scores, of_given = index.search_scoring(query, 5, given, visible=visible,
+                                                          allow=allow)
+    assert top_rows.tolist() == rows.tolist() and top_scores.tolist() == scores.tolist()
+    reference = reference_bm25({r: t for r, t in docs.items() if visible[r]}, query)
+    expected = [reference.get(int(r), 0.0) if 0 <= r < 80 and allow[r] else 0.0 for r in given]
+    np.testing.assert_allclose(of_given, expected, rtol=1e-12)
+    assert of_given[0] == scores[0] > 0 and of_given[1] == of_given[2] == 0.0
+    none = index.search_scoring("nothere", 5, np.array([1, 2]))
+    assert none[0].size == 0 and none[2].tolist() == [0.0, 0.0]
 
 
 def test_statistics_follow_the_visible_snapshot() -> None:
@@ -160,6 +183,43 @@ def test_remove_is_physical_and_ignores_unknown_rows() -> None:
     assert index.count == 47
     index.add(np.array([50]), ["w1 w1"])
     assert index.search("w1", 1)[0].tolist() == [50]
+
+
+@pytest.mark.parametrize(("text", "title"), [
+    ("Bee dances\n\nHoney bees dance to point at flowers.", "Bee dances"),
+    ("No title here. Just one paragraph.", None),
+    ("Heading only\n\n", None),  # nothing follows: a paragraph, not a title
+    ("\n\nBody after an empty first paragraph", None),
+    ("x" * (TITLE_CHARS + 1) + "\n\nBody", None),  # too long for a title
+])
+def test_leading_title_is_a_short_first_paragraph(text: str, title: str | None) -> None:
+    assert leading_title(text) == title
+
+
+def test_a_repeated_title_counts_as_if_written_that_many_times(tmp_path: Path) -> None:
+    """BM25 with ``title_repeat`` 2 scores a titled text as the plain index scores the text with
+    its title written twice; untitled texts score as before; the weight survives a save."""
+    texts = ["Bee dances\n\nHoney bees dance to point at flowers.",
+             "Flower fields\n\nBees visit fields of flowers for nectar.",
+             "Dancing is not only for bees: cranes dance too."]
+    doubled = [texts[0].replace("Bee dances", "Bee dances Bee dances", 1),
+               texts[1].replace("Flower fields", "Flower fields Flower fields", 1), texts[2]]
+    weighted = LexicalIndex(title_repeat=2)
+    weighted.add(np.arange(3), texts)
+    plain = LexicalIndex()
+    plain.add(np.arange(3), doubled)
+    for query in ("bee dance", "flower fields", "cranes"):
+        rows, scores = weighted.search(query, 3)
+        expected_rows, expected_scores = plain.search(query, 3)
+        assert rows.tolist() == expected_rows.tolist()
+        np.testing.assert_allclose(scores, expected_scores, rtol=1e-12)
+    assert weighted.search("flower", 1)[0].tolist() == [1]  # the title outweighs the body
+    weighted.save(tmp_path / "lex")
+    loaded = LexicalIndex.load(tmp_path / "lex")
+    assert loaded.title_repeat == 2
+    assert loaded.search("bee dance", 3)[1].tolist() == weighted.search("bee dance", 3)[1].tolist()
+    with pytest.raises(ValueError):
+        LexicalIndex(title_repeat=0)
 
 
 def test_save_and_load_round_trip(tmp_path: Path) -> None:

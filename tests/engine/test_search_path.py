@@ -428,9 +428,12 @@ PINNED_REQUESTS = [
 def test_hits_are_those_the_store_read_path_gave(tmp_path: Path) -> None:
     """Every field of these hits (ids, scores, confidences, texts, metadata, citations),
     recorded from the engine before it kept chunk fields in memory and made hits msgspec
-    structs; float scores compare exactly."""
+    structs; float scores compare exactly. The hybrid fusion is the one they were recorded
+    with (this pins the read path, not the fusion)."""
     expected = json.loads((Path(__file__).parent / "search_path_hits.json").read_text())
-    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as engine:
+    config = EngineConfig(data_dir=tmp_path, embedder="hashing", default_fusion_alpha=0.8,
+                          fusion_complete_scores=False)
+    with Engine.open(config) as engine:
         engine.add(PINNED)
         engine.delete(["d5"])
         found = [[_hit_fields(hit) for hit in engine.search(request).hits]

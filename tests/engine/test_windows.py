@@ -85,6 +85,20 @@ def test_mix_one_is_the_best_vector_and_disabled_is_the_whole_text() -> None:
     assert plain.window_count == 0
 
 
+def test_score_of_given_rows_is_what_search_gives_them(index: SentenceWindowIndex) -> None:
+    """A hybrid search's dense half scores the rows only the lexical half found: with their
+    windows, in the order asked, whatever their rank; unscaled queries are normalised."""
+    rowids, scores = index.search(QUERY, 3, exact=True)
+    found = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+    asked = np.array([3, 1, 2])
+    np.testing.assert_allclose(index.score(QUERY * 4, asked), [found[r] for r in asked.tolist()],
+                               rtol=1e-6)
+    plain = SentenceWindowIndex.create(DIMENSION, enabled=False)
+    plain.add(np.array([1, 2]), np.stack([unit(1, 0.3), unit(0, 1)]), None)
+    np.testing.assert_allclose(plain.score(QUERY, np.array([2, 1])),
+                               [0.0, unit(1, 0.3)[0]], atol=1e-6)
+
+
 def test_enabled_index_refuses_rows_without_windows() -> None:
     built = SentenceWindowIndex.create(DIMENSION, enabled=True)
     with pytest.raises(ValueError, match="windows"):

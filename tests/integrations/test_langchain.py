@@ -64,6 +64,38 @@ def test_options_pass_through_and_per_call_overrides(engine_client: Client) -> N
         RcpRetriever(client=engine_client).invoke("moon", colour="red")
 
 
+def test_search_kwargs_map_to_retrieve_options_and_filters(engine_client: Client) -> None:
+    assert len(RcpRetriever(client=engine_client, search_kwargs={"k": 2}).invoke("bees")) == 2
+    for spanish_filter in ({"lang": "es"}, {"lang": {"$in": ["es"]}},
+                           {"$and": [{"lang": "es"}, {"lang": {"$ne": "en"}}]},
+                           {"$not": {"lang": {"$ne": "es"}}}):
+        docs = RcpRetriever(client=engine_client, mode="sparse",
+                            search_kwargs={"k": 5, "filter": spanish_filter}).invoke("compost")
+        assert docs and {doc.metadata["meta"]["lang"] for doc in docs} == {"es"}, spanish_filter
+    everything = RcpRetriever(client=engine_client, k=5, mode="sparse").invoke("compost")
+    strict = RcpRetriever(client=engine_client, mode="sparse", search_kwargs={
+        "k": 5, "score_threshold": everything[1].metadata["score"]}).invoke("compost")
+    assert [doc.id for doc in strict] == [doc.id for doc in everything[:len(strict)]]
+    assert len(strict) < len(everything)
+    diverse = RcpRetriever(client=engine_client, search_kwargs={
+        "k": 3, "fetch_k": 10, "lambda_mult": 0.3}).invoke("bees")
+    assert len(diverse) == 3
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"top_k": 2}, "top_k"),
+    ({"search_kwargs": {"top_k": 2}}, "not top_k"),
+    ({"k": 3, "search_kwargs": {"k": 2}}, "k is given both"),
+    ({"search_kwargs": {"filter": {"title": {"$regex": "bee"}}}}, "'\\$regex'.*refused"),
+    ({"filter": {"$text": "bee"}}, "'\\$text'.*refused"),
+])
+def test_unknown_or_inexpressible_settings_are_refused(engine_client: Client,
+                                                       settings: dict[str, object],
+                                                       message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RcpRetriever(client=engine_client, **settings)
+
+
 def test_errors_are_langchain_exceptions(engine_client: Client) -> None:
     unknown_field = RcpRetriever(client=engine_client, filter=f.eq("colour", "red"))
     with pytest.raises(RcpRetrieverError) as refused:

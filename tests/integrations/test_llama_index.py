@@ -18,6 +18,12 @@ from llama_index.core.schema import (
     NodeWithScore,
     TextNode,
 )
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
 
 from rcpkit.client import AsyncClient, Client
 from rcpkit.client import filters as f
@@ -26,6 +32,7 @@ from rcpkit.integrations.llama_index import (
     RcpRetrieverError,
     aindex_documents,
     index_documents,
+    metadata_filter,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -54,6 +61,60 @@ def test_retrieve_returns_scored_nodes(sample_kb: Path) -> None:
     assert spanish and {node.node.metadata["meta"]["lang"] for node in spanish} == {"es"}
     assert isinstance(refused.value, RuntimeError)
     assert refused.value.code == -32602 and refused.value.data == {"field": "filter.colour"}
+
+
+def test_similarity_top_k_and_metadata_filters_map_to_retrieve(sample_kb: Path) -> None:
+    with Client.connect_stdio(rcpkit("serve", "--stdio", "--data", str(sample_kb))) as client:
+        assert len(RcpRetriever(client, similarity_top_k=2).retrieve("bees")) == 2
+        spanish = MetadataFilters(filters=[MetadataFilter(key="lang", value="es")])
+        not_english = MetadataFilters(filters=[MetadataFilter(key="lang", value="en")],
+                                      condition=FilterCondition.NOT)
+        either = MetadataFilters(filters=[
+            MetadataFilter(key="lang", value=["es"], operator=FilterOperator.IN),
+            MetadataFilters(filters=[MetadataFilter(key="year", value=1900,
+                                                    operator=FilterOperator.LT)])],
+            condition=FilterCondition.OR)
+        for filters in (spanish, not_english, either):
+            nodes = RcpRetriever(client, k=5, mode="sparse", filters=filters).retrieve("compost")
+            assert nodes and {n.node.metadata["meta"]["lang"] for n in nodes} == {"es"}
+        recent = RcpRetriever(client, k=20, filters=MetadataFilters(filters=[
+            MetadataFilter(key="year", value=2023, operator=FilterOperator.GTE)])
+                              ).retrieve("clouds plants moon bees")
+        assert recent and all(n.node.metadata["meta"]["year"] >= 2023 for n in recent)
+
+
+def test_metadata_filters_become_section_8_trees() -> None:
+    tagged = MetadataFilters(filters=[
+        MetadataFilter(key="tag", value=["bees", "bread"], operator=FilterOperator.ANY),
+        MetadataFilter(key="year", value=2020, operator=FilterOperator.GT)])
+    assert metadata_filter(tagged) == {"and": [
+        {"or": [{"field": "tag", "op": "contains", "value": "bees"},
+                {"field": "tag", "op": "contains", "value": "bread"}]},
+        {"field": "year", "op": "gt", "value": 2020}]}
+    neither = MetadataFilters(filters=[MetadataFilter(key="lang", value="en"),
+                                       MetadataFilter(key="lang", value="fr")],
+                              condition=FilterCondition.NOT)
+    assert metadata_filter(neither) == {"not": {"or": [
+        {"field": "lang", "op": "eq", "value": "en"},
+        {"field": "lang", "op": "eq", "value": "fr"}]}}
+
+
+@pytest.mark.parametrize("operator", [FilterOperator.TEXT_MATCH,
+                                      FilterOperator.TEXT_MATCH_INSENSITIVE,
+                                      FilterOperator.IS_EMPTY])
+def test_inexpressible_metadata_filters_and_doubled_settings_are_refused(
+        writable_client: AsyncClient, operator: FilterOperator) -> None:
+    filters = MetadataFilters(filters=[MetadataFilter(key="title", value="bee",
+                                                      operator=operator)])
+    with pytest.raises(ValueError, match=f"{operator.value!r} on 'title'.*refused"):
+        RcpRetriever(writable_client, filters=filters)
+    with pytest.raises(ValueError, match="not both"):
+        RcpRetriever(writable_client, k=2, similarity_top_k=3)
+    with pytest.raises(ValueError, match="not both"):
+        RcpRetriever(writable_client, filter=f.eq("lang", "en"), filters=MetadataFilters(
+            filters=[MetadataFilter(key="lang", value="en")]))
+    with pytest.raises(TypeError, match="top_k"):
+        RcpRetriever(writable_client, top_k=2)  # type: ignore[call-arg]
 
 
 async def test_aretrieve_and_indexing_helper(writable_client: AsyncClient) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from typing import Any
 
 import msgspec
@@ -376,6 +377,56 @@ async def test_deadlines() -> None:
     # the earlier of the two budgets wins
     reply = await call(d2, frame("x-test/deadline", {"_meta": {"deadlineMs": 60000}}))
     assert reply["result"]["remainingMs"] <= 50
+
+
+def _ordered_server(first_waits_for: threading.Event) -> tuple[Server, list[int]]:
+    """A server whose ``x-test/write`` runs in arrival order and records the calls it ran;
+    call 0 waits (at most a few seconds) for ``first_waits_for``."""
+    server = build_test_server()
+    ran: list[int] = []
+
+    def write(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        if params["n"] == 0:
+            first_waits_for.wait(3)
+        ran.append(params["n"])
+        first_waits_for.set()
+        return {"n": params["n"]}
+
+    server.add_method("x-test/write", write)
+    server.in_arrival_order("x-test/write")
+    return server, ran
+
+
+async def test_ordered_calls_run_one_at_a_time_in_arrival_order() -> None:
+    """§7.10: call 1 would finish first (it releases call 0), were it not in line behind it."""
+    released = threading.Event()
+    server, ran = _ordered_server(released)
+    d = Dispatcher(server)
+    await call(d, frame("initialize", {"protocolVersion": 1}, id_=0))
+    replies = await asyncio.gather(*(call(d, frame("x-test/write", {"n": n}, id_=n))
+                                     for n in range(6)))
+    assert [reply["result"]["n"] for reply in replies] == list(range(6))
+    assert ran == list(range(6))
+
+
+async def test_a_call_cancelled_or_out_of_time_in_line_leaves_it() -> None:
+    released = threading.Event()
+    server, ran = _ordered_server(released)
+    d = Dispatcher(server)
+    sink = Sink()
+    d.start(sink)
+    d.feed(frame("initialize", {"protocolVersion": 1}, id_="init"))
+    d.feed(frame("x-test/write", {"n": 0}, id_=0))
+    d.feed(frame("x-test/write", {"n": 1, "_meta": {"deadlineMs": 50}}, id_=1))
+    d.feed(frame("x-test/write", {"n": 2}, id_=2))
+    d.feed(frame("x-test/write", {"n": 3}, id_=3))
+    d.feed(frame("notifications/cancel", {"id": 2}, id_=None))
+    await asyncio.wait_for(_until(lambda: 1 in sink.replies()), 5)
+    assert code(sink.replies()[1]) == -32014
+    released.set()
+    await asyncio.wait_for(d.drain(), 5)
+    assert code(sink.replies()[2]) == -32006
+    assert ran == [0, 3]
 
 
 async def test_concurrency_is_bounded() -> None:

@@ -129,8 +129,8 @@ class _Graph:
             raise InvalidParams("neighbors needs seedIds (or a query)", field="seedIds")
         found = self.knowledge.neighbors(seq, seed_ids, params.hops or DEFAULT_HOPS, k)
         if len(found.unknown) == len(seed_ids):
-            raise InvalidParams("no seedIds is a node of this graph (chunk ids 'doc#index' "
-                                "or 'concept:<key>')", field="seedIds")
+            raise InvalidParams("no seedIds is a node of this graph (document ids, chunk ids "
+                                "'doc#index' or 'concept:<key>')", field="seedIds")
         return GraphResult(
             nodes=[GraphNode(id=node.id, score=node.score, kind=node.kind, label=node.label)
                    for node in found.nodes],

@@ -54,3 +54,6 @@ def register(server: Server, engine: Engine, trust_grant: TrustGrant) -> None:
 
     server.add_method("index/add", answering(index_add))
     server.add_method("index/delete", answering(index_delete))
+    # A pipelined write must not commit before an earlier one (§7.10): the engine's write
+    # lock serialises writes but grants them in no particular order.
+    server.in_arrival_order("index/add", "index/delete")

@@ -2,9 +2,11 @@
 :class:`~rcpkit.engine.memory.KnowledgeMemory`, over the engine's concept graph.
 
 Advertised as ``memory: {scopes, clues: true}`` with the bounds beside the spec's keys
-(§15.5): ``maxN`` (``n`` above it is -32602) and ``maxDocuments`` (inline documents per
-build). A ``scope`` outside ``scopes`` is refused by gating (-32005). An unknown
-``memoryId`` — or another caller's ``session`` memory — is -32015.
+(§15.5): ``maxN`` (``n`` above it is -32602), ``maxDocuments`` (inline documents per
+build) and ``maxInlineBytes`` (UTF-8 bytes of inline text a memory keeps, an update's
+included; past it -32602 naming ``documents``). A build stops at a cancel (-32006) or its
+deadline (-32014) and then stores nothing. A ``scope`` outside ``scopes`` is refused by
+gating (-32005). An unknown ``memoryId`` — or another caller's ``session`` memory — is -32015.
 ``memory/recall`` without a ``memoryId`` uses the caller's latest memory (its own session
 memory first, then a global one); ``sessionId`` is accepted and does not change the answer
 (a session memory belongs to the caller that built it). Recall answers ``clues`` and draft
@@ -46,12 +48,16 @@ def register(server: Server, engine: Engine, graph: ConceptGraph) -> None:
         seq = engine.snapshot()
         return graph.view(seq), engine.version_token(seq)
 
-    memory = KnowledgeMemory.open(engine.config.data_dir, engine.store, graph.extractor,
-                                  live_view)
+    config = engine.config
+    memory = KnowledgeMemory.open(config.data_dir, engine.store, graph.extractor, live_view,
+                                  max_inline_bytes=config.memory_max_inline_bytes,
+                                  retention_seconds=config.memory_retention_seconds,
+                                  max_count=config.memory_max_count, clock=engine.clock)
     handlers = _MemoryHandlers(engine, memory)
     server.capability("memory", {"scopes": list(MEMORY_SCOPES), "clues": True,
                                  "maxN": MAX_CLUES,
-                                 "maxDocuments": engine.config.max_batch_inputs})
+                                 "maxDocuments": config.max_batch_inputs,
+                                 "maxInlineBytes": config.memory_max_inline_bytes})
     server.add_method("memory/build", answering(handlers.build))
     server.add_method("memory/recall", answering(handlers.recall))
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import difflib
 import logging
 import shlex
 import ssl
@@ -158,6 +159,7 @@ class GraphOptions(CallOptions, total=False):
     level: int | None
     session_id: str | None
     cursor: str | None
+    index_version: str | None
 
 
 class RetrieveOptions(CallOptions, total=False):
@@ -309,6 +311,7 @@ class _Methods(ABC):
         requests (§4.7: advertised bounds are authoritative): one after the other,
         or as several members of a batch.
         """
+        _check_option_names("embed", options, EmbedOptions)
         embed = self.capabilities.embed
         encoding = _F32 if embed and _F32 in (embed.encodings or ()) else None
         items = list(inputs)
@@ -323,6 +326,7 @@ class _Methods(ABC):
                      deadline_ms: int | None = None, on_progress: OnProgress | None = None,
                      **options: Unpack[CallOptions]) -> Awaitable[SparseEmbedResult]:
         """§7.4."""
+        _check_option_names("embed_sparse", options, CallOptions)
         wire = {**options, "texts": list(texts), "kind": kind}
         return self._dispatch(_Call("embed/sparse", [wire], deadline_ms, on_progress))
 
@@ -330,6 +334,7 @@ class _Methods(ABC):
                     deadline_ms: int | None = None, on_progress: OnProgress | None = None,
                     **options: Unpack[EmbedOptions]) -> Awaitable[MultiEmbedResult]:
         """§7.5; ``result.matrices`` is a list of float32 ``(tokens, d)`` arrays."""
+        _check_option_names("embed_multi", options, EmbedOptions)
         multi = self.capabilities.multi_vector
         encoding = _F32 if multi and _F32 in (multi.encodings or ()) else None
         wire = {"encoding": encoding, **options, "inputs": list(inputs), "kind": kind}
@@ -340,6 +345,7 @@ class _Methods(ABC):
                on_progress: OnProgress | None = None,
                **options: Unpack[RerankCallOptions]) -> Awaitable[RerankResult]:
         """§7.6."""
+        _check_option_names("rerank", options, RerankCallOptions)
         wire = {**options, "query": query, "passages": list(passages), "method": method,
                 "topN": top_n}
         return self._dispatch(_Call("rerank", [wire], deadline_ms, on_progress))
@@ -351,6 +357,7 @@ class _Methods(ABC):
 
         ``k`` is pre-clamped to the advertised ``retrieve.maxK`` (§4.7).
         """
+        _check_option_names("retrieve", options, RetrieveOptions)
         advertised = self.capabilities.retrieve
         if advertised is not None and advertised.max_k and isinstance(k, int):
             k = min(k, advertised.max_k)  # a k of the wrong type is refused by the pre-flight
@@ -366,6 +373,7 @@ class _Methods(ABC):
                   deadline_ms: int | None = None,
                   **options: Unpack[CallOptions]) -> Awaitable[TransformResult]:
         """§7.8 ``query/transform``."""
+        _check_option_names("transform", options, CallOptions)
         wire = {**options, "query": query, "method": method, "n": n}
         return self._dispatch(_Call("query/transform", [wire], deadline_ms))
 
@@ -373,6 +381,7 @@ class _Methods(ABC):
               deadline_ms: int | None = None, on_progress: OnProgress | None = None,
               **options: Unpack[GraphOptions]) -> Awaitable[GraphResult]:
         """§7.9 with the options of :class:`GraphOptions`."""
+        _check_option_names("graph", options, GraphOptions)
         wire = {**options, "op": op, "query": query, "k": k}
         return self._dispatch(_Call("graph", [wire], deadline_ms, on_progress))
 
@@ -381,6 +390,7 @@ class _Methods(ABC):
                   on_progress: OnProgress | None = None,
                   **options: Unpack[CallOptions]) -> Awaitable[IndexAddResult]:
         """§7.10; retried after a failure only when every document has an ``id``."""
+        _check_option_names("index_add", options, CallOptions)
         wire = {**options, "documents": list(documents), "chunk": chunk,
                 "contextual": contextual}
         return self._dispatch(_Call("index/add", [wire], deadline_ms, on_progress))
@@ -388,6 +398,7 @@ class _Methods(ABC):
     def index_delete(self, ids: Sequence[str], *, deadline_ms: int | None = None,
                      **options: Unpack[CallOptions]) -> Awaitable[IndexDeleteResult]:
         """§7.11 (idempotent, hence retried)."""
+        _check_option_names("index_delete", options, CallOptions)
         return self._dispatch(_Call("index/delete", [{**options, "ids": list(ids)}],
                                     deadline_ms))
 
@@ -399,6 +410,7 @@ class _Methods(ABC):
                  query: str | None = None, deadline_ms: int | None = None,
                  **options: Unpack[CallOptions]) -> Awaitable[FeedbackResult]:
         """§7.16."""
+        _check_option_names("feedback", options, CallOptions)
         wire = {**options, "signals": list(signals), "sessionId": session_id, "query": query}
         return self._dispatch(_Call("feedback", [wire], deadline_ms))
 
@@ -407,6 +419,7 @@ class _Methods(ABC):
                      deadline_ms: int | None = None, on_progress: OnProgress | None = None,
                      **options: Unpack[CallOptions]) -> Awaitable[MemoryBuildResult]:
         """§7.17 ``memory/build``."""
+        _check_option_names("memory_build", options, CallOptions)
         wire = {**options, "documents": None if documents is None else list(documents),
                 "memoryId": memory_id, "scope": scope}
         return self._dispatch(_Call("memory/build", [wire], deadline_ms, on_progress))
@@ -416,6 +429,7 @@ class _Methods(ABC):
                       deadline_ms: int | None = None,
                       **options: Unpack[CallOptions]) -> Awaitable[MemoryRecallResult]:
         """§7.17 ``memory/recall``."""
+        _check_option_names("memory_recall", options, CallOptions)
         wire = {**options, "query": query, "memoryId": memory_id, "sessionId": session_id,
                 "n": n}
         return self._dispatch(_Call("memory/recall", [wire], deadline_ms))
@@ -516,6 +530,7 @@ class AsyncClient(_Methods):
     def retrieve_stream(self, query: Query, k: int = 10, *, deadline_ms: int | None = None,
                         **options: Unpack[RetrieveOptions]) -> Stream[RetrieveResult]:
         """§9: ``async for event in client.retrieve_stream(q)`` then ``stream.result``."""
+        _check_option_names("retrieve_stream", options, RetrieveOptions)
         return Stream(lambda on_progress: self.retrieve(
             query, k, deadline_ms=deadline_ms, on_progress=on_progress, **options))
 
@@ -760,6 +775,20 @@ def _stack_embeddings(parts: list[EmbedResult]) -> EmbedResult:
     if len(parts) == 1:
         return parts[0]
     return msgspec.structs.replace(parts[0], vectors=np.vstack([part.vectors for part in parts]))
+
+
+def _check_option_names(method: str, options: Mapping[str, Any], accepted: Any) -> None:
+    """Refuse a keyword option ``accepted`` (a TypedDict) does not name: a server ignores
+    params it does not know (§4.6), so a misspelt one would otherwise pass unnoticed."""
+    names: frozenset[str] = accepted.__required_keys__ | accepted.__optional_keys__
+    unknown = sorted(set(options) - names)
+    if not unknown:
+        return
+    close = difflib.get_close_matches(unknown[0], names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise TypeError(f"{method}() got an unexpected keyword argument {unknown[0]!r}{hint}; "
+                    f"it takes {', '.join(sorted(names))}, and params sent as given in "
+                    "extra={...}")
 
 
 def _camel(name: str) -> str:

@@ -17,6 +17,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import threading
+import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, Unpack
 
@@ -73,7 +74,7 @@ def _blocking(method: Callable[Concatenate[AsyncClient, P], Awaitable[T]],
     """``method`` of :class:`AsyncClient`, run on the client's loop and awaited there."""
     def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._loop.run(_awaited(method, self.aio, *args, **kwargs))
-    return _named_after(call, method)
+    return _named_after(call, method, _same)
 
 
 def _queued(method: Callable[Concatenate[Batch, P], Awaitable[T]],
@@ -81,7 +82,7 @@ def _queued(method: Callable[Concatenate[Batch, P], Awaitable[T]],
     """``method`` of :class:`Batch`: queued on the loop; the future is read after sending."""
     def call(self: BlockingBatch, /, *args: P.args, **kwargs: P.kwargs) -> asyncio.Future[T]:
         return self._loop.run(_queue(method, self.aio, *args, **kwargs))
-    return _named_after(call, method)
+    return _named_after(call, method, _future_of)
 
 
 async def _awaited(method: Callable[Concatenate[AsyncClient, P], Awaitable[T]],
@@ -97,12 +98,30 @@ async def _queue(method: Callable[Concatenate[Batch, P], Awaitable[T]], batch: B
     return future
 
 
-def _named_after(call: Callable[..., Any], method: Callable[..., Any]) -> Any:
+def _named_after(call: Callable[..., Any], method: Callable[..., Any],
+                 returns: Callable[[Any], Any]) -> Any:
+    """``call`` presented as ``method`` (name, docstring, parameters) but returning
+    ``returns(what awaiting method's result gives)``: ``help()``, ``inspect.signature`` and
+    ``typing.get_type_hints`` show what the blocking call gives back, not an awaitable."""
     call.__name__ = method.__name__
     call.__qualname__ = method.__qualname__
     call.__doc__ = method.__doc__
-    call.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    hints = typing.get_type_hints(method)
+    awaitable = hints.get("return")
+    hints["return"] = returns(awaitable if inspect.iscoroutinefunction(method)
+                              else typing.get_args(awaitable)[-1])
+    call.__signature__ = inspect.signature(method).replace(  # type: ignore[attr-defined]
+        return_annotation=hints["return"])
+    call.__annotations__ = hints
     return call
+
+
+def _same(result: Any) -> Any:
+    return result
+
+
+def _future_of(result: Any) -> Any:
+    return asyncio.Future[result]
 
 
 def _connector(connect: Callable[P, Coroutine[Any, Any, AsyncClient]],
@@ -110,7 +129,7 @@ def _connector(connect: Callable[P, Coroutine[Any, Any, AsyncClient]],
     """A blocking ``connect_*``: same arguments, returns a :class:`Client`."""
     def open_client(*args: P.args, **kwargs: P.kwargs) -> Client:
         return Client(connect(*args, **kwargs))
-    return _named_after(open_client, connect)
+    return _named_after(open_client, connect, lambda _: "Client")
 
 
 class Client:

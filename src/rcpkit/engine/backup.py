@@ -36,10 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from rcpkit.engine.config import CONFIG_FILE, load_config
-from rcpkit.engine.graph.storage import GRAPH_FILE
 from rcpkit.engine.indexes.derived import INDEX_DIR, current_state, index_lock
 from rcpkit.engine.indexes.persist import file_checksum
-from rcpkit.engine.memory import MEMORY_FILE
+from rcpkit.engine.sidecar import GRAPH_FILE, MEMORY_FILE
 from rcpkit.engine.store.sqlite import SqliteStore, copy_database
 from rcpkit.files import fsync_directory, private_dir, rename_durably, write_new
 

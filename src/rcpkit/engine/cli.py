@@ -1,4 +1,5 @@
-"""Engine commands: ``rcpkit index add|sync|stats|delete``, ``rcpkit query`` and ``rcpkit demo``.
+"""Engine commands: ``rcpkit index add|sync|stats|delete``, ``rcpkit memory list|delete``,
+``rcpkit query`` and ``rcpkit demo``.
 
 They open the engine in-process on ``--data DIR`` (the same directory and ``rcpkit.toml`` that
 ``rcpkit serve --data DIR`` uses), so they must not run while a server writes to that directory
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -53,6 +54,9 @@ from rcpkit.engine.types import (
 from rcpkit.protocol.errors import RcpError, UsageError
 from rcpkit.tenancy.collections import CollectionError, CollectionRegistry
 from rcpkit.tenancy.provenance import stamp
+
+if TYPE_CHECKING:
+    from rcpkit.engine.memory import KnowledgeMemory
 
 __all__ = ["DEMO_QUERY", "register"]
 
@@ -529,8 +533,62 @@ def demo(data: Annotated[Path, typer.Option("--data", metavar="DIR",
         highlight=False)
 
 
+memory_app = typer.Typer(help="List and delete the memories of memory/build (§7.17).",
+                         no_args_is_help=True)
+
+
+@contextmanager
+def _memories(command: str, data: Path, backend: str | None, dsn: str | None,
+              collection: str | None) -> Iterator[KnowledgeMemory]:
+    """The memories kept beside the engine on ``data`` (they need the ``graph`` extra)."""
+    data = _collection_data(command, data, collection, backend, dsn)
+    try:
+        from rcpkit.engine.graph.concepts import ConceptExtractor
+        from rcpkit.engine.memory import KnowledgeMemory
+    except ImportError as exc:
+        fail(command, f"memories need the graph extra (pip install 'rcpkit[graph]'): {exc}")
+    with _engine(command, data, backend=backend, dsn=dsn) as engine:
+        config = engine.config
+
+        def no_live_view() -> Any:
+            raise UsageError("an operator command builds no memory")
+
+        memory = KnowledgeMemory.open(config.data_dir, engine.store, ConceptExtractor(),
+                                      no_live_view,
+                                      retention_seconds=config.memory_retention_seconds)
+        try:
+            yield memory
+        finally:
+            memory.close()
+
+
+@memory_app.command("list")
+def memory_list(data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
+                dsn: DsnOption = None, collection: CollectionOption = None) -> None:
+    """The memories kept (not expired), most recently built first."""
+    with _memories("memory list", data, backend, dsn, collection) as memory:
+        summaries = memory.summaries()
+    table = Table("memoryId", "scope", "owner", "source", "tokens", "built (UTC)")
+    for summary in summaries:
+        table.add_row(summary.id, summary.scope, summary.owner or "", summary.source,
+                      str(summary.tokens),
+                      time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(summary.built)))
+    console.print(table)
+
+
+@memory_app.command("delete")
+def memory_delete(ids: Annotated[list[str], typer.Argument(help="Memory ids.")],
+                  data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
+                  dsn: DsnOption = None, collection: CollectionOption = None) -> None:
+    """Delete memories by id, whatever their scope or owner (absent ids are not an error)."""
+    with _memories("memory delete", data, backend, dsn, collection) as memory:
+        deleted = memory.delete(ids)
+    console.print(f"deleted {deleted} memories")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``index``, ``query`` and ``demo`` to the ``rcpkit`` command line."""
+    """Add ``index``, ``memory``, ``query`` and ``demo`` to the ``rcpkit`` command line."""
     app.add_typer(index_app, name="index")
+    app.add_typer(memory_app, name="memory")
     app.command("query")(query)
     app.command("demo")(demo)

@@ -26,6 +26,9 @@ CONFIG_FILE = "rcpkit.toml"
 """Per-data-directory engine configuration, read by :func:`load_config`."""
 DSN_ENV = "RCPKIT_DSN"
 """Environment variable supplying ``dsn`` when neither the options nor the file set it."""
+MEMORY_MAX_INLINE_BYTES = 1_000_000
+MEMORY_RETENTION_SECONDS = 30 * 86_400.0
+MEMORY_MAX_COUNT = 1000
 GRAPH_DTYPES = ("f16", "bf16", "i8")
 """The values of ``dense_graph_dtype`` (see there)."""
 
@@ -133,8 +136,20 @@ class EngineConfig:
     embedded once, and re-adds, rebuilds and other data directories sharing the file reuse it."""
     default_fusion: str = "convex"
     """Hybrid fusion when a request names none (§7.7 ``fusion.method``)."""
-    default_fusion_alpha: float = 0.8
+    default_fusion_alpha: float = 0.82
     """Dense weight of the normalised fusions when a request sets no ``alpha``/``weights``."""
+    lexical_title_repeat: int = 2
+    """How many times BM25 counts a chunk's title, its first paragraph when that is at most 300
+    characters and followed by a blank line (``rcpkit eval`` sends BEIR titles so, Markdown
+    puts them so): 2 lifts SciFact-train and changes nothing on untitled texts
+    (docs/benchmarks.md). Changing it rebuilds the indexes on the next open. Not used by
+    PostgreSQL ``pg_recall = "database"``."""
+    fusion_complete_scores: bool = True
+    """Under ``convex`` fusion, each half of a hybrid search also scores the other half's
+    candidates (their cosine, their BM25), so a chunk only one half ranked in its top
+    ``candidateK`` is fused on both scores instead of on one. Measured on the development
+    collections (docs/benchmarks.md): better nDCG@10 on every one and Recall@100 back above
+    RRF's. Not applied by PostgreSQL ``pg_recall = "database"``."""
     llm_url: str | None = None
     """API base of an OpenAI-compatible chat-completions endpoint (:mod:`rcpkit.engine.llm`);
     with ``llm_model`` it turns on generated ``hyde`` passages and ``global`` summaries."""
@@ -151,6 +166,14 @@ class EngineConfig:
     the stored chunks on the next open. Not used by PostgreSQL ``pg_recall = "database"``."""
     dense_window_mix: float = 0.5
     """How much of a chunk's best window cosine above its whole-text cosine counts."""
+    memory_max_inline_bytes: int = MEMORY_MAX_INLINE_BYTES
+    """UTF-8 bytes of inline documents one memory (§7.17) keeps, an update's included: the
+    bound on one ``memory/build``'s concept extraction (1-3 s of CPU a megabyte,
+    docs/benchmarks.md); past it the build is refused as invalid input naming ``documents``."""
+    memory_retention_seconds: float = MEMORY_RETENTION_SECONDS
+    """A memory is forgotten this long after its last build (30 days)."""
+    memory_max_count: int = MEMORY_MAX_COUNT
+    """Memories kept: each build drops all but the most recently built ones."""
     trust: str = "untrusted"
     """The §7.7 ``trust.level`` of a document written without one, and the highest a writer
     may name unless the operator granted it more (a key's ``trust``, ``rcpkit index add
@@ -165,6 +188,9 @@ class EngineConfig:
         if self.trust not in TRUST_LEVELS:
             raise ValueError(f"trust must be one of {', '.join(TRUST_LEVELS)}, "
                              f"not {self.trust!r}")
+        if self.lexical_title_repeat < 1:
+            raise ValueError(f"lexical_title_repeat must be at least 1, "
+                             f"not {self.lexical_title_repeat}")
         if self.dense_expansion_search < 1:
             raise ValueError(f"dense_expansion_search must be at least 1, "
                              f"not {self.dense_expansion_search}")

@@ -22,6 +22,7 @@ a session's dedup covers the requests its worker answered.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -65,6 +66,8 @@ from rcpkit.engine.writer import Writer
 from rcpkit.protocol.filters import OPERATORS
 
 __all__ = ["Engine", "open_engine"]
+
+logger = logging.getLogger(__name__)
 
 
 class Engine:
@@ -155,11 +158,16 @@ class Engine:
         return self.indexes is None or self.indexes.dense.wait_for_graph(timeout)
 
     def close(self) -> None:
-        """Stop background index work, persist the derived indexes and close the store."""
+        """Stop background index work, persist the derived indexes (if the disk takes them)
+        and close the store."""
         with self._write_lock:
             if self.indexes is not None:
                 self.indexes.close()
-                self.indexes.save()
+                try:
+                    self.indexes.save()
+                except OSError as exc:  # a full disk: the record still holds every write
+                    logger.warning("the indexes were not saved (%s); the next start catches "
+                                   "them up from the record", exc)
             self._store.close()
 
     def __enter__(self) -> Engine:
@@ -183,6 +191,11 @@ class Engine:
         """The version a read pinned to ``index_version`` (default: the latest) sees;
         :class:`~rcpkit.engine.errors.SnapshotUnavailable` when it cannot be served."""
         return self.snapshots.resolve(index_version)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The engine's clock (epoch seconds), for components keeping their own retention."""
+        return self._clock
 
     @property
     def store(self) -> Store:

@@ -7,7 +7,11 @@ A binding decides what each one means to its callers; the RCP binding's table is
 
 from __future__ import annotations
 
+import errno
+import sqlite3
+
 __all__ = [
+    "DISK_FULL",
     "Cancelled",
     "ConfigError",
     "EngineError",
@@ -19,7 +23,12 @@ __all__ = [
     "UnknownCursor",
     "UnknownMemory",
     "Unsupported",
+    "disk_full",
+    "is_disk_full",
 ]
+
+DISK_FULL = "disk full"
+"""The ``detail`` of an :class:`Unavailable` for a write the full disk refused."""
 
 
 class EngineError(Exception):
@@ -83,3 +92,16 @@ class Cancelled(EngineError):
 
 class ConfigError(EngineError, ValueError):
     """An engine configuration that cannot be used (an unknown backend, a missing DSN)."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """SQLite's ``SQLITE_FULL``, or ``ENOSPC`` from the file system."""
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL \
+            or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+
+
+def disk_full() -> Unavailable:
+    """What a write the full disk refused raises: it wrote nothing, and may be retried."""
+    return Unavailable("the disk is full: nothing was written", detail=DISK_FULL)

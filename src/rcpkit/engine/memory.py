@@ -18,6 +18,14 @@ evidence.
 
 Scopes: a ``global`` memory is visible to every caller; a ``session`` memory only to the
 caller that built it (§15.6): to anyone else it does not exist.
+
+Bounds (§15.5): the inline documents a memory keeps (with an update's, those kept before)
+total at most ``max_inline_bytes``; a build checks the request's stop (cancellation §7.14,
+deadline §13.1) between passages and between concepts. Retention: a memory is forgotten
+``retention_seconds`` after it was (re)built, and only the ``max_count`` most recently built
+are kept; each build prunes, and an expired memory is unknown before then. §7.17 has no
+method to delete a memory: :meth:`KnowledgeMemory.delete` serves the operator's
+``rcpkit memory delete``.
 """
 
 from __future__ import annotations
@@ -34,19 +42,24 @@ from typing import Any
 
 import numpy as np
 
+from rcpkit.engine.config import (
+    MEMORY_MAX_COUNT,
+    MEMORY_MAX_INLINE_BYTES,
+    MEMORY_RETENTION_SECONDS,
+)
 from rcpkit.engine.documents.chunking import chunk_text
 from rcpkit.engine.errors import InvalidInput, UnknownMemory
 from rcpkit.engine.graph.component import distinct_labels
 from rcpkit.engine.graph.concepts import ConceptExtractor
 from rcpkit.engine.graph.view import CONCEPT_PREFIX, GraphView, Vocabulary
-from rcpkit.engine.sidecar import SideTables, open_side_tables
+from rcpkit.engine.sidecar import MEMORY_FILE, SideTables, open_side_tables
 from rcpkit.engine.store import Store
 from rcpkit.engine.text import count_tokens
+from rcpkit.interrupts import checkpoint
 
 __all__ = ["CONCEPTS", "MEMORY_FILE", "MEMORY_SCOPES", "Clue", "DraftPassage", "KnowledgeMemory",
-           "MemoryConflict", "Recall"]
+           "MemoryConflict", "MemorySummary", "Recall"]
 
-MEMORY_FILE = "memory.sqlite"
 MEMORY_SCOPES = ("global", "session")
 CONCEPTS = 4000
 """Concepts a memory keeps by default, most salient first: what bounds its size on a large
@@ -110,6 +123,19 @@ class Recall:
 
 
 @dataclass(frozen=True, slots=True)
+class MemorySummary:
+    """A stored memory as the operator sees it (``rcpkit memory list``)."""
+
+    id: str
+    scope: str
+    owner: str | None
+    source: str
+    tokens: int
+    built: int
+    """Epoch seconds of its last build."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Memory:
     id: str
     scope: str
@@ -117,6 +143,7 @@ class _Memory:
     source: str
     """``"index"`` (built over the live index) or ``"documents"`` (inline)."""
     version: str | None
+    built: int
     keys: list[str]
     labels: list[str]
     specificity: np.ndarray
@@ -136,22 +163,28 @@ class KnowledgeMemory:
 
     def __init__(self, tables: SideTables, extractor: ConceptExtractor,
                  live_view: Callable[[], tuple[GraphView, str]], *,
-                 concepts: int = CONCEPTS) -> None:
+                 concepts: int = CONCEPTS, max_inline_bytes: int = MEMORY_MAX_INLINE_BYTES,
+                 retention_seconds: float = MEMORY_RETENTION_SECONDS,
+                 max_count: int = MEMORY_MAX_COUNT, clock: Callable[[], float] = time.time) -> None:
         self._tables = tables
         self._lock = threading.Lock()
         self._extractor = extractor
         self._live_view = live_view
         self._concepts = concepts
+        self.max_inline_bytes = max_inline_bytes
+        self._retention_seconds = retention_seconds
+        self._max_count = max_count
+        self._clock = clock
         self._cache: OrderedDict[str, _Memory] = OrderedDict()
 
     @classmethod
     def open(cls, data_dir: Path, store: Store, extractor: ConceptExtractor,
-             live_view: Callable[[], tuple[GraphView, str]], *,
-             concepts: int = CONCEPTS) -> KnowledgeMemory:
-        """The memories kept beside ``store`` (see the module docstring)."""
+             live_view: Callable[[], tuple[GraphView, str]], **options: Any) -> KnowledgeMemory:
+        """The memories kept beside ``store`` (see the module docstring); ``options`` are
+        the constructor's keywords."""
         tables = open_side_tables(store, Path(data_dir) / MEMORY_FILE, _SQLITE_SCHEMA,
                                   _POSTGRES_SCHEMA)
-        return cls(tables, extractor, live_view, concepts=concepts)
+        return cls(tables, extractor, live_view, **options)
 
     def close(self) -> None:
         self._tables.close()
@@ -185,10 +218,12 @@ class KnowledgeMemory:
         else:
             for doc_id, text in documents or []:
                 kept[doc_id if doc_id is not None else f"doc-{len(kept)}"] = text
+            self._check_inline_size(kept)
             view, passages = self._inline_view(kept)
             version = None
+        built = int(self._clock())
         memory = _distil(memory_id, scope, caller if scope == "session" else None, source,
-                         version, view, passages, self._concepts)
+                         version, built, view, passages, self._concepts)
         tokens = sum(count_tokens(label) for label in memory.labels) + sum(
             count_tokens(text) for _, _, text in memory.passages if text)
         with self._tables.transaction() as db:
@@ -196,14 +231,58 @@ class KnowledgeMemory:
             db.execute("INSERT INTO memories (id, scope, owner, source, version, tokens, built, "
                        "body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                        (memory.id, memory.scope, memory.owner, memory.source, memory.version,
-                        tokens, int(time.time()), json.dumps(_body(memory), separators=(",", ":"))))
+                        tokens, built, json.dumps(_body(memory), separators=(",", ":"))))
             db.execute("DELETE FROM memory_documents WHERE memory = ?", (memory_id,))
             db.execute_many("INSERT INTO memory_documents (memory, doc_id, text) "
                             "VALUES (?, ?, ?)",
                             [(memory_id, doc_id, text) for doc_id, text in kept.items()])
+            self._prune(db, built)
         with self._lock:
             self._cache.pop(memory_id, None)
         return memory_id, tokens
+
+    def _check_inline_size(self, documents: Mapping[str, str]) -> None:
+        total = sum(len(text.encode("utf-8", "surrogatepass")) for text in documents.values())
+        if total > self.max_inline_bytes:
+            raise InvalidInput(f"the memory's inline documents would total {total} bytes, "
+                               f"at most {self.max_inline_bytes}", field="documents")
+
+    def _prune(self, db: SideTables, now: int) -> None:
+        """The retention: memories built ``retention_seconds`` ago go, then all but the
+        ``max_count`` most recently built, with their documents."""
+        db.execute("DELETE FROM memories WHERE built < ?", (self._expired_before(now),))
+        db.execute("DELETE FROM memories WHERE id NOT IN (SELECT id FROM memories "
+                   f"ORDER BY built DESC, {self._tables.ordinal} DESC LIMIT ?)",
+                   (self._max_count,))
+        db.execute("DELETE FROM memory_documents WHERE memory NOT IN (SELECT id FROM memories)")
+
+    def _expired_before(self, now: float) -> int:
+        return int(now - self._retention_seconds)
+
+    # ── the operator's (§7.17 has no delete) ───────────────────────────────
+    def summaries(self) -> list[MemorySummary]:
+        """Every memory not expired, most recently built first."""
+        rows = self._tables.read(
+            "SELECT id, scope, owner, source, tokens, built FROM memories WHERE built >= ? "
+            f"ORDER BY built DESC, {self._tables.ordinal} DESC",
+            (self._expired_before(self._clock()),))
+        return [MemorySummary(str(i), str(scope), owner, str(source), int(tokens), int(built))
+                for i, scope, owner, source, tokens, built in rows]
+
+    def delete(self, memory_ids: Sequence[str]) -> int:
+        """Delete memories by id, whatever their scope; returns how many existed."""
+        ids = list(dict.fromkeys(memory_ids))
+        if not ids:
+            return 0
+        marks = ", ".join("?" * len(ids))
+        existing = len(self._tables.read(f"SELECT id FROM memories WHERE id IN ({marks})", ids))
+        with self._tables.transaction() as db:
+            db.execute(f"DELETE FROM memories WHERE id IN ({marks})", ids)
+            db.execute(f"DELETE FROM memory_documents WHERE memory IN ({marks})", ids)
+        with self._lock:
+            for memory_id in ids:
+                self._cache.pop(memory_id, None)
+        return existing
 
     def _inline_view(self, documents: Mapping[str, str]
                      ) -> tuple[GraphView, list[tuple[str, int | None, str | None]]]:
@@ -213,6 +292,7 @@ class KnowledgeMemory:
         mentions = []
         for doc_id, text in documents.items():
             for chunk in chunk_text(text):
+                checkpoint()  # extraction is the costly step: stop when the caller did
                 concepts = self._extractor.extract(chunk.text)
                 fresh = [(ids.setdefault(c.key, len(ids)), c.key, c.label) for c in concepts
                          if c.key not in vocabulary.ids]
@@ -247,12 +327,17 @@ class KnowledgeMemory:
 
     # ── storage ────────────────────────────────────────────────────────────
     def _find(self, memory_id: str, caller: str) -> _Memory:
+        """The memory, unless it is another caller's, expired, or deleted (by any process:
+        a cached body is used only while its row still says the same build)."""
+        built = self._tables.read("SELECT built FROM memories WHERE id = ?", (memory_id,))
+        if not built or int(built[0][0]) < self._expired_before(self._clock()):
+            raise UnknownMemory(f"unknown memoryId {memory_id!r}")
         with self._lock:
             memory = self._cache.get(memory_id)
-            if memory is None:
+            if memory is None or memory.built != int(built[0][0]):
                 rows = self._tables.read(
-                    "SELECT id, scope, owner, source, version, body FROM memories WHERE id = ?",
-                    (memory_id,))
+                    "SELECT id, scope, owner, source, version, built, body FROM memories "
+                    "WHERE id = ?", (memory_id,))
                 if not rows:
                     raise UnknownMemory(f"unknown memoryId {memory_id!r}")
                 memory = _load(*rows[0])
@@ -266,9 +351,9 @@ class KnowledgeMemory:
 
     def _latest(self, caller: str) -> _Memory:
         rows = self._tables.read(
-            "SELECT id FROM memories WHERE owner = ? OR owner IS NULL "
+            "SELECT id FROM memories WHERE (owner = ? OR owner IS NULL) AND built >= ? "
             f"ORDER BY owner IS NULL, built DESC, {self._tables.ordinal} DESC LIMIT 1",
-            (caller,))
+            (caller, self._expired_before(self._clock())))
         if not rows:
             raise UnknownMemory("no memory has been built yet")
         return self._find(str(rows[0][0]), caller)
@@ -281,8 +366,8 @@ class KnowledgeMemory:
 
 
 def _distil(memory_id: str, scope: str, owner: str | None, source: str, version: str | None,
-            view: GraphView, passages: Sequence[tuple[str, int | None, str | None]],
-            concepts: int) -> _Memory:
+            built: int, view: GraphView,
+            passages: Sequence[tuple[str, int | None, str | None]], concepts: int) -> _Memory:
     """The ``concepts`` most salient concepts of ``view`` with their strongest associates
     and best evidence; only the passages some kept concept cites are stored."""
     salience_all = np.asarray(view.tfidf.sum(axis=0), dtype=np.float64).ravel()
@@ -294,6 +379,7 @@ def _distil(memory_id: str, scope: str, owner: str | None, source: str, version:
     evidence: list[list[tuple[int, float]]] = []
     cited: dict[int, int] = {}
     for column in order.tolist():
+        checkpoint()
         start, end = association.indptr[column], association.indptr[column + 1]
         pairs = [(kept[c], float(w)) for c, w in zip(association.indices[start:end].tolist(),
                                                       association.data[start:end].tolist(),
@@ -305,7 +391,7 @@ def _distil(memory_id: str, scope: str, owner: str | None, source: str, version:
                       key=lambda p: (-p[1], p[0]))[:_EVIDENCE]
         evidence.append([(cited.setdefault(row, len(cited)), float(w)) for row, w in rows])
     stored = [passages[row] for row, _ in sorted(cited.items(), key=lambda item: item[1])]
-    return _Memory(memory_id, scope, owner, source, version,
+    return _Memory(memory_id, scope, owner, source, version, built,
                    [view.keys[c] for c in order.tolist()],
                    [view.labels[c] for c in order.tolist()], view.idf[order], links,
                    evidence, stored)
@@ -368,9 +454,10 @@ def _body(memory: _Memory) -> dict[str, Any]:
 
 
 def _load(memory_id: str, scope: str, owner: str | None, source: str, version: str | None,
-          body: str) -> _Memory:
+          built: int, body: str) -> _Memory:
     data = json.loads(body)
-    return _Memory(memory_id, scope, owner, source, version, data["keys"], data["labels"],
+    return _Memory(memory_id, scope, owner, source, version, int(built), data["keys"],
+                   data["labels"],
                    np.asarray(data["specificity"], dtype=np.float64),
                    [[(int(c), float(w)) for c, w in links] for links in data["links"]],
                    [[(int(p), float(w)) for p, w in ev] for ev in data["evidence"]],

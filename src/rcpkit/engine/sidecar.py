@@ -17,17 +17,26 @@ from __future__ import annotations
 import abc
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rcpkit.engine.errors import disk_full, is_disk_full
 from rcpkit.files import private_dir, private_file
 
 if TYPE_CHECKING:
     from rcpkit.engine.store import Store
 
-__all__ = ["SideTables", "SidecarDatabase", "open_side_tables"]
+__all__ = ["GRAPH_FILE", "MEMORY_FILE", "TREE_FILE", "SideTables", "SidecarDatabase",
+           "finish_transaction", "open_side_tables"]
+
+# The side files of a data directory (graph, memories, summary tree), named here rather than
+# beside their code, so that tools that only copy or check files need not import the optional
+# graph extra.
+GRAPH_FILE = "graph.sqlite"
+MEMORY_FILE = "memory.sqlite"
+TREE_FILE = "tree.npz"
 
 Row = tuple[Any, ...]
 
@@ -95,10 +104,34 @@ class SidecarDatabase(SideTables):
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 yield self
-            except BaseException:
-                self.db.execute("ROLLBACK")
+            except BaseException as exc:
+                finish_transaction(self.db, exc)
                 raise
-            self.db.execute("COMMIT")
+            finish_transaction(self.db, None)
+
+
+def finish_transaction(db: sqlite3.Connection, exc: object,
+                       release: Callable[[], None] | None = None) -> None:
+    """Commit (or, after ``exc``, roll back) the transaction open on ``db``, then
+    ``release`` its lock if given. SQLite may roll a transaction back by itself when the disk fills
+    (a failed ``COMMIT`` included), so there is only a rollback left to do while one is
+    open; a write the full disk stopped raises :func:`~rcpkit.engine.errors.disk_full`."""
+    failure = exc
+    try:
+        if exc is None:
+            try:
+                db.execute("COMMIT")
+            except sqlite3.Error as failed:
+                failure = failed
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+    finally:
+        if release is not None:
+            release()
+    if isinstance(failure, BaseException) and is_disk_full(failure):
+        raise disk_full() from failure
+    if failure is not exc and isinstance(failure, BaseException):
+        raise failure
 
 
 def open_side_tables(store: Store, path: Path, sqlite_schema: str,

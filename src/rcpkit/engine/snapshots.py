@@ -9,6 +9,7 @@ indexes, schema and poison state up before publishing the newer version.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 
@@ -17,7 +18,19 @@ from rcpkit.engine.feedback import Feedback
 from rcpkit.engine.indexes.derived import DerivedIndexes
 from rcpkit.engine.store import Store
 
-__all__ = ["Snapshots"]
+__all__ = ["Snapshots", "after_commit"]
+
+logger = logging.getLogger(__name__)
+
+
+def after_commit(what: str, step: Callable[[], object]) -> None:
+    """Run ``step``, a follow-up of a committed write; if it fails (a full disk), log it: it
+    runs again after a later write, and never turns the committed write into an error."""
+    try:
+        step()
+    except Exception as exc:  # whatever it is, the committed write stands
+        logger.warning("%s after a committed write failed (%s: %s); it is retried after "
+                       "a later write", what, type(exc).__name__, exc)
 
 
 class Snapshots:
@@ -54,14 +67,16 @@ class Snapshots:
     def publish(self) -> None:
         """Bring indexes and schema up to the record, then publish its latest version (the
         caller holds the write lock). The version is read first, so the indexes caught up
-        afterwards hold all of it: no reader sees a half-applied catch-up (§7.7.1)."""
+        afterwards hold all of it: no reader sees a half-applied catch-up (§7.7.1). The
+        listeners follow the record by themselves (the concept graph syncs from the write
+        log), so one that fails (a full disk) catches up on a later publish."""
         seq = self._store.current_seq()
         if self._indexes is not None:
             self._indexes.catch_up()
         self.schema = self._store.field_types()
         self.published = seq
         for listener in self._listeners:
-            listener()
+            after_commit("following the published version", listener)
 
     def refresh(self) -> bool:
         """Take in writes and feedback committed by other processes sharing the record. One

@@ -31,17 +31,14 @@ import numpy as np
 from rcpkit.engine.config import load_config
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import EngineError
-from rcpkit.engine.graph.component import ConceptGraph
-from rcpkit.engine.graph.storage import GRAPH_FILE, GraphStorage
 from rcpkit.engine.indexes.columns import FilterColumns
 from rcpkit.engine.indexes.derived import INDEX_DIR, current_state, index_lock, state_problems
 from rcpkit.engine.indexes.lexical import LexicalIndex
 from rcpkit.engine.indexes.records import ChunkFields
 from rcpkit.engine.indexes.windows import SentenceWindowIndex
-from rcpkit.engine.memory import MEMORY_FILE
+from rcpkit.engine.sidecar import GRAPH_FILE, MEMORY_FILE, TREE_FILE
 from rcpkit.engine.store.sql import SqlStore
 from rcpkit.engine.store.sqlite import SqliteStore
-from rcpkit.engine.tree import TREE_FILE
 from rcpkit.files import rename_durably
 
 __all__ = ["DataDirReport", "Finding", "verify_data_dir"]
@@ -346,6 +343,9 @@ def _repair(data_dir: Path, findings: list[Finding], report: DataDirReport) -> N
         _set_aside(data_dir / GRAPH_FILE)
     with Engine.open(load_config(data_dir)) as engine:  # no saved state: rebuilt, then saved
         if GRAPH_FILE in places:
+            # Only here: the graph needs the optional `graph` extra, the rest of verify not.
+            from rcpkit.engine.graph.component import ConceptGraph
+            from rcpkit.engine.graph.storage import GraphStorage
             if not damaged_graph:
                 storage = GraphStorage.open(data_dir, engine.store)
                 storage.reset({})  # unlike any record's settings: the open rebuilds it all

@@ -8,7 +8,6 @@ at or below their saved state, so a restart loads that state and catches up.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Sequence
 
@@ -20,14 +19,12 @@ from rcpkit.engine.documents.prepare import Preparer
 from rcpkit.engine.errors import TooLarge
 from rcpkit.engine.indexes.derived import DerivedIndexes
 from rcpkit.engine.models.embedding import Embedder
-from rcpkit.engine.snapshots import Snapshots
+from rcpkit.engine.snapshots import Snapshots, after_commit
 from rcpkit.engine.store import DocumentWrite, Store
 from rcpkit.engine.timing import StageClock
 from rcpkit.engine.types import AddResult, DeleteResult, DocumentIn
 
 __all__ = ["Writer"]
-
-logger = logging.getLogger(__name__)
 
 # Passages per embedding call when the caller follows progress: small enough to report
 # every few seconds on a laptop CPU, large enough to keep length-sorted batching effective.
@@ -130,23 +127,15 @@ class Writer:
         again after a later write, but never turns the acknowledged write into an error."""
         now = self._clock()
         config = self._config
-        self._housekeep("collecting old versions", lambda: self._store.collect_garbage(
+        after_commit("collecting old versions", lambda: self._store.collect_garbage(
             config.retain_versions, config.retain_seconds, now))
         self._snapshots.publish()
         indexes = self._indexes
         if indexes is not None:
             indexes.writes_since_save += 1
             if indexes.writes_since_save >= config.index_save_every:
-                self._housekeep("saving the indexes", indexes.save)
-        self._housekeep("pruning bookkeeping", lambda: self.prune_bookkeeping(now))
-
-    @staticmethod
-    def _housekeep(what: str, step: Callable[[], object]) -> None:
-        try:
-            step()
-        except Exception as exc:  # whatever it is, the committed write stands
-            logger.warning("%s after a committed write failed (%s: %s); it is retried after "
-                           "a later write", what, type(exc).__name__, exc)
+                after_commit("saving the indexes", indexes.save)
+        after_commit("pruning bookkeeping", lambda: self.prune_bookkeeping(now))
 
     def prune_bookkeeping(self, now: float) -> None:
         """The retention policy the store executes (cheap: indexed deletes, usually none).

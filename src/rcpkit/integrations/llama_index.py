@@ -11,7 +11,9 @@
 
 Each hit (§7.7) becomes a ``NodeWithScore``: a ``TextNode`` with the hit's id and text,
 ``metadata`` carrying ``id``, ``score``, ``citation``, ``trust``, ``meta``… (wire names),
-a ``SOURCE`` relationship to the document of a chunk hit, and the hit's score. Only
+a ``SOURCE`` relationship to the document of a chunk hit, and the hit's score.
+``similarity_top_k`` and ``filters=MetadataFilters(...)`` work as on LlamaIndex's own
+retrievers (mapped to ``k`` and a §8 filter; what §8 cannot express is refused). Only
 ``citation`` and ``trust`` are shown to the LLM, so a prompt built from the nodes says
 which passages are untrusted (§15.2). A failed call raises :class:`RcpRetrieverError`.
 """
@@ -31,14 +33,26 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
 
 from ..client import AsyncClient, Client
 from ..protocol.types import Hit
 from . import retriever as core
 from .hits import hit_metadata, hit_text
 
-__all__ = ["RcpRetriever", "RcpRetrieverError", "aindex_documents", "index_documents"]
+__all__ = ["RcpRetriever", "RcpRetrieverError", "aindex_documents", "index_documents",
+           "metadata_filter"]
 
+_DEFAULT_K = 4
+_OPERATORS = {FilterOperator.EQ: "eq", FilterOperator.NE: "ne", FilterOperator.GT: "gt",
+              FilterOperator.GTE: "gte", FilterOperator.LT: "lt", FilterOperator.LTE: "lte",
+              FilterOperator.IN: "in", FilterOperator.NIN: "nin",
+              FilterOperator.CONTAINS: "contains"}
 # Metadata an LLM should see beside the passage: where it comes from and how far to trust it.
 _LLM_KEYS = ("citation", "trust")
 
@@ -51,12 +65,25 @@ class RcpRetrieverError(core.RetrievalError, RuntimeError):
 class RcpRetriever(BaseRetriever):
     """``retrieve`` (§7.7) of an RCP engine as a LlamaIndex retriever, sync and async."""
 
-    def __init__(self, client: Client | AsyncClient, *, k: int = 4, mode: str | None = None,
-                 filter: Any = None, rerank: Any = None, options: dict[str, Any] | None = None,
+    def __init__(self, client: Client | AsyncClient, *, k: int | None = None,
+                 similarity_top_k: int | None = None, mode: str | None = None,
+                 filter: Any = None, filters: MetadataFilters | None = None,
+                 rerank: Any = None, options: dict[str, Any] | None = None,
                  callback_manager: CallbackManager | None = None, verbose: bool = False) -> None:
+        """``similarity_top_k`` is LlamaIndex's name for ``k``; ``filters`` its
+        ``MetadataFilters``, translated to a §8 filter (an operator §8 cannot express
+        is refused). Give each setting once."""
         core.check_client(client)
+        if k is not None and similarity_top_k is not None:
+            raise ValueError("give k or similarity_top_k, not both")
+        if filter is not None and filters is not None:
+            raise ValueError("give filter (§8) or filters (MetadataFilters), not both")
         self.client = client
-        self.settings = core.RetrieveSettings(k, mode, filter, rerank, dict(options or {}))
+        wire_filter = metadata_filter(filters) if filters is not None else \
+            core.operator_filter(filter)
+        top_k = next((n for n in (k, similarity_top_k) if n is not None), _DEFAULT_K)
+        self.settings = core.RetrieveSettings(top_k, mode, wire_filter, rerank,
+                                              dict(options or {}))
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -68,6 +95,35 @@ class RcpRetriever(BaseRetriever):
         hits = await core.aretrieve_hits(self.client, query_bundle.query_str,
                                          self.settings.kwargs({}), RcpRetrieverError)
         return [_node(hit) for hit in hits]
+
+
+def metadata_filter(filters: MetadataFilters) -> dict[str, Any]:
+    """``MetadataFilters`` as a §8 filter tree. ``any``/``all`` become ``contains`` under
+    ``or``/``and``; ``not`` matches when none of its filters does (LlamaIndex's meaning).
+    ``text_match``, ``text_match_insensitive`` and ``is_empty`` have no §8 equivalent
+    (§8 compares case-sensitively; ``exists`` is not emptiness) and are refused."""
+    if not filters.filters:
+        raise ValueError("MetadataFilters with no filters")
+    children = [metadata_filter(child) if isinstance(child, MetadataFilters)
+                else _condition(child) for child in filters.filters]
+    either = children[0] if len(children) == 1 else {"or": children}
+    if filters.condition == FilterCondition.NOT:
+        return {"not": either}
+    if len(children) == 1:
+        return children[0]
+    return {"and" if filters.condition in (FilterCondition.AND, None) else "or": children}
+
+
+def _condition(condition: MetadataFilter) -> dict[str, Any]:
+    operator, key, value = condition.operator, condition.key, condition.value
+    if operator in (FilterOperator.ANY, FilterOperator.ALL):
+        if not isinstance(value, list) or not value:
+            raise ValueError(f"{operator.value!r} on {key!r} takes a non-empty list")
+        every = [{"field": key, "op": "contains", "value": item} for item in value]
+        return {"or" if operator == FilterOperator.ANY else "and": every}
+    if operator not in _OPERATORS:
+        raise core.unexpressible(f"the MetadataFilter operator {operator.value!r} on {key!r}")
+    return {"field": key, "op": _OPERATORS[operator], "value": value}
 
 
 def _node(hit: Hit) -> NodeWithScore:

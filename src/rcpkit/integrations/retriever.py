@@ -17,11 +17,13 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from ..client import AsyncClient, Client
+from ..protocol import filters
 from ..protocol.errors import RcpError, UsageError
 from ..protocol.types import Hit, RetrieveParams
 
 __all__ = ["DocumentIndexer", "RetrievalError", "RetrieveSettings", "aretrieve_hits",
-           "check_client", "json_safe", "rcp_error", "retrieve_hits"]
+           "check_client", "json_safe", "operator_filter", "rcp_error", "retrieve_hits",
+           "unexpressible"]
 
 _CLIENTS = (Client, AsyncClient)
 # Vectors and their encoding mean nothing to a framework Document; ``_meta`` is the client's.
@@ -93,6 +95,51 @@ def _check_names(options: Mapping[str, Any]) -> None:
     unknown = sorted(set(options) - _RETRIEVE_OPTIONS)
     if unknown:
         raise TypeError(f"not a retrieve option (§7.7): {', '.join(unknown)}")
+
+
+def unexpressible(what: str) -> ValueError:
+    """The refusal for a framework setting §7.7/§8 cannot express: never silently dropped."""
+    return ValueError(f"{what} cannot be expressed as an RCP retrieve (§7.7) or filter (§8) "
+                      "option, so it is refused rather than ignored")
+
+
+_MONGO_OPERATORS = {"$eq": "eq", "$ne": "ne", "$gt": "gt", "$gte": "gte", "$lt": "lt",
+                    "$lte": "lte", "$in": "in", "$nin": "nin", "$exists": "exists",
+                    "$contains": "contains"}
+
+
+def operator_filter(spec: Any) -> dict[str, Any] | None:
+    """A framework's filter as a §8 wire tree: a builder expression or §8 tree as given;
+    a LangChain-style mapping (``{"lang": "en"}``, ``{"year": {"$gte": 2020}}``,
+    ``{"$and": [...]}``, ``{"$or": [...]}``, ``{"$not": {...}}``) translated. Operators
+    §8 lacks (``$like``, ``$regex``…) are refused."""
+    if spec is None:
+        return None
+    if isinstance(spec, filters.Condition | filters.All | filters.AnyOf | filters.Not):
+        return filters.to_wire(spec)
+    if not isinstance(spec, Mapping) or not spec:
+        raise ValueError(f"a filter is a non-empty mapping, got {spec!r}")
+    if set(spec) <= {"field", "op", "value"} or (len(spec) == 1 and set(spec) <= {
+            "and", "or", "not"}):
+        return dict(spec)  # already §8
+    nodes: list[dict[str, Any]] = []
+    for key, value in spec.items():
+        if key in ("$and", "$or"):
+            if not isinstance(value, list) or not value:
+                raise ValueError(f"{key} takes a non-empty list of filters")
+            nodes.append({key[1:]: [operator_filter(item) for item in value]})
+        elif key == "$not":
+            nodes.append({"not": operator_filter(value)})
+        elif key.startswith("$"):
+            raise unexpressible(f"filter operator {key!r}")
+        elif isinstance(value, Mapping):
+            for operator, operand in value.items():
+                if operator not in _MONGO_OPERATORS:
+                    raise unexpressible(f"filter operator {operator!r} on {key!r}")
+                nodes.append({"field": key, "op": _MONGO_OPERATORS[operator], "value": operand})
+        else:
+            nodes.append({"field": key, "op": "eq", "value": value})
+    return nodes[0] if len(nodes) == 1 else {"and": nodes}
 
 
 def retrieve_hits(client: Client | AsyncClient, query: str, kwargs: Mapping[str, Any],

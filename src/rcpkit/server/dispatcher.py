@@ -64,6 +64,7 @@ from ..protocol.methods import CANCEL
 from ..tracing import RequestTrace, Tracing, active
 from .context import Context, Notify, ServerSession
 from .framework import Handler, Server
+from .line import Line, Place
 
 __all__ = ["AdmitMember", "Authorize", "Dispatcher", "RequestObserver"]
 
@@ -98,6 +99,9 @@ class _Call:
     started: bool = False
     """Whether the task began running: a task cancelled before its first step would end
     without running any of its code, hence without a reply."""
+    place: Place | None = None
+    """Its place in the server's line, for a method run in arrival order; the call leaves
+    the line when it ends, or at once if it never ran."""
 
 
 class Dispatcher:
@@ -344,6 +348,8 @@ class Dispatcher:
                       streaming="streaming" in (self.session.protocol.capabilities or {}),
                       caller=caller, trace=trace)
         call = _Call(ctx)
+        if method in self.server.ordered:
+            call.place = self.server.line.join()  # now, in the order the frames arrived
         call.task = task = asyncio.ensure_future(self._run(req, handler, typed, call))
         self._track(task)
         if req.id is not None and not self.stateless:
@@ -379,15 +385,20 @@ class Dispatcher:
     async def _run(self, req: Request, handler: Handler, typed: Any, call: _Call) -> Reply:
         call.started = True
         ctx = call.ctx
+        place = call.place
         try:
+            if place is not None:
+                ctx.check_cancelled()
+                async with asyncio.timeout(_seconds_left(ctx.deadline)):
+                    await place.turn
             async with self._semaphore:
                 ctx.check_cancelled()
                 async with asyncio.timeout(_seconds_left(ctx.deadline)):
                     if ctx.trace is None:
-                        result = await self._invoke(handler, typed, ctx)
+                        result = await self._invoke(handler, typed, call)
                     else:
                         with ctx.trace.activated():
-                            result = await self._invoke(handler, typed, ctx)
+                            result = await self._invoke(handler, typed, call)
             answer = _result_object(result)
             if ctx.trace is not None:
                 answer = ctx.trace.stamp(answer)
@@ -405,21 +416,28 @@ class Dispatcher:
                          _failure(exc, req.params, self.log_bodies))
             return messages.error_response(req.id, InternalError())
         finally:
+            if place is not None and call.place is place:  # not handed to a worker thread
+                self.server.line.leave(place)
             if req.id is not None:
                 key = _id_key(req.id)
                 if self._calls.get(key) is call:
                     del self._calls[key]
 
-    @staticmethod
-    async def _invoke(handler: Handler, typed: Any, ctx: Context) -> Any:
+    async def _invoke(self, handler: Handler, typed: Any, call: _Call) -> Any:
         """Run the handler with the request's stop check installed, also in the worker
         thread of a synchronous one: cancelling the task does not stop that thread, its
-        next :func:`rcpkit.interrupts.checkpoint` does."""
+        next :func:`rcpkit.interrupts.checkpoint` does. So that thread, not the task, leaves
+        the line: the next call in line runs only once this one's work has ended."""
+        ctx = call.ctx
         if handler.is_async:
             with checked_by(ctx.check_stop):
                 return await handler.fn(typed, ctx)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, _run_checked, handler, typed, ctx)
+        place = call.place
+        work = loop.run_in_executor(None, _run_checked, handler, typed, ctx,
+                                    self.server.line if place is not None else None, place)
+        call.place = None  # the worker thread leaves the line
+        return await work
 
     def _deadline(self, meta: Any) -> float | None:
         """The earliest of ``_meta.deadlineMs`` (time remaining, §16.2) and the server default."""
@@ -634,9 +652,14 @@ def _bodies(value: Any, inside: bool = False) -> set[str]:
     return set()
 
 
-def _run_checked(handler: Handler, typed: Any, ctx: Context) -> Any:
-    with checked_by(ctx.check_stop):
-        return handler.fn(typed, ctx)
+def _run_checked(handler: Handler, typed: Any, ctx: Context, line: Line | None = None,
+                 place: Place | None = None) -> Any:
+    try:
+        with checked_by(ctx.check_stop):
+            return handler.fn(typed, ctx)
+    finally:
+        if line is not None and place is not None:
+            line.leave(place)
 
 
 def _seconds_left(deadline: float | None) -> float | None:

@@ -28,6 +28,7 @@ import msgspec
 from ..protocol.errors import UsageError
 from ..protocol.lifecycle import PROTOCOL_VERSION
 from ..protocol.methods import ALWAYS_ALLOWED, is_core, is_vendor
+from .line import Line
 
 if TYPE_CHECKING:
     from .context import Context
@@ -77,6 +78,10 @@ class Server:
         that such state is shared through a store), so HTTP may serve N copies in N
         processes (``rcpkit serve --workers``, stateless sessions only)."""
         self.handlers: dict[str, Handler] = {}
+        self.ordered: frozenset[str] = frozenset()
+        """Methods whose calls run one at a time in arrival order (:meth:`in_arrival_order`)."""
+        self.line = Line()
+        """The place in line of each call of an :attr:`ordered` method."""
         self.stage_observers: list[StageObserver] = []
         """Told the wall time of each stage a handler reports (:meth:`stage_done`)."""
 
@@ -124,6 +129,12 @@ class Server:
         return {}
 
     # ── handlers ────────────────────────────────────────────────────────────
+    def in_arrival_order(self, *methods: str) -> None:
+        """Run the calls of ``methods`` one at a time, in the order this process received
+        them over every connection (writes: a pipelined write never commits before an
+        earlier one, §7.10); they still run beside calls of other methods."""
+        self.ordered = self.ordered | frozenset(methods)
+
     def add_method(self, method: str, fn: Callable[..., Any], *,
                    params: type[msgspec.Struct] | None = None) -> None:
         """Register ``fn(params, ctx)`` for ``method`` (the low-level form of :meth:`method`)."""

@@ -38,7 +38,7 @@ from .keys import KeyRecord, KeyStore, KeyStoreError
 from .limits import Limiter, Limits, QuotaExceeded
 from .scopes import ANY_COLLECTION, Scopes, action_of
 
-__all__ = ["Access", "CollectionGate", "Principal", "cap_fan_out", "hidden"]
+__all__ = ["Access", "CollectionGate", "Principal", "cap_fan_out", "held_to_caps", "hidden"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -248,24 +248,31 @@ def cap_fan_out(server: Server, access: Access) -> None:
     that leaves the value out gets the server's default lowered to the cap, not a refusal:
     it asked for no number, so the most its key allows serves it as the default serves an
     uncapped key, and a client that never sends the field keeps working on a capped key."""
-    for method, field, cap_of, default_of in _FAN_OUT:
+    for method, *_ in _FAN_OUT:
         handler = server.handlers.get(method)
         if handler is not None:
             server.add_method(method, _before(handler, functools.partial(
-                _capped, access, field, cap_of, default_of)))
+                _capped, access, method)))
 
 
-def _capped(access: Access, field: str, cap_of: Callable[[Limits], int | None],
-            default_of: Callable[[Any], int], params: Any, ctx: Context) -> Any:
-    """``params`` with ``field`` held to the caller's cap (see :func:`cap_fan_out`)."""
-    principal = access.principal(ctx.caller)
-    cap = None if principal is None else cap_of(principal.limits)
-    value = getattr(params, field)
-    if cap is None or (value is not None and value <= cap):
-        return params
-    if value is not None:
-        raise InvalidParams(f"{field} must be at most {cap} for this key", field=field)
-    return msgspec.structs.replace(params, **{field: min(default_of(params), cap)})
+def _capped(access: Access, method: str, params: Any, ctx: Context) -> Any:
+    return held_to_caps(access.principal(ctx.caller), method, params)
+
+
+def held_to_caps(principal: Principal | None, method: str, params: Any) -> Any:
+    """``method``'s typed ``params`` with their fan-out field held to ``principal``'s cap
+    (see :func:`cap_fan_out`): the same rule for every surface a key reaches, RCP or MCP."""
+    for capped_method, field, cap_of, default_of in _FAN_OUT:
+        if capped_method != method:
+            continue
+        cap = None if principal is None else cap_of(principal.limits)
+        value = getattr(params, field)
+        if cap is None or (value is not None and value <= cap):
+            return params
+        if value is not None:
+            raise InvalidParams(f"{field} must be at most {cap} for this key", field=field)
+        return msgspec.structs.replace(params, **{field: min(default_of(params), cap)})
+    return params
 
 
 def _before(handler: Handler, adjust: Callable[[Any, Context], Any]) -> Callable[..., Any]:

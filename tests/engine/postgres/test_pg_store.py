@@ -155,3 +155,25 @@ def test_a_bulk_load_refreshes_planner_statistics(store: PostgresStore, pg_dsn: 
     assert manual_analyses() == 1
     store.write([doc("c", chunks=10)], [])
     assert manual_analyses() == 1
+
+
+def test_a_write_postgres_refuses_for_disk_space_is_disk_full(
+        store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*args: object) -> None:
+        raise psycopg.errors.DiskFull("could not extend file: No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(PostgresStore, "_insert", full)
+        with pytest.raises(Unavailable) as refused:
+            store.write([doc("lost")], [])
+    assert refused.value.detail == "disk full"
+    assert store.counts().documents == 0
+    store.write([doc("kept")], [])  # room again: the writer connection goes on
+    assert store.counts().documents == 1
+    tables = store.side_tables("CREATE TABLE IF NOT EXISTS notes (body text);")
+    assert tables is not None
+    with pytest.raises(Unavailable) as refused, tables.transaction() as db:
+        db.execute("INSERT INTO notes VALUES ('lost')")
+        raise psycopg.errors.DiskFull("could not extend file: No space left on device")
+    assert refused.value.detail == "disk full"
+    assert tables.read("SELECT body FROM notes") == []

@@ -44,24 +44,42 @@ def test_documents_persist_across_restarts(serve: Any) -> None:
     assert second.info["capabilities"]["filter"]["fields"]["lang"] == "keyword"
 
 
+def _request_id(number: int) -> str:
+    """A string id, so no other reply (``initialize`` is id 1) can pass for a batch's."""
+    return f"batch-{number}"
+
+
+def _acknowledged(frames: list[Any]) -> set[int]:
+    """The batches an ``index/add`` result acknowledged: replies with a batch's string id
+    and the written ``ids`` (§7.10), nothing else (an ``initialize`` reply, an error)."""
+    numbers = {_request_id(number): number for number in range(BATCHES)}
+    return {numbers[frame["id"]] for frame in frames
+            if isinstance(frame, dict) and isinstance(frame.get("id"), str)
+            and frame["id"] in numbers and "ids" in frame.get("result", {})}
+
+
+def test_only_an_add_result_acknowledges_a_batch() -> None:
+    initialize_reply = {"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 1}}
+    refused = {"jsonrpc": "2.0", "id": _request_id(2),
+               "error": {"code": -32010, "message": "backend unavailable"}}
+    added = {"jsonrpc": "2.0", "id": _request_id(3), "result": {"ids": ["b3-d0"], "chunks": 1}}
+    assert _acknowledged([initialize_reply, refused, added]) == {3}
+
+
 def test_kill_9_during_large_add_loses_no_acknowledged_document(data_dir: Path,
                                                                  serve: Any) -> None:
     peer = StdioPeer(rcpkit_argv("serve", "--stdio", "--data", str(data_dir)))
     with peer:
         peer.initialize()
         for number in range(BATCHES):
-            peer.send({"jsonrpc": "2.0", "id": number, "method": "index/add",
+            peer.send({"jsonrpc": "2.0", "id": _request_id(number), "method": "index/add",
                        "params": {"documents": _batch(number), "chunk": True}})
-        acked: set[int] = set()
-        while len(acked) < 5:
+        while len(_acknowledged(peer.received)) < 5:
             reply = peer.recv(60)
-            if isinstance(reply, dict) and "id" in reply:
-                assert "result" in reply, reply
-                acked.add(reply["id"])
+            assert not (isinstance(reply, dict) and "error" in reply), reply
         peer.proc.send_signal(signal.SIGKILL)
         peer.proc.wait(30)
-        acked |= {frame["id"] for frame in peer.received
-                  if "id" in frame and "result" in frame}
+        acked = _acknowledged(peer.received)
     assert len(acked) < BATCHES, "the add finished before the kill; make it larger"
     engine = serve()
     for number in range(BATCHES):

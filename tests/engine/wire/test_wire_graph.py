@@ -87,6 +87,26 @@ def test_each_op_answers_with_its_shape(engine: Engine) -> None:
     assert by_query["nodes"][0]["id"].startswith("concept:")
 
 
+def test_neighbors_start_from_the_document_ids_a_client_indexed(engine: Engine) -> None:
+    """§7.9 ``seedIds`` are ids a client knows: the ids it gave to ``index/add`` name their
+    chunks, beside chunk ids and concept keys."""
+    near = graph(engine, op="neighbors", seedIds=["bees-0"], hops=1, k=5)
+    assert near["nodes"][0] == {"id": "bees-0#0", "score": 1.0, "kind": "chunk"}
+    assert near == graph(engine, op="neighbors", seedIds=["bees-0#0"], hops=1, k=5)
+    long_text = " ".join(f"Sentence {n} about honey bees and flowering plants." for n in
+                         range(400))
+    engine.ok("index/add", {"documents": [{"id": "long-bees", "text": long_text}],
+                            "chunk": True})
+    every = graph(engine, op="neighbors", seedIds=["long-bees"], hops=1, k=1)
+    seeds = [node for node in every["nodes"] if node["id"].startswith("long-bees#")]
+    assert len(seeds) > 1 and all(node["score"] == 1.0 for node in seeds)
+    assert every["nodes"][:len(seeds)] == seeds  # every chunk of it is a seed
+    mixed = graph(engine, op="neighbors", seedIds=["bees-0", "nope"], hops=1)
+    assert mixed["unknownSeedIds"] == ["nope"]
+    error = engine.error("graph", {"op": "neighbors", "seedIds": ["nope"]})
+    assert error["code"] == -32602 and "document ids" in error["message"]
+
+
 def test_an_op_pinned_to_an_index_version_sees_that_snapshot(engine: Engine) -> None:
     before = graph(engine, op="local", query="pole star", k=5)
     pinned = before["_meta"]["indexVersion"]

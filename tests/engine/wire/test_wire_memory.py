@@ -1,7 +1,9 @@
 """``memory/build`` and ``memory/recall`` (§7.17) on the served engine: the capability and its
 bounds (§15.5), result shapes against the schema, scopes (a ``session`` memory is its
 builder's alone, §15.6), -32015 for an unknown ``memoryId``, durability across a restart,
-clues that seed ``graph``, and the reference SDK (``rcp-protocol``) calling both."""
+clues that seed ``graph``, the reference SDK (``rcp-protocol``) calling both; the inline text
+bound, a build stopped by a cancel (§7.14) or its deadline (§13.1) storing nothing, the
+count retention, and ``rcpkit memory list|delete``."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_wire import Engine, rcpkit_argv
+from engine_wire import HASHING_CONFIG, Engine, make_data_dir, rcpkit_argv
 from test_wire_graph import DOCS
+from typer.testing import CliRunner
 
+from rcpkit.cli import app
 from support.schema import assert_result
 
 pytest.importorskip("scipy")
@@ -192,3 +196,77 @@ def test_our_client_has_typed_memory_methods(serve_in_memory: Any) -> None:
     inline = client.memory_build([{"id": "tea-0", "text": INLINE[0]["text"]}],
                                  scope="session")
     assert client.memory_recall("green tea", memory_id=inline.memory_id).hits[0].id == "tea-0#0"
+
+
+def _memory_config(**settings: int) -> str:
+    """The wire tests' configuration with memory settings (before its ``[field_types]``)."""
+    lines = "".join(f"{key} = {value}\n" for key, value in settings.items())
+    return HASHING_CONFIG.replace("[field_types]", lines + "\n[field_types]")
+
+
+def _large_documents(count: int, words: int) -> list[dict[str, Any]]:
+    return [{"id": f"big-{i}", "text": " ".join(f"topic{(i * words + j) % 5003} notes"
+                                                 for j in range(words)) + "."}
+            for i in range(count)]
+
+
+def test_inline_text_past_the_advertised_bound_is_invalid_params(serve: Any,
+                                                                 tmp_path: Path) -> None:
+    engine = serve(make_data_dir(tmp_path / "d", _memory_config(memory_max_inline_bytes=170)))
+    assert engine.info["capabilities"]["memory"]["maxInlineBytes"] == 170
+    oolong = {"id": "oolong", "text": "Oolong tea is partly oxidised: between the two."}
+    error = engine.error("memory/build", {"documents": [*INLINE, oolong]})  # 131 + 47 bytes
+    assert error["code"] == -32602 and error["data"]["field"] == "documents"
+    memory_id = build(engine, documents=INLINE)
+    error = engine.error("memory/build", {"memoryId": memory_id, "documents": [oolong]})
+    assert error["code"] == -32602 and error["data"]["field"] == "documents"
+    engine.close()
+
+
+@pytest.mark.parametrize("stop", ["cancel", "deadline"])
+def test_a_build_that_is_cancelled_or_out_of_time_stops_and_stores_nothing(
+        serve: Any, stop: str) -> None:
+    engine: Engine = serve()
+    params: dict[str, Any] = {"documents": _large_documents(150, 400)}  # about 0.9 MB
+    if stop == "deadline":
+        params["_meta"] = {"deadlineMs": 300}
+    engine.peer.send({"jsonrpc": "2.0", "id": "build", "method": "memory/build",
+                      "params": params})
+    if stop == "cancel":
+        engine.peer.send({"jsonrpc": "2.0", "method": "notifications/cancel",
+                          "params": {"id": "build"}})
+    assert engine.peer.reply("build")["error"]["code"] == (-32006 if stop == "cancel"
+                                                           else -32014)
+    engine.close()  # the process ends once its worker threads have: a build would be stored
+    again: Engine = serve()
+    assert again.error("memory/recall", {"query": "topic1 notes"})["code"] == -32015
+
+
+def test_only_the_configured_number_of_memories_is_kept(serve: Any, tmp_path: Path) -> None:
+    engine = serve(make_data_dir(tmp_path / "d", _memory_config(memory_max_count=2)))
+    built = [build(engine, documents=INLINE) for _ in range(3)]
+    assert engine.error("memory/recall", {"query": "tea", "memoryId": built[0]})["code"] \
+        == -32015
+    assert recall(engine, "black tea", memoryId=built[2])["clues"]
+    engine.close()
+
+
+def test_the_operator_lists_and_deletes_memories_with_the_cli(serve: Any,
+                                                               data_dir: Path) -> None:
+    first: Engine = serve()
+    kept = build(first, documents=INLINE)
+    private = build(first, documents=INLINE, scope="session")
+    first.close()
+    runner = CliRunner()
+    listed = runner.invoke(app, ["memory", "list", "--data", str(data_dir)],
+                           env={"COLUMNS": "200"})
+    assert listed.exit_code == 0, listed.output
+    assert kept in listed.stdout and private in listed.stdout and "session" in listed.stdout
+    deleted = runner.invoke(app, ["memory", "delete", private, "mem-never", "--data",
+                                  str(data_dir)])
+    assert deleted.exit_code == 0, deleted.output
+    assert "deleted 1 memories" in deleted.stdout
+    again: Engine = serve()
+    assert recall(again, "black tea", memoryId=kept)["clues"]
+    assert again.error("memory/recall", {"query": "tea", "memoryId": private})["code"] \
+        == -32015

@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import igraph
 import numpy as np
 import scipy.sparse as sp
 
@@ -143,6 +142,10 @@ class Hierarchy:
 
 def _leiden(graph: sp.csr_matrix) -> np.ndarray:
     """Leiden modularity partition of a weighted undirected graph: one label per node."""
+    # Imported here: igraph loads matplotlib (about a second), which only a build needs,
+    # not an engine opening to serve.
+    import igraph
+
     upper = sp.triu(graph, k=1).tocoo()
     network = igraph.Graph(n=graph.shape[0], edges=list(zip(upper.row.tolist(),
                                                             upper.col.tolist(), strict=True)))

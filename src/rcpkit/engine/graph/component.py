@@ -13,6 +13,7 @@ The ops return plain data (chunk rowids, node ids, scores); the protocol binding
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.graph.communities import Community, Hierarchy
 from rcpkit.engine.graph.concepts import ConceptExtractor
 from rcpkit.engine.graph.storage import GRAPH_FILE, GraphStorage, StoredChunk
@@ -30,6 +32,8 @@ from rcpkit.engine.store import Store
 
 __all__ = ["GRAPH_FILE", "ConceptGraph", "GraphHit", "GraphNode", "Neighborhood",
            "RankedCommunity", "distinct_labels"]
+
+logger = logging.getLogger(__name__)
 
 Mentions = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
 """A chunk's concept ids and their counts."""
@@ -101,14 +105,17 @@ class ConceptGraph:
     def open(cls, data_dir: Path, store: Store, extractor: ConceptExtractor | None = None,
              **options: int) -> ConceptGraph:
         """Open the graph kept beside ``store`` (rebuilt when it was made for another record
-        or extractor) and catch it up with ``store``."""
+        or extractor) and catch it up with ``store`` if the disk takes it."""
         extractor = extractor or ConceptExtractor()
         storage = GraphStorage.open(data_dir, store)
         settings = {"database_id": store.database_id, "extractor": extractor.signature}
         if any(storage.meta(key) != value for key, value in settings.items()):
             storage.reset(settings)
         graph = cls(storage, store, extractor, **options)
-        graph.sync()
+        try:
+            graph.sync()
+        except Unavailable as exc:  # a full disk: a later publish or view catches it up
+            logger.warning("the concept graph did not catch up with the record (%s)", exc)
         return graph
 
     def close(self) -> None:
@@ -241,10 +248,12 @@ class ConceptGraph:
                         ((seed_id, via_id), (via_id, chunk_id)))
 
     def neighbors(self, seq: int, seed_ids: Sequence[str], hops: int, k: int) -> Neighborhood:
-        """``neighbors``: up to ``k`` nodes within ``hops`` edges of the seeds."""
+        """``neighbors``: up to ``k`` nodes within ``hops`` edges of the seeds (chunk,
+        concept or document ids, :meth:`GraphView.seed_nodes`)."""
         view = self.view(seq)
-        seeds = [node for node in (view.node(s) for s in seed_ids) if node is not None]
-        unknown = [s for s in seed_ids if view.node(s) is None]
+        resolved = {seed_id: view.seed_nodes(seed_id) for seed_id in seed_ids}
+        seeds = [node for seed_id in seed_ids for node in resolved[seed_id]]
+        unknown = [seed_id for seed_id in seed_ids if not resolved[seed_id]]
         ranked, walked = view.expand(list(dict.fromkeys(seeds)), hops, k)
         kept = ranked[:len(set(seeds)) + k]
         members = {entry.node for entry in kept}

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from rcpkit.engine.sidecar import SideTables, open_side_tables
+from rcpkit.engine.sidecar import GRAPH_FILE, SideTables, open_side_tables
 from rcpkit.engine.store import Store
 
 __all__ = ["GRAPH_FILE", "GraphStorage", "StoredChunk"]
@@ -31,7 +31,6 @@ __all__ = ["GRAPH_FILE", "GraphStorage", "StoredChunk"]
 StoredChunk = tuple[int, str, list[tuple[int, float]]]
 """``(rowid, hit id, [(concept id, count)])``."""
 
-GRAPH_FILE = "graph.sqlite"
 _SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS graph_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS graph_concepts (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE,

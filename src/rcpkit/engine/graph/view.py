@@ -15,6 +15,7 @@ Personalised PageRank (HippoRAG) runs on this weighted, undirected graph.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -162,6 +163,24 @@ class GraphView:
         if node_id.startswith(CONCEPT_PREFIX):
             return self.concept_node(node_id[len(CONCEPT_PREFIX):])
         return self._chunk_index.get(node_id)
+
+    def seed_nodes(self, seed_id: str) -> list[int]:
+        """The nodes a §7.9 ``seedIds`` entry names: a chunk, a concept, or a document id a
+        client indexed (every chunk of it at this snapshot); ``[]`` for none."""
+        node = self.node(seed_id)
+        if node is not None:
+            return [node]
+        if seed_id.startswith(CONCEPT_PREFIX):
+            return []
+        return list(self._document_chunks.get(seed_id, ()))
+
+    @functools.cached_property
+    def _document_chunks(self) -> dict[str, list[int]]:
+        """Document id → its chunk nodes, in chunk order (built on first use)."""
+        chunks: dict[str, list[int]] = {}
+        for node, hit_id in enumerate(self.hit_ids):
+            chunks.setdefault(hit_id.rpartition("#")[0], []).append(node)
+        return chunks
 
     def concept_node(self, key: str) -> int | None:
         concept = self._column(key)

@@ -119,7 +119,7 @@ class DerivedIndexes:
         self._dimension = embedder.dimension
         self._embedder_identity = embedder.identity
         self.lock = ReadWriteLock()
-        self.lexical = LexicalIndex(Analyzer())
+        self.lexical = self._new_lexical_index()
         self.dense = self._new_dense_index()
         self.columns = FilterColumns()
         self.fields = ChunkFields()
@@ -134,6 +134,9 @@ class DerivedIndexes:
         self._filtered: Recent[tuple[int, str, tuple[str, ...]], BoolMask] = Recent(64)
         """Visible-and-selected masks of recent (version, filter) pairs: a filter repeated at
         a version (an agent's fixed scope) is not evaluated over every row again."""
+
+    def _new_lexical_index(self) -> LexicalIndex:
+        return LexicalIndex(Analyzer(), title_repeat=self._config.lexical_title_repeat)
 
     def _new_dense_index(self) -> SentenceWindowIndex:
         return SentenceWindowIndex.create(self._dimension,
@@ -180,6 +183,8 @@ class DerivedIndexes:
                     if set(damage) - set(_REBUILT_ALONE):
                         raise DamagedFile("; ".join(p for ps in damage.values() for p in ps))
                     lexical = LexicalIndex.load(state_dir / "lexical")
+                    if lexical.title_repeat != self._config.lexical_title_repeat:
+                        raise ValueError("the lexical index was saved with another title weight")
                     dense = SentenceWindowIndex.load(
                         state_dir / "dense", enabled=self._config.dense_sentence_windows,
                         mix=self._config.dense_window_mix,
@@ -244,7 +249,7 @@ class DerivedIndexes:
         return columns, fields
 
     def _rebuild(self) -> None:
-        lexical = LexicalIndex(Analyzer())
+        lexical = self._new_lexical_index()
         dense = self._new_dense_index()
         columns = FilterColumns()
         fields = ChunkFields()
@@ -325,7 +330,13 @@ class DerivedIndexes:
             saved = self._saved_state()
             if (saved is None or saved[1] < self.position
                     or (self._saved_state_partial and saved[1] == self.position)):
-                self._write_state(self._index_dir())
+                root = self._index_dir()
+                try:
+                    self._write_state(root)
+                except BaseException:
+                    # A half-written state (a full disk) must not keep the space it took.
+                    _keep_only(root, saved[0].name if saved is not None else None)
+                    raise
                 self.saved_position = self.position
             else:
                 self.saved_position = saved[1]
@@ -348,9 +359,7 @@ class DerivedIndexes:
         atomic_write(target / STATE_FILE,
                      json.dumps({**state, "checksum": _state_checksum(state)}))
         atomic_write(root / "CURRENT", name)
-        for stale in root.iterdir():
-            if stale.is_dir() and stale.name != name:
-                shutil.rmtree(stale, ignore_errors=True)
+        _keep_only(root, name)
 
     def visible_mask(self, seq: int) -> BoolMask:
         """The indexed rowids visible at version ``seq`` as a mask (cached for recent
@@ -467,3 +476,10 @@ def _saved_part(load: Callable[[Path], _Part], directory: Path, what: str,
         logger.warning("saved %s in %s are unusable (%s: %s); rebuilding them from the store",
                        what, directory, type(exc).__name__, exc)
         return None
+
+
+def _keep_only(root: Path, state: str | None) -> None:
+    """Remove every state directory under ``root`` but ``state``."""
+    for stale in root.iterdir():
+        if stale.is_dir() and stale.name != state:
+            shutil.rmtree(stale, ignore_errors=True)

@@ -36,11 +36,13 @@ from rcpkit.engine.indexes.persist import commit_manifest, compact_ints, save_ar
 from rcpkit.engine.text import Analyzer
 from rcpkit.files import private_dir
 
-__all__ = ["LexicalIndex"]
+__all__ = ["TITLE_CHARS", "LexicalIndex", "leading_title"]
 
 _FORMAT = "rcpkit-lexical/1"
 _MANIFEST = "lexical.json"
 _MIN_DELTA_POSTINGS = 1 << 16  # fold the delta once it exceeds this and 1/16 of the CSR block
+TITLE_CHARS = 300
+"""The longest first paragraph :func:`leading_title` takes for a title."""
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -50,12 +52,19 @@ BoolArray = npt.NDArray[np.bool_]
 class LexicalIndex:
     """BM25 over rows identified by unique, never reused ``int64`` rowids (see module doc)."""
 
-    def __init__(self, analyzer: Analyzer | None = None, *, k1: float = 1.2, b: float = 0.75):
+    def __init__(self, analyzer: Analyzer | None = None, *, k1: float = 1.2, b: float = 0.75,
+                 title_repeat: int = 1):
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError("BM25 needs k1 >= 0 and 0 <= b <= 1")
+        if title_repeat < 1:
+            raise ValueError("title_repeat must be at least 1")
         self.analyzer = analyzer if analyzer is not None else Analyzer()
         self.k1 = float(k1)
         self.b = float(b)
+        self.title_repeat = int(title_repeat)
+        """How many times a text's title (:func:`leading_title`) counts: its terms' frequencies
+        and the text's length, as if the title were written that many times (BM25F's field
+        weight, for texts that carry their title as the first paragraph)."""
         self._vocabulary: dict[str, int] = {}
         self._terms: list[str] = []
         self._ptr: IntArray = np.zeros(1, np.int64)
@@ -96,6 +105,9 @@ class LexicalIndex:
             return
         if rows.min() < 0 or len(np.unique(rows)) != len(rows) or self._held(rows).any():
             raise ValueError("rowids must be fresh, distinct and non-negative")
+        if self.title_repeat > 1:
+            texts = [text + f"\n{title}" * (self.title_repeat - 1)
+                     if (title := leading_title(text)) else text for text in texts]
         counters = [Counter(tokens) for tokens in self.analyzer.tokens_batch(texts)]
         vocabulary, terms = self._vocabulary, self._terms
         for term in dict.fromkeys(chain.from_iterable(counters)):  # first-seen order
@@ -154,22 +166,28 @@ class LexicalIndex:
         masks indexed by rowid; rowids beyond a mask's length count as ``False``; ``None`` means
         every row.
         """
-        empty = np.zeros(0, np.int64), np.zeros(0, np.float64)
-        if k <= 0:
-            return empty
+        return _top(self._score(query, visible, allow) if k > 0 else None, k)
+
+    def search_scoring(
+        self,
+        query: str,
+        k: int,
+        rowids: npt.ArrayLike,
+        *,
+        visible: npt.ArrayLike | None = None,
+        allow: npt.ArrayLike | None = None,
+    ) -> tuple[IntArray, FloatArray, FloatArray]:
+        """:meth:`search`, plus the BM25 scores of ``rowids`` (0 where a row does not match or
+        is not allowed), from the same scoring pass: a hybrid search scores the dense half's
+        candidates lexically at no second pass over the postings."""
+        rows = np.asarray(rowids, dtype=np.int64).reshape(-1)
         scores = self._score(query, visible, allow)
-        if scores is None:
-            return empty
-        rows = np.flatnonzero(scores)
-        values = scores[rows]
-        if len(rows) > k:
-            threshold = values[np.argpartition(-values, k - 1)[k - 1]]
-            above = np.flatnonzero(values > threshold)
-            ties = np.flatnonzero(values == threshold)[: k - len(above)]
-            chosen = np.concatenate((above, ties))
-            rows, values = rows[chosen], values[chosen]
-        order = np.lexsort((rows, -values))
-        return rows[order].astype(np.int64), values[order]
+        found = _top(scores, k)
+        of_rows = np.zeros(len(rows), np.float64)
+        if scores is not None:
+            inside = (rows >= 0) & (rows < len(scores))
+            of_rows[inside] = scores[rows[inside]]
+        return found[0], found[1], of_rows
 
     def scores_for(
         self, query: str, rowids: npt.ArrayLike, *, visible: npt.ArrayLike | None = None
@@ -208,6 +226,7 @@ class LexicalIndex:
             "format": _FORMAT,
             "k1": self.k1,
             "b": self.b,
+            "title_repeat": self.title_repeat,
             "analyzer": {
                 "language": self.analyzer.language,
                 "stopwords": self.analyzer.stopwords,
@@ -229,6 +248,7 @@ class LexicalIndex:
             analyzer if analyzer is not None else Analyzer(**manifest["analyzer"]),
             k1=manifest["k1"],
             b=manifest["b"],
+            title_repeat=int(manifest.get("title_repeat", 1)),  # 1 before it was saved
         )
         verify_file(directory / manifest["arrays"], manifest.get("checksum"))
         with np.load(directory / manifest["arrays"], allow_pickle=False) as arrays:
@@ -373,3 +393,30 @@ class LexicalIndex:
         tf[delta_target] = self._delta_tf[:size][order]
         self._ptr, self._rows, self._tf = ptr, rows, tf
         self._delta_size = 0
+
+
+def _top(scores: FloatArray | None, k: int) -> tuple[IntArray, FloatArray]:
+    """The ``k`` best rows of a score vector by rowid (only scores > 0), best first, ties to
+    the smaller rowid; none for ``k`` ≤ 0 or no scores."""
+    if scores is None or k <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    rows = np.flatnonzero(scores)
+    values = scores[rows]
+    if len(rows) > k:
+        threshold = values[np.argpartition(-values, k - 1)[k - 1]]
+        above = np.flatnonzero(values > threshold)
+        ties = np.flatnonzero(values == threshold)[: k - len(above)]
+        chosen = np.concatenate((above, ties))
+        rows, values = rows[chosen], values[chosen]
+    order = np.lexsort((rows, -values))
+    return rows[order].astype(np.int64), values[order]
+
+
+def leading_title(text: str) -> str | None:
+    """The title a text carries as its first paragraph: a non-empty first paragraph of at most
+    :data:`TITLE_CHARS` characters followed by a blank line and more text (how ``rcpkit eval``
+    and Markdown documents put it), else None."""
+    head, blank, rest = text.partition("\n\n")
+    if blank and head.strip() and rest.strip() and len(head) <= TITLE_CHARS:
+        return head
+    return None

@@ -206,21 +206,32 @@ class SentenceWindowIndex:
                exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` ``(rowids int64, scores float32)``, best first, ties by smaller row id;
         ``allow`` and ``exact`` as in :meth:`DenseIndex.search`."""
-        found = self.whole.search(query, k, allow=allow, exact=exact)
-        if not self.enabled or self.mix == 0.0:  # no windows kept, or they do not count
-            return found
-        rowids, whole = found
-        window_ids, which = self._owners.windows_of(rowids)
-        if len(window_ids) == 0:
-            return found
-        unit = np.asarray(query, dtype=np.float32)
-        norm = float(np.linalg.norm(unit))
-        unit = unit / norm if norm > 0 else unit
-        best = np.full(len(rowids), -np.inf, dtype=np.float32)
-        np.maximum.at(best, which, self.windows.get(window_ids) @ unit)
-        scores = whole + self.mix * np.maximum(0.0, best - whole)
+        rowids, whole = self.whole.search(query, k, allow=allow, exact=exact)
+        scores = self._with_windows(_unit(query), rowids, whole)
+        if scores is whole:
+            return rowids, whole
         order = np.lexsort((rowids, -scores))
         return rowids[order], scores[order].astype(np.float32)
+
+    def score(self, query: np.ndarray, rowids: np.ndarray) -> np.ndarray:
+        """The scores :meth:`search` gives ``rowids`` (stored rows), in their order: how a
+        hybrid search's dense half scores the rows only the lexical half found."""
+        unit = _unit(query)
+        rows = np.asarray(rowids, dtype=np.int64).reshape(-1)
+        return self._with_windows(unit, rows, self.whole.get(rows) @ unit)
+
+    def _with_windows(self, unit: np.ndarray, rowids: np.ndarray,
+                      whole: np.ndarray) -> np.ndarray:
+        """``whole`` raised by the rows' best windows (``whole`` itself when none counts)."""
+        if not self.enabled or self.mix == 0.0:  # no windows kept, or they do not count
+            return whole
+        window_ids, which = self._owners.windows_of(rowids)
+        if len(window_ids) == 0:
+            return whole
+        best = np.full(len(rowids), -np.inf, dtype=np.float32)
+        np.maximum.at(best, which, self.windows.get(window_ids) @ unit)
+        raised: np.ndarray = whole + self.mix * np.maximum(0.0, best - whole)
+        return raised
 
     # -- background work ------------------------------------------------------------------
 
@@ -310,6 +321,12 @@ class SentenceWindowIndex:
         index._owners = _Owners.of(window_ids, owners)
         index._next_window = int(manifest["next_window"])
         return index
+
+
+def _unit(query: np.ndarray) -> np.ndarray:
+    unit = np.asarray(query, dtype=np.float32)
+    norm = float(np.linalg.norm(unit))
+    return unit / norm if norm > 0 else unit
 
 
 def _window_store(dimension: int) -> DenseIndex:

@@ -72,8 +72,11 @@ class Recall(Protocol):
 
     def recall(self, query: str, vector: Vector, *, dense: bool, sparse: bool, k: int,
                seq: int, tree: FilterNode | None, schema: Mapping[str, str],
-               exact: bool, clock: StageClock | None = None) -> tuple[Scores, Scores]:
-        """(dense, sparse) hits, each list at most ``k`` long; a list not asked is empty.
+               exact: bool, complete: bool = False,
+               clock: StageClock | None = None) -> tuple[Scores, Scores]:
+        """(dense, sparse) hits, each list's own at most ``k`` long; a list not asked is
+        empty. With ``complete`` and both lists asked, each list also scores the other's
+        hits (the lexical list those with a BM25 score above 0), where the recall can.
         ``clock`` is lapped after each list (``dense_recall``, ``lexical_recall``)."""
 
     def vectors(self, rowids: list[int]) -> npt.NDArray[np.float32]:
@@ -164,7 +167,8 @@ class MemoryRecall:
 
     def recall(self, query: str, vector: Vector, *, dense: bool, sparse: bool, k: int,
                seq: int, tree: FilterNode | None, schema: Mapping[str, str],
-               exact: bool, clock: StageClock | None = None) -> tuple[Scores, Scores]:
+               exact: bool, complete: bool = False,
+               clock: StageClock | None = None) -> tuple[Scores, Scores]:
         indexes = self._indexes
         mask = indexes.visible_mask(seq)
         # When the snapshot shows every indexed row (no hidden versions), the visibility mask
@@ -173,13 +177,26 @@ class MemoryRecall:
         allow = visible if tree is None else indexes.filtered_mask(seq, tree, schema)
         dense_hits: Scores = {}
         sparse_hits: Scores = {}
+        dense_rows = np.zeros(0, np.int64)
         if dense:
-            rowids, scores = indexes.dense.search(vector, k, allow=allow, exact=exact)
-            dense_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+            dense_rows, scores = indexes.dense.search(vector, k, allow=allow, exact=exact)
+            dense_hits = dict(zip(dense_rows.tolist(), scores.tolist(), strict=True))
             _lap(clock, "dense_recall")
-        if sparse:
+        if sparse and not (dense and complete):
             rowids, scores = indexes.lexical.search(query, k, visible=visible, allow=allow)
             sparse_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+            _lap(clock, "lexical_recall")
+        elif sparse:
+            # One BM25 pass gives the lexical top k and the dense hits' BM25 scores.
+            rowids, scores, of_dense = indexes.lexical.search_scoring(
+                query, k, dense_rows, visible=visible, allow=allow)
+            sparse_hits = dict(zip(rowids.tolist(), scores.tolist(), strict=True))
+            only_lexical = [rowid for rowid in sparse_hits if rowid not in dense_hits]
+            cosines = indexes.dense.score(vector, np.asarray(only_lexical, np.int64))
+            dense_hits.update(zip(only_lexical, cosines.tolist(), strict=True))
+            sparse_hits.update((rowid, score) for rowid, score
+                               in zip(dense_rows.tolist(), of_dense.tolist(), strict=True)
+                               if score > 0.0 and rowid not in sparse_hits)
             _lap(clock, "lexical_recall")
         return dense_hits, sparse_hits
 
@@ -202,7 +219,10 @@ class DatabaseRecall:
 
     def recall(self, query: str, vector: Vector, *, dense: bool, sparse: bool, k: int,
                seq: int, tree: FilterNode | None, schema: Mapping[str, str],
-               exact: bool, clock: StageClock | None = None) -> tuple[Scores, Scores]:
+               exact: bool, complete: bool = False,
+               clock: StageClock | None = None) -> tuple[Scores, Scores]:
+        # ``complete`` is not honoured: each list is the database's own top k (the store's
+        # SQL searches score no given rows).
         dense_hits: Scores = {}
         sparse_hits: Scores = {}
         if dense:

@@ -160,12 +160,16 @@ class Searcher:
         """Dense and/or lexical recall at the snapshot, under the filter (§8)."""
         tree = (request.filter if request.filter is None or request.filter_validated
                 else checked_filter(request.filter, plan.schema))
+        config = self._config
+        complete = (config.fusion_complete_scores
+                    and (request.fusion or config.default_fusion) == "convex")
         with self.recall.reading():
             seq = self._snapshots.resolve(plan.pinned)
             dense_hits, sparse_hits = self.recall.recall(
                 request.query, query_vector, dense=request.mode in ("dense", "hybrid"),
                 sparse=request.mode in ("sparse", "hybrid"), k=plan.candidate_k, seq=seq,
-                tree=tree, schema=plan.schema, exact=plan.exact_dense(request), clock=clock)
+                tree=tree, schema=plan.schema, exact=plan.exact_dense(request),
+                complete=complete, clock=clock)
         return merge(dense_hits, sparse_hits), seq
 
     def _load(self, candidates: list[Candidate], seq: int, *, text: bool) -> list[Candidate]:

@@ -38,7 +38,7 @@ from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
-from rcpkit.engine.errors import Unavailable
+from rcpkit.engine.errors import Unavailable, disk_full
 from rcpkit.engine.sidecar import SideTables
 from rcpkit.engine.text import Analyzer
 from rcpkit.protocol.filters import Condition, FilterNode
@@ -323,7 +323,7 @@ class PostgresStore(SqlStore):
     def _transaction(self, *, versioned: bool = True) -> Iterator[psycopg.Connection[Any]]:
         """One transaction on the writer connection; a ``versioned`` one (it may create a
         version or collect old ones) first takes the cross-process write lock."""
-        with self._writer_lock:
+        with self._writer_lock, _refusing_a_full_disk():
             if self._writer.broken:
                 self._writer = self._connect()
             with self._writer.transaction():
@@ -868,12 +868,22 @@ class PostgresSideTables(SideTables):
 
     @contextmanager
     def transaction(self) -> Iterator[SideTables]:
-        with self._lock, self._connection().transaction():
+        with self._lock, _refusing_a_full_disk(), self._connection().transaction():
             yield self
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+@contextmanager
+def _refusing_a_full_disk() -> Iterator[None]:
+    """A transaction PostgreSQL rolled back for want of disk space (``53100``) is
+    :func:`~rcpkit.engine.errors.disk_full`, as on SQLite."""
+    try:
+        yield
+    except psycopg.errors.DiskFull as exc:
+        raise disk_full() from exc
 
 
 def _placeholders(sql: str) -> str:

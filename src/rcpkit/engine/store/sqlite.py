@@ -7,7 +7,6 @@ compiled to SQL with bound parameters only (§15.4).
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ import numpy.typing as npt
 import orjson
 
 from rcpkit.engine.errors import Unavailable
+from rcpkit.engine.sidecar import finish_transaction
 from rcpkit.files import private_dir, private_file
 from rcpkit.protocol.filters import Condition, FilterNode
 
@@ -662,27 +662,7 @@ class _Transaction:
         return self._db
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        try:
-            try:
-                self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
-            except sqlite3.Error as failed:
-                if exc_type is not None or not _disk_full(failed):
-                    raise
-                self._db.execute("ROLLBACK")
-                exc = failed
-        finally:
-            self._lock.release()
-        if isinstance(exc, BaseException) and _disk_full(exc):
-            raise Unavailable("the disk is full: nothing was written",
-                                     detail="disk full") from exc
-
-
-def _disk_full(exc: BaseException) -> bool:
-    """SQLite's ``SQLITE_FULL``, or ``ENOSPC`` from the file system."""
-    if isinstance(exc, sqlite3.Error):
-        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL \
-            or "disk is full" in str(exc)
-    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+        finish_transaction(self._db, exc, self._lock.release)
 
 
 # ── §8 filter compilation (bound parameters only, §15.4) ───────────────────

@@ -26,15 +26,14 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from scipy.cluster.vq import kmeans2
 
 from rcpkit.engine.documents.chunking import sentence_spans
+from rcpkit.engine.sidecar import TREE_FILE
 from rcpkit.engine.store import Store
 from rcpkit.files import atomic_write
 
 __all__ = ["TREE_FILE", "SummaryTree", "TreeHit", "TreeLevels"]
 
-TREE_FILE = "tree.npz"
 _CACHED = 2
 _SUMMARY_SENTENCES = 3
 _SUMMARY_CHARS = 600
@@ -179,6 +178,9 @@ def _cluster(vectors: npt.NDArray[np.float32], count: int, seed: int
     empty clusters are dropped, centroids are normalised member means."""
     if len(vectors) <= count:
         return vectors.copy(), [[i] for i in range(len(vectors))]
+    # Imported here: scipy's clustering costs ~0.4 s to import, and only a build needs it.
+    from scipy.cluster.vq import kmeans2
+
     _, labels = kmeans2(vectors.astype(np.float64), count, iter=_ITERATIONS, minit="points",
                         seed=np.random.default_rng(seed))
     members: Mapping[int, list[int]] = _groups(labels)

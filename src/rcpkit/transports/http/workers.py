@@ -108,16 +108,22 @@ def _announce(listener: socket.socket, base: str, workers: int = 1) -> None:
           "(Ctrl-C stops)", file=sys.stderr, flush=True)
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def _listen(host: str, port: int, *, reuse_port: bool = False, listen: bool = True,
+            ) -> socket.socket:
+    """A socket bound to ``host:port``; ``reuse_port`` joins the port's ``SO_REUSEPORT``
+    group (each worker its own socket), ``listen=False`` only reserves the port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         listener.bind((host, port))
     except OSError as exc:
         listener.close()
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    listener.listen(2048)
+    if listen:
+        listener.listen(2048)
     return listener
 
 
