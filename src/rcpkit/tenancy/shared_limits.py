@@ -191,14 +191,14 @@ class SharedCounters(_SqlCounters):
         super().__init__(Path(path).name, lease_ttl_s)
         self.host = _host()
         self.holder = _holder_of(os.getpid())
-        private_file(Path(path))
         try:
+            private_file(Path(path))
             self.db = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
                                       check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self._create_tables()
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise ValueError(f"cannot open {path}: {exc}") from None
 
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
