@@ -1,7 +1,8 @@
 """What keys, scopes, limits and collection routing cost per request: one ``rcpkit serve
 --http`` on a single-corpus data directory with ``--auth-token``, one on a data root whose
-collection holds the same documents, behind an API key with a (never reached) rate limit,
-side by side in one run. Not a test: it prints requests/s and the ratio.
+collection holds the same documents, behind an API key with a rate limit and a concurrency
+cap it never reaches (counted in the root's shared ``limits.sqlite3``: a bucket charge and a
+lease per request), side by side in one run. Not a test: it prints requests/s and the ratio.
 
 Each round sends ``--requests`` sequential keep-alive requests of each kind (``ping``,
 ``retrieve``) to each server, the order of the servers alternating; the median of
@@ -68,7 +69,8 @@ def main() -> None:
                 "--config", str(tmp / "hashing.toml"))
         _rcpkit("index", "add", str(tmp / "docs"), "--data", str(root), "--collection", "docs")
         token = _rcpkit("keys", "create", "bench", "--scope", "docs:read", "--limit",
-                        "requests_per_second=100000", "--data", str(root)).strip()
+                        "requests_per_second=100000", "--limit", "concurrent=1000",
+                        "--data", str(root)).strip()
         servers = {}
         processes = []
         for name, data, extra, path, secret in (

@@ -73,7 +73,9 @@ def test_every_operating_guide_flag_exists_and_its_examples_load(tmp_path: Path)
     (limits,) = [block for block in _blocks("sh", OPERATING) if "[limits]" in block]
     table = tomllib.loads(limits.split("<<'EOF'\n", 1)[1].split("EOF", 1)[0])["limits"]
     assert Limits.from_mapping(table, "guide").concurrent == 8
-    (poison,) = _blocks("toml", OPERATING)
+    (poison,) = [block for block in _blocks("toml", OPERATING) if "[poison]" in block]
+    (store,) = [block for block in _blocks("toml", OPERATING) if "[limits_store]" in block]
+    assert tomllib.loads(store)["limits_store"]["dsn"].startswith("postgresql://")
     (tmp_path / "rcpkit.toml").write_text(poison)
     policy = EngineConfig.load(tmp_path / "rcpkit.toml")
     assert (policy.poison_source_threshold, policy.poison_source_thresholds["written_by:ops"]) \

@@ -71,3 +71,13 @@ def test_the_tracing_overhead_bench_runs() -> None:
     assert completed.returncode == 0, completed.stderr[-3000:]
     for configuration in ("off", "on, no exporter", "on, exporter"):
         assert f"\n{configuration} " in completed.stdout, completed.stdout
+
+
+def test_the_shared_limits_bench_runs() -> None:
+    completed = subprocess.run([sys.executable, str(BENCHMARKS / "bench_shared_limits.py"),
+                                "--requests", "20"],
+                               capture_output=True, text=True, timeout=110, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    for text in ("in memory, one process", "limits.sqlite3, one process",
+                 "limits.sqlite3, 2 processes at once (slowest)"):
+        assert text in completed.stdout

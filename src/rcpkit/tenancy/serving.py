@@ -2,11 +2,14 @@
 
 The root's own ``rcpkit.toml`` may hold a ``[limits]`` table: the default
 :class:`~.limits.Limits` of every principal, which a key's own limits override. Each
-collection's engine reads the ``rcpkit.toml`` of its own directory.
+collection's engine reads the ``rcpkit.toml`` of its own directory. The limits are counted
+once for every process serving the root (:mod:`.shared_limits`): in ``<root>/limits.sqlite3``,
+or in the PostgreSQL database a ``[limits_store]`` table's ``dsn`` names.
 """
 
 from __future__ import annotations
 
+import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -18,10 +21,12 @@ from .access import Access, RefusalHook, cap_fan_out
 from .app import CollectionsApp, create_collections_app
 from .collections import CollectionRegistry
 from .keys import KeyStore
-from .limits import Limiter, Limits
+from .limits import CounterStore, Limiter, Limits
 from .provenance import stamp_writes
+from .shared_limits import LIMITS_FILE, PostgresCounters, SharedCounters
 
-__all__ = ["ANONYMOUS", "build_access", "default_limits", "open_collections", "serve_root"]
+__all__ = ["ANONYMOUS", "build_access", "default_limits", "limit_counters", "open_collections",
+           "serve_root"]
 
 ANONYMOUS = "anonymous"
 """The principal recorded for writes on a server without keys or tokens."""
@@ -29,24 +34,49 @@ ANONYMOUS = "anonymous"
 ROOT_CONFIG = "rcpkit.toml"
 
 
-def default_limits(root: Path) -> Limits:
-    """The ``[limits]`` of ``<root>/rcpkit.toml`` (none: unlimited)."""
+def _root_table(root: Path, name: str) -> dict[str, Any]:
+    """The ``[name]`` table of ``<root>/rcpkit.toml`` (empty without one)."""
     path = Path(root) / ROOT_CONFIG
     if not path.exists():
-        return Limits()
+        return {}
     try:
-        table = tomllib.loads(path.read_text(encoding="utf-8")).get("limits", {})
+        table = tomllib.loads(path.read_text(encoding="utf-8")).get(name, {})
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"{path.name}: {exc}") from None
     if not isinstance(table, dict):
-        raise ValueError(f"{path.name}: [limits] must be a table")
-    return Limits.from_mapping(table, f"{path.name} [limits]")
+        raise ValueError(f"{path.name}: [{name}] must be a table")
+    return table
+
+
+def default_limits(root: Path) -> Limits:
+    """The ``[limits]`` of ``<root>/rcpkit.toml`` (none: unlimited)."""
+    return Limits.from_mapping(_root_table(root, "limits"), f"{ROOT_CONFIG} [limits]")
+
+
+def limit_counters(root: Path) -> CounterStore:
+    """Where the processes serving ``root`` count the limits: the PostgreSQL database of
+    ``[limits_store] dsn`` in ``<root>/rcpkit.toml`` (machines sharing it), else
+    ``<root>/limits.sqlite3`` (the processes of this host)."""
+    table = _root_table(root, "limits_store")
+    where = f"{ROOT_CONFIG} [limits_store]"
+    if set(table) - {"dsn"}:
+        raise ValueError(f"{where}: unknown setting(s) {', '.join(sorted(set(table) - {'dsn'}))}"
+                         " (known: dsn)")
+    dsn = table.get("dsn")
+    if dsn is None:
+        return SharedCounters(Path(root) / LIMITS_FILE)
+    if not isinstance(dsn, str) or not dsn:
+        raise ValueError(f"{where}: dsn must be a PostgreSQL connection string")
+    return PostgresCounters(dsn)
 
 
 def build_access(root: Path, *, auth_tokens: Iterable[str] = (),
                  api_key_header: str | None = None, limiter: Limiter | None = None,
                  on_refusal: RefusalHook | None = None) -> Access:
-    """The keys of ``root``, the fixed tokens and the root's default limits."""
+    """The keys of ``root``, the fixed tokens and the root's default limits, counted with
+    every process serving ``root`` unless another ``limiter`` is given."""
+    if limiter is None:
+        limiter = Limiter(time.time, time.time, limit_counters(root))
     return Access(KeyStore(root), auth_tokens=auth_tokens, api_key_header=api_key_header,
                   defaults=default_limits(root), limiter=limiter, on_refusal=on_refusal)
 
