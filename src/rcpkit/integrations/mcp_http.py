@@ -359,7 +359,10 @@ def _bridge(client: Any, settings: McpHttp) -> ScopedBridge:
         # Only with keys: the tenancy layer imports the engine's.
         from ..tenancy.serving import build_access
 
-        access = build_access(settings.keys_root)
+        try:
+            access = build_access(settings.keys_root)
+        except (ValueError, KeyStoreError) as exc:  # a bad [limits] or [limits_store] table
+            raise UsageError(f"{settings.keys_root}: {exc}") from None
     return ScopedBridge(client, allow_writes=not settings.read_only,
                         authenticated=settings.authenticated, access=access,
                         collection=settings.collection or "")
@@ -426,9 +429,10 @@ def _announce(listener: socket.socket, settings: McpHttp) -> None:
 
 
 async def _check_engine(settings: McpHttp) -> None:
-    """Open and close the engine once, so a bad target fails here, not in every worker."""
-    async with open_engine(**_engine_options(settings)):
-        pass
+    """Open the engine and the root's keys and limits once, so a bad target or setting
+    fails here, not in every worker."""
+    async with open_engine(**_engine_options(settings)) as client:
+        _bridge(client, settings)
 
 
 def _worker(settings: McpHttp, port: int, ready: Any) -> None:
