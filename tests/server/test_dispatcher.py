@@ -4,6 +4,7 @@ notifications and error hygiene (§7.1, §7.14, §9, §11, §12, §13, §17.1)."
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import threading
@@ -427,6 +428,43 @@ async def test_a_call_cancelled_or_out_of_time_in_line_leaves_it() -> None:
     await asyncio.wait_for(d.drain(), 5)
     assert code(sink.replies()[2]) == -32006
     assert ran == [0, 3]
+
+
+async def test_a_call_cancelled_while_its_work_waits_for_a_thread_leaves_the_line() -> None:
+    """§7.14: cancelled after its turn came but before a pool thread picked its work up, a
+    call must still leave the line; if the cancel withdrew the queued work, nothing would,
+    and every later write would wait forever."""
+    released, blocker_running = threading.Event(), threading.Event()
+    server, ran = _ordered_server(released)
+    loop = asyncio.get_running_loop()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(pool)
+
+    def block() -> None:
+        blocker_running.set()
+        released.wait(5)
+
+    try:
+        d = Dispatcher(server)
+        sink = Sink()
+        d.start(sink)
+        d.feed(frame("initialize", {"protocolVersion": 1}, id_="init"))
+        blocker = loop.run_in_executor(pool, block)  # the pool's one thread is busy
+        await asyncio.wait_for(_until(blocker_running.is_set), 5)
+        d.feed(frame("x-test/write", {"n": 1}, id_=1))  # its work queues behind the blocker
+        await asyncio.wait_for(_until(lambda: pool._work_queue.qsize() == 1), 5)
+        d.feed(frame("notifications/cancel", {"id": 1}, id_=None))
+        await asyncio.wait_for(_until(lambda: 1 in sink.replies()), 5)
+        assert code(sink.replies()[1]) == -32006
+        released.set()
+        await blocker
+        d.feed(frame("x-test/write", {"n": 2}, id_=2))
+        await asyncio.wait_for(_until(lambda: 2 in sink.replies()), 5)
+        assert sink.replies()[2]["result"] == {"n": 2}
+        assert ran == [2]
+    finally:
+        released.set()
+        pool.shutdown(wait=False)
 
 
 async def test_concurrency_is_bounded() -> None:

@@ -437,7 +437,10 @@ class Dispatcher:
         work = loop.run_in_executor(None, _run_checked, handler, typed, ctx,
                                     self.server.line if place is not None else None, place)
         call.place = None  # the worker thread leaves the line
-        return await work
+        # Shielded: a cancel must not withdraw work still queued for a pool thread, which
+        # would then never run and never leave the line; it runs, stops at its first check.
+        work.add_done_callback(_retrieved)
+        return await asyncio.shield(work)
 
     def _deadline(self, meta: Any) -> float | None:
         """The earliest of ``_meta.deadlineMs`` (time remaining, §16.2) and the server default."""
@@ -656,10 +659,18 @@ def _run_checked(handler: Handler, typed: Any, ctx: Context, line: Line | None =
                  place: Place | None = None) -> Any:
     try:
         with checked_by(ctx.check_stop):
+            ctx.check_stop()  # cancelled or overdue while it waited for a thread
             return handler.fn(typed, ctx)
     finally:
         if line is not None and place is not None:
             line.leave(place)
+
+
+def _retrieved(work: asyncio.Future[Any]) -> None:
+    """Read the outcome of shielded work whose awaiter was cancelled, so it is not
+    reported as never retrieved (the cancelled call has answered already)."""
+    if not work.cancelled():
+        work.exception()
 
 
 def _seconds_left(deadline: float | None) -> float | None:

@@ -14,6 +14,7 @@ that mention the most central concepts, citing those chunks.
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import re
 import threading
@@ -27,6 +28,12 @@ from rcpkit.engine.graph.concepts import ConceptExtractor
 from rcpkit.engine.graph.view import FloatArray, GraphView
 
 __all__ = ["COMMUNITY_PREFIX", "Community", "Hierarchy"]
+
+# igraph is imported only when a hierarchy is built (see :func:`_leiden`), but the graph
+# extra is required here, so that an engine without it advertises no graph (§6).
+if importlib.util.find_spec("igraph") is None:
+    raise ModuleNotFoundError("No module named 'igraph' (pip install 'rcpkit[graph]')",
+                              name="igraph")
 
 COMMUNITY_PREFIX = "community:"
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
