@@ -28,6 +28,7 @@ import socket
 import sqlite3
 import threading
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ def _split(holder: str) -> tuple[str, int, str]:
     return host, int(pid), started
 
 
-class _SqlCounters:
+class _SqlCounters(ABC):
     """A :class:`~.limits.CounterStore` in SQL tables (see the module doc): what SQLite and
     PostgreSQL share. Statements are written with ``?`` placeholders."""
 
@@ -121,17 +122,17 @@ class _SqlCounters:
         self._unreturned: list[str] = []
         """Leases whose deletion failed (the store was busy): deleted by the next transaction."""
 
+    @abstractmethod
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         """Execute one statement; its cursor."""
-        raise NotImplementedError
 
+    @abstractmethod
     def begin(self, principal: str) -> None:
         """Open a transaction holding the store's write lock (at least for ``principal``)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def alive(self, holder: str) -> bool:
         """Whether a lease's holder may still be running."""
-        raise NotImplementedError
 
     def _create_tables(self) -> None:
         """The tables, made once (in a transaction holding the write lock); ValueError for a
