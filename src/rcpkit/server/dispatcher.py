@@ -436,6 +436,8 @@ class Dispatcher:
         place = call.place
         work = loop.run_in_executor(None, _run_checked, handler, typed, ctx,
                                     self.server.line if place is not None else None, place)
+        if place is None:
+            return await work  # a cancel may withdraw work still queued: it never runs
         call.place = None  # the worker thread leaves the line
         # Shielded: a cancel must not withdraw work still queued for a pool thread, which
         # would then never run and never leave the line; it runs, stops at its first check.
