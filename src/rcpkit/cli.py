@@ -12,6 +12,7 @@ import typer
 _AREAS = (
     "rcpkit.transports.cli",
     "rcpkit.engine.cli",
+    "rcpkit.engine.watchcli",
     "rcpkit.engine.dbcli",
     "rcpkit.engine.storecli",
     "rcpkit.client.cli",

@@ -43,8 +43,8 @@ import pathspec
 from rcpkit.engine.roots import Root
 from rcpkit.engine.types import DocumentIn
 
-__all__ = ["CODE_LANGUAGES", "FORMAT_SUFFIXES", "SUFFIXES", "Folder", "Selection", "Skip",
-           "SkipKind", "SourceFile", "read_folder", "split_text"]
+__all__ = ["CHOSEN_SKIPS", "CODE_LANGUAGES", "FORMAT_SUFFIXES", "SUFFIXES", "Folder", "Selection",
+           "Skip", "SkipKind", "SourceFile", "read_folder", "select_files", "split_text"]
 
 TEXT_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".rst", ".org", ".adoc", ".asciidoc")
 FORMAT_SUFFIXES = (".pdf", ".html", ".htm", ".docx")
@@ -98,6 +98,11 @@ class SkipKind:
     LINK_INSIDE = "symbolic link inside the folder, indexed there"
     LINK_OUTSIDE = "symbolic link out of the folder (--follow-links to index it)"
     BROKEN_LINK = "broken symbolic link"
+
+
+CHOSEN_SKIPS = (SkipKind.HIDDEN, SkipKind.IGNORED, SkipKind.EXCLUDED)
+"""Skips the user chose: a synced file skipped so loses its documents; any other skip may be
+transient (a file being written, a permission) and keeps what the file had indexed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,10 +196,11 @@ def _ignored_by(stack: _IgnoreStack, shown: str, is_dir: bool) -> str | None:
 
 
 def _walk(start: Path, root: Path, follow_links: bool, selection: Selection,
-          skipped: list[Skip]) -> Iterator[Path]:
+          skipped: list[Skip], descend: Callable[[Path], bool] | None = None) -> Iterator[Path]:
     """Files under ``start`` (``root`` or a folder in it) in a stable order; what is hidden,
     ignored or excluded is skipped (a directory once, not each file in it). Paths, globs
     and the ignore files of ``root`` and the folders down to ``start`` are read from ``root``.
+    ``descend(folder)`` says which selected subfolders are walked (default: all).
 
     A link is judged by where it resolves: outside the root it is skipped unless
     ``follow_links``; inside, it is a second name for a file indexed anyway."""
@@ -265,7 +271,17 @@ def _walk(start: Path, root: Path, follow_links: bool, selection: Selection,
                 yield path
             else:
                 skipped.append(Skip(shown, unsupported, SkipKind.UNSUPPORTED))
-        pending.extend(reversed(subdirs))
+        pending.extend(reversed([sub for sub in subdirs if descend is None or descend(sub[0])]))
+
+
+def select_files(start: Path, root: Path, *, follow_links: bool = False,
+                 selection: Selection = Selection(),
+                 descend: Callable[[Path], bool] | None = None) -> tuple[list[Path], list[Skip]]:
+    """The files of ``start`` (a folder in ``root``, or ``root``) that ``index add`` would
+    read, and those it would skip, by the same rules; only the subfolders ``descend``
+    accepts are walked (a watcher walks just the folders that changed)."""
+    skipped: list[Skip] = []
+    return list(_walk(start, root, follow_links, selection, skipped, descend)), skipped
 
 
 def _inner_name(path: Path) -> str:

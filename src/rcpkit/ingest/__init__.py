@@ -1,0 +1,1 @@
+"""Reading users' folders into the engine: ``index add|sync`` and ``watch``."""
