@@ -314,6 +314,12 @@ class FolderWatcher:
         prefix = self.root.prefix
         contributed = self._contributions([prefix + f for f in files],
                                           [prefix + f for f in synced])
+        # A path gone without documents of its own may have been a folder (moved away).
+        named = set(contributed.values())
+        gone = [prefix + f for f in files
+                if prefix + f not in named and not (root / f).exists()]
+        if gone:
+            contributed.update(self._contributions([], gone))
         stale = {doc_id: source for doc_id, source in contributed.items()
                  if doc_id not in fresh and source not in keep}
         ids = sorted(stale)
