@@ -91,8 +91,9 @@ def _names(sources: list[str]) -> str:
 
 
 def _missing(gone: bool) -> None:
-    typer.echo("watch: the folder is gone; its documents are kept and watching resumes when "
-               "it is back" if gone else "watch: the folder is back; syncing it", err=True)
+    typer.echo("watch: the folder is gone (the files reported deleted leave the index); "
+               "watching resumes when it is back" if gone
+               else "watch: the folder is back; syncing it", err=True)
 
 
 def _labeller(level: str, stamped: bool) -> Callable[[str, DocumentIn], DocumentIn]:

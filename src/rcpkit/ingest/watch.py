@@ -213,9 +213,10 @@ class FolderWatcher:
 
     def run(self, stop: threading.Event, *, tick: float = 0.2,
             on_missing: Callable[[bool], None] | None = None) -> None:
-        """Watch until ``stop`` is set. When the folder itself goes, its documents stay (an
-        unmounted disk must not empty the index: deleted files were reported one by one)
-        and the watcher waits for it; when it is back, the whole folder is synced."""
+        """Watch until ``stop`` is set. When the folder itself goes, the watcher applies the
+        deletes reported with it (file by file: a folder moved away or unmounted reports
+        none, and keeps its documents) and waits for it; when it is back, the whole folder
+        is synced."""
         import watchfiles
 
         folder = self.folder
@@ -224,7 +225,8 @@ class FolderWatcher:
                 if on_missing is not None:
                     on_missing(True)
                 while not folder.is_dir():
-                    if stop.wait(1.0):  # no event tells of a folder's return: look each second
+                    self.apply_due()  # the deletes reported with it
+                    if stop.wait(tick):  # no event tells of a folder's return: look again
                         return
                 if on_missing is not None:
                     on_missing(False)
@@ -250,6 +252,8 @@ class FolderWatcher:
             relative = self._relative(path)
             if relative is None:
                 continue
+            if path == self.folder and not path.is_dir():
+                continue  # the folder itself gone: see run()
             if path.name in IGNORE_FILES:  # its folder's selection changed
                 folders.add(self._relative(path.parent) or "")
             elif path.is_dir() and not path.is_symlink():
