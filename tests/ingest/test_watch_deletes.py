@@ -19,11 +19,11 @@ pytest.importorskip("igraph")
 
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
-from rcpkit.engine.graph import ConceptGraph
-from rcpkit.engine.memory import KnowledgeMemory
-from rcpkit.engine.roots import Root
-from rcpkit.engine.tree import SummaryTree
+from rcpkit.engine.knowledge.graph import ConceptGraph
+from rcpkit.engine.knowledge.memory import KnowledgeMemory
+from rcpkit.engine.knowledge.tree import SummaryTree
 from rcpkit.engine.types import SearchRequest
+from rcpkit.ingest.roots import Root
 from rcpkit.ingest.watch import FolderWatcher, IndexMemories
 from support.clock import FakeClock
 
@@ -62,8 +62,10 @@ def kept_index(stack: ExitStack, base: Path, files: dict[str, str],
     folder.mkdir(parents=True)
     for name, text in files.items():
         (folder / name).write_text(text)
+    # One frozen clock: the rebuild lands in the same second as the build it replaces.
     engine = stack.enter_context(Engine.open(EngineConfig(
-        data_dir=base / "data", embedder="hashing", hashing_dimension=32, **config)))
+        data_dir=base / "data", embedder="hashing", hashing_dimension=32, **config),
+        clock=FakeClock()))
     graph = ConceptGraph.open(engine.config.data_dir, engine.store)
     stack.callback(graph.close)
     engine.on_publish(graph.sync)
@@ -79,7 +81,7 @@ def kept_index(stack: ExitStack, base: Path, files: dict[str, str],
                             changed=lambda batch: memories.rebuild())
     watcher.apply([folder.resolve()])
     memory = KnowledgeMemory.open(engine.config.data_dir, engine.store, graph.extractor,
-                                  live_view)  # type: ignore[arg-type]
+                                  live_view, clock=engine.clock)  # type: ignore[arg-type]
     stack.callback(memory.close)
     memory_id, _ = memory.build(None, memory_id=None, scope="global", caller="tester")
     return Kept(engine, graph, memory, memory_id, watcher, folder.resolve())
@@ -159,6 +161,7 @@ def test_once_no_snapshot_holds_x_the_stored_graph_drops_it(tmp_path: Path) -> N
                           retain_versions=1, retain_seconds=0)
         (kept.folder / DOOMED[0]).unlink()
         kept.watcher.apply([kept.folder / DOOMED[0]])
+        kept.engine.clock.advance(1.0)  # type: ignore[attr-defined]
         (kept.folder / "later.md").write_text("A later note on crop rotation.")
         kept.watcher.apply([kept.folder / "later.md"])  # the write after collects x's rows
         stored = {hit_id for _, hit_id, _ in kept.graph.storage.load()}

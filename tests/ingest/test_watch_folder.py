@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from rcpkit.engine import folders
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
-from rcpkit.engine.folders import Selection, SkipKind, read_folder
-from rcpkit.engine.roots import Root
 from rcpkit.engine.types import SearchRequest
+from rcpkit.ingest import folders
+from rcpkit.ingest.folders import Selection, SkipKind, read_folder
+from rcpkit.ingest.roots import Root
 from rcpkit.ingest.watch import Batch, FolderWatcher, Pending
 from support.clock import FakeClock
 

@@ -38,7 +38,8 @@ from typing import Any
 
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import EngineError, InvalidInput
-from rcpkit.engine.folders import (
+from rcpkit.engine.types import DocumentIn
+from rcpkit.ingest.folders import (
     CHOSEN_SKIPS,
     IGNORE_FILES,
     Selection,
@@ -48,8 +49,7 @@ from rcpkit.engine.folders import (
     read_folder,
     select_files,
 )
-from rcpkit.engine.roots import Root
-from rcpkit.engine.types import DocumentIn
+from rcpkit.ingest.roots import Root
 
 __all__ = ["Batch", "FolderWatcher", "IndexMemories", "Pending", "WatchStats"]
 
@@ -444,8 +444,8 @@ class IndexMemories:
             return self._opened
         config = self.engine.config
         try:
-            from rcpkit.engine.graph import ConceptGraph
-            from rcpkit.engine.memory import MEMORY_FILE, KnowledgeMemory
+            from rcpkit.engine.knowledge.graph import ConceptGraph
+            from rcpkit.engine.knowledge.memory import MEMORY_FILE, KnowledgeMemory
         except ImportError:
             return None
         if config.backend == "sqlite" and not (config.data_dir / MEMORY_FILE).is_file():
