@@ -9,11 +9,13 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
+from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.types import SearchRequest
 from rcpkit.ingest import folders
 from rcpkit.ingest.folders import Selection, SkipKind, read_folder
@@ -294,3 +296,32 @@ def test_watch_gauges_name_every_counter(engine: Engine, folder: Path, clock: Fa
     assert gauges["watch_queue_depth"] == 0.0
     assert gauges["watch_files_indexed"] == 1.0
     assert gauges["watch_last_lag_seconds"] == pytest.approx(2.0)
+
+
+def test_a_failed_write_is_retried_later_backing_off(engine: Engine, folder: Path,
+                                                     clock: FakeClock,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    watcher = make_watcher(engine, folder, clock)
+    path = folder / "note.md"
+    path.write_text("Hot composting kills weed seeds.")
+    real_add = engine.add
+    failures = [Unavailable("database is locked"), Unavailable("database is locked")]
+
+    def flaky_add(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop(0)
+        return real_add(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "add", flaky_add)
+    batch = settle(watcher, clock, path)
+    assert batch is not None and batch.error == "database is locked" and batch.retry_in == 2.0
+    assert watcher.stats.errors == 1 and watcher.stats.queue_depth == 1
+    clock.advance(2.0)
+    batch = watcher.apply_due()
+    assert batch is not None and batch.retry_in == 4.0  # failed again: waits longer
+    clock.advance(3.0)
+    assert watcher.apply_due() is None
+    clock.advance(2.0)
+    batch = watcher.apply_due()
+    assert batch is not None and batch.error is None and batch.indexed == ["note.md"]
+    assert ids(engine) == {"note.md"}

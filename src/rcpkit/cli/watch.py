@@ -81,8 +81,8 @@ def _report(batch: Batch) -> None:
     for warning in batch.warnings:
         typer.echo(f"watch: {warning.source}: {warning.reason}", err=True)
     if batch.error is not None:
-        typer.echo(f"watch: error: {batch.error}; the changes are retried once they settle "
-                   "again (check the data directory's disk and permissions)", err=True)
+        typer.echo(f"watch: error: {batch.error}; retrying in {batch.retry_in:.0f} s (check "
+                   "the data directory's disk space, permissions and database)", err=True)
 
 
 def _names(sources: list[str]) -> str:

@@ -56,6 +56,7 @@ __all__ = ["Batch", "FolderWatcher", "IndexMemories", "Pending", "WatchStats"]
 logger = logging.getLogger(__name__)
 
 _LOOKUP_VALUES = 100
+_MAX_RETRY_S = 60.0
 """Sources per ``in`` filter when looking up what files contributed."""
 
 
@@ -103,6 +104,8 @@ class Batch:
     """Chunks of the changed documents, handed to the embedder (or its cache)."""
     lag: float = 0.0
     error: str | None = None
+    """Why the batch could not be written; its paths are tried again in ``retry_in`` s."""
+    retry_in: float = 0.0
 
     @property
     def changed_documents(self) -> bool:
@@ -123,6 +126,7 @@ class Pending:
         return len(self._paths)
 
     def note(self, path: Path, at: float | None = None) -> None:
+        """A change to ``path`` now (or at ``at``: a time to come delays it)."""
         self._paths[path] = (self.clock() if at is None else at, _fingerprint(path))
 
     def due(self) -> dict[Path, float]:
@@ -185,6 +189,7 @@ class FolderWatcher:
         self.files_per_write = files_per_write
         self.stats = WatchStats()
         self._lock = threading.Lock()
+        self._failures = 0
 
     # ── events ─────────────────────────────────────────────────────────────
     def note(self, paths: Iterable[Path]) -> None:
@@ -262,13 +267,17 @@ class FolderWatcher:
                 files.add(relative)
         try:
             self._apply(files, folders, batch)
-        except EngineError as exc:
+            self._failures = 0
+        except (EngineError, OSError) as exc:  # a full disk, a busy or lost database
             batch.error = str(exc)
-            with self._lock:  # applied again once it settles anew
+            self._failures += 1
+            batch.retry_in = min(_MAX_RETRY_S, 2.0 ** self._failures)
+            with self._lock:  # applied again later, backing off while it keeps failing
                 for path in noted:
-                    self.pending.note(path)
-        now = self.clock()
-        batch.lag = max((now - last for last in noted.values()), default=0.0)
+                    self.pending.note(path, at=self.clock() + batch.retry_in - self.pending.settle)
+        if batch.error is None:
+            now = self.clock()
+            batch.lag = max((now - last for last in noted.values()), default=0.0)
         self._count(batch)
         self.report(batch)
         if batch.changed_documents:
@@ -386,8 +395,9 @@ class FolderWatcher:
             stats.documents_deleted += batch.documents_deleted
             stats.chunks_embedded += batch.chunks
             stats.errors += batch.error is not None
-            stats.last_lag_seconds = batch.lag
-            stats.max_lag_seconds = max(stats.max_lag_seconds, batch.lag)
+            if batch.error is None:
+                stats.last_lag_seconds = batch.lag
+                stats.max_lag_seconds = max(stats.max_lag_seconds, batch.lag)
             stats.queue_depth = len(self.pending)
 
     def _relative(self, path: Path) -> str | None:
