@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import Unavailable
+from rcpkit.engine.models.embedding import HashingEmbedder
 from rcpkit.engine.types import SearchRequest
 from rcpkit.ingest import folders
 from rcpkit.ingest.folders import Selection, SkipKind, read_folder
@@ -325,3 +326,43 @@ def test_a_failed_write_is_retried_later_backing_off(engine: Engine, folder: Pat
     batch = watcher.apply_due()
     assert batch is not None and batch.error is None and batch.indexed == ["note.md"]
     assert ids(engine) == {"note.md"}
+
+
+class CountingEmbedder(HashingEmbedder):
+    """Counts the document texts that reach the model (behind the embedding cache)."""
+
+    def __init__(self) -> None:
+        super().__init__(dimension=32)
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str], kind: str = "document") -> Any:
+        if kind == "document":
+            self.texts += texts
+        return super().embed(texts, kind)
+
+
+def test_an_edit_embeds_only_changed_chunks_and_a_rename_none(tmp_path: Path, folder: Path,
+                                                             clock: FakeClock) -> None:
+    """The watcher's engine has an embedding cache (``rcpkit watch`` gives it one): the
+    content hash of a chunk's text finds its vector whatever the document's id."""
+    model = CountingEmbedder()
+    config = EngineConfig(data_dir=tmp_path / "cached", embedder="hashing",
+                          hashing_dimension=32, embedding_cache=tmp_path / "cache.sqlite")
+    paragraphs = [" ".join(f"{word}{n}" for n in range(150)) for word in ("bee", "oven", "moon")]
+    path = folder / "long.md"
+    path.write_text("\n\n".join(paragraphs))
+    with Engine.open(config, embedder=model) as cached:
+        watcher = make_watcher(cached, folder, clock)
+        settle(watcher, clock, path)
+        chunks = len(model.texts)
+        assert chunks >= 3
+        model.texts.clear()
+        path.write_text("\n\n".join([*paragraphs[:2], "rain gauge " * 100]))
+        batch = settle(watcher, clock, path)
+        assert batch is not None and batch.updated == 1
+        assert len(model.texts) == 1 and "rain gauge" in model.texts[0]
+        model.texts.clear()
+        path.rename(folder / "renamed.md")
+        batch = settle(watcher, clock, path, folder / "renamed.md")
+        assert batch is not None and batch.indexed == ["renamed.md"]
+        assert model.texts == []
