@@ -40,6 +40,7 @@ from rcpkit.cli.index import (
     _engine,
     _index,
     _prepared,
+    _ProgressLines,
     _Tally,
 )
 from rcpkit.cli.support import fail
@@ -56,6 +57,8 @@ EMBEDDING_CACHE = "embedding-cache.sqlite"
 """The vector cache a watched data directory gets unless it names one (``embedding_cache``):
 an edit or a rename embeds only the chunks whose text is new."""
 _SHOWN = 3
+_QUIET_FILES = 64
+"""A batch of at most this many files shows no progress lines, only its report."""
 
 SettleOption = Annotated[float, typer.Option(
     min=0.05, help="Seconds a changed file must stay unchanged before it is read.")]
@@ -207,9 +210,20 @@ def watch_beside(engine: Engine, folder: Path, *, settle: float = 0.5
     root = _watched_root("serve", data, folder, None, "",
                          f"rcpkit index sync {{args}} --data {data}")
     memories = IndexMemories(engine)
+    lines: list[tuple[int, _ProgressLines]] = []
+
+    def progress(done: int, total: int, chunks: int) -> None:
+        """Lines for a batch of many files (the first sync): a small one reports once."""
+        if total <= _QUIET_FILES:
+            return
+        if not lines or done < lines[0][0]:  # a new batch
+            lines[:] = [(0, _ProgressLines(total))]
+        lines[:] = [(done, lines[0][1])]
+        lines[0][1].update(done, chunks)
+
     watcher = FolderWatcher(engine, root, folder=folder, settle=settle, report=_report,
                             label=_labeller(engine.config.trust, False),
-                            changed=lambda batch: _rebuilt(memories))
+                            changed=lambda batch: _rebuilt(memories), progress=progress)
     stop = threading.Event()
 
     def run() -> None:

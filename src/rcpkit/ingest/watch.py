@@ -159,8 +159,10 @@ class FolderWatcher:
     ``root`` is the folder's root (label and id prefix, as ``index add`` recorded it) and
     ``folder`` the part of it watched (default: all of it);
     ``label(source, document)`` prepares each document before it is written (the trust
-    label, the local writer's stamp); ``report(batch)`` hears of each applied batch and
-    ``changed(batch)`` of each that changed documents (memories are rebuilt there).
+    label, the local writer's stamp); ``report(batch)`` hears of each applied batch,
+    ``changed(batch)`` of each that changed documents (memories are rebuilt there) and
+    ``progress(files done, files, chunks embedded)`` of each write within a batch (a whole
+    folder's sync is thousands of files).
     """
 
     def __init__(self, engine: Engine, root: Root, *, folder: Path | None = None,
@@ -171,6 +173,7 @@ class FolderWatcher:
                  settle: float = 0.5, clock: Callable[[], float] = time.monotonic,
                  report: Callable[[Batch], None] | None = None,
                  changed: Callable[[Batch], None] | None = None,
+                 progress: Callable[[int, int, int], None] | None = None,
                  files_per_write: int = 64) -> None:
         self.engine = engine
         self.root = root
@@ -186,6 +189,7 @@ class FolderWatcher:
         self.pending = Pending(settle, clock)
         self.report = report or (lambda batch: None)
         self.changed = changed or (lambda batch: None)
+        self.progress = progress or (lambda done, total, chunks: None)
         self.files_per_write = files_per_write
         self.stats = WatchStats()
         self._lock = threading.Lock()
@@ -319,6 +323,8 @@ class FolderWatcher:
                 if source.source not in refused_sources:
                     written.add(source.source)
                     fresh.update(document.id or "" for document in source.documents)
+            self.progress(min(start + self.files_per_write, len(selected)), len(selected),
+                          batch.chunks)
         batch.skipped = [skip for skip in skipped if skip.kind not in CHOSEN_SKIPS]
         # A file unreadable for now keeps its documents; an emptied one loses them.
         keep = {spelled for skip in batch.skipped if skip.kind != SkipKind.EMPTY
