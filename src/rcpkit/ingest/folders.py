@@ -196,11 +196,12 @@ def _ignored_by(stack: _IgnoreStack, shown: str, is_dir: bool) -> str | None:
 
 
 def _walk(start: Path, root: Path, follow_links: bool, selection: Selection,
-          skipped: list[Skip], descend: Callable[[Path], bool] | None = None) -> Iterator[Path]:
+          skipped: list[Skip],
+          wanted: Callable[[str, bool], bool] | None = None) -> Iterator[Path]:
     """Files under ``start`` (``root`` or a folder in it) in a stable order; what is hidden,
     ignored or excluded is skipped (a directory once, not each file in it). Paths, globs
     and the ignore files of ``root`` and the folders down to ``start`` are read from ``root``.
-    ``descend(folder)`` says which selected subfolders are walked (default: all).
+    ``wanted(relative path, is a folder)`` says which entries are looked at (default: all).
 
     A link is judged by where it resolves: outside the root it is skipped unless
     ``follow_links``; inside, it is a second name for a file indexed anyway."""
@@ -227,6 +228,8 @@ def _walk(start: Path, root: Path, follow_links: bool, selection: Selection,
             path = Path(entry.path)
             shown = _relative(path, root)
             is_dir = entry.is_dir()
+            if wanted is not None and not wanted(shown, is_dir):
+                continue
             if entry.name.startswith("."):
                 if entry.name not in IGNORE_FILES:
                     skipped.append(Skip(shown + "/" * is_dir, SkipKind.HIDDEN, SkipKind.HIDDEN))
@@ -271,17 +274,19 @@ def _walk(start: Path, root: Path, follow_links: bool, selection: Selection,
                 yield path
             else:
                 skipped.append(Skip(shown, unsupported, SkipKind.UNSUPPORTED))
-        pending.extend(reversed([sub for sub in subdirs if descend is None or descend(sub[0])]))
+        pending.extend(reversed(subdirs))
 
 
 def select_files(start: Path, root: Path, *, follow_links: bool = False,
                  selection: Selection = Selection(),
-                 descend: Callable[[Path], bool] | None = None) -> tuple[list[Path], list[Skip]]:
+                 wanted: Callable[[str, bool], bool] | None = None
+                 ) -> tuple[list[Path], list[Skip]]:
     """The files of ``start`` (a folder in ``root``, or ``root``) that ``index add`` would
-    read, and those it would skip, by the same rules; only the subfolders ``descend``
-    accepts are walked (a watcher walks just the folders that changed)."""
+    read, and those it would skip, by the same rules; only the entries ``wanted`` accepts
+    (path relative to ``root``, whether a folder) are looked at (a watcher looks at the paths
+    that changed and the folders down to them)."""
     skipped: list[Skip] = []
-    return list(_walk(start, root, follow_links, selection, skipped, descend)), skipped
+    return list(_walk(start, root, follow_links, selection, skipped, wanted)), skipped
 
 
 def _inner_name(path: Path) -> str:

@@ -300,14 +300,11 @@ class FolderWatcher:
         above = {parent for relative in files | folders
                  for parent in _parents(relative)}
 
-        def descend(directory: Path) -> bool:
-            relative = self._relative(directory) or ""
-            return relative in above or covered(relative)
+        def wanted(relative: str, is_dir: bool) -> bool:
+            return covered(relative) or (is_dir and relative in above)
 
         selected, skipped = select_files(root, root, follow_links=self.follow_links,
-                                         selection=self.selection, descend=descend)
-        selected = [path for path in selected if covered(self._relative(path) or "")]
-        skipped = [skip for skip in skipped if covered(skip.source.rstrip("/"))]
+                                         selection=self.selection, wanted=wanted)
         written: set[str] = set()
         fresh: set[str] = set()
         for start in range(0, len(selected), self.files_per_write):
