@@ -204,16 +204,18 @@ def test_a_bad_file_is_skipped_and_reported_and_the_rest_goes_on(engine: Engine,
                    folder / "table.jsonl")
     assert batch is not None and batch.indexed == ["good.md", "table.jsonl"]
     assert [(s.source, s.kind) for s in batch.skipped] == [("blob.txt", SkipKind.BINARY)]
-    # A file the engine refuses (a meta value against the filter schema) is skipped alone.
+    # A value the engine refuses (against the filter schema) is left out, as by index add.
     (folder / "other.jsonl").write_text(json.dumps({"id": "r2", "text": "row two",
                                                     "meta": {"year": "not a year"}}) + "\n")
     (folder / "fine.md").write_text("Crop rotation keeps soil healthy.")
     batch = settle(watcher, clock, folder / "other.jsonl", folder / "fine.md")
-    assert batch is not None and batch.indexed == ["fine.md"]
-    assert [s.source for s in batch.skipped] == ["other.jsonl"]
-    assert batch.skipped[0].reason.startswith("not indexed:")
-    assert ids(engine) == {"good.md", "table.jsonl:r1", "fine.md"}
-    assert watcher.stats.files_skipped == 2
+    assert batch is not None and batch.indexed == ["fine.md", "other.jsonl"]
+    assert [w.source for w in batch.warnings] == ["other.jsonl (id other.jsonl:r2)"]
+    assert "indexed without 'year'" in batch.warnings[0].reason
+    assert ids(engine) == {"good.md", "table.jsonl:r1", "other.jsonl:r2", "fine.md"}
+    assert "year" not in engine.documents_where(
+        {"field": "source", "op": "eq", "value": "other.jsonl"})["other.jsonl:r2"]
+    assert watcher.stats.files_skipped == 1
 
 
 def test_a_file_unreadable_for_now_keeps_its_documents(engine: Engine, folder: Path,

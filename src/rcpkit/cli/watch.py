@@ -41,7 +41,6 @@ from rcpkit.cli.index import (
     _index,
     _prepared,
     _ProgressLines,
-    _Tally,
 )
 from rcpkit.cli.support import fail
 from rcpkit.engine.config import load_config
@@ -50,6 +49,7 @@ from rcpkit.engine.types import DocumentIn
 from rcpkit.ingest.folders import Selection
 from rcpkit.ingest.roots import Root, RootConflict, RootRegistry
 from rcpkit.ingest.watch import Batch, FolderWatcher, IndexMemories
+from rcpkit.ingest.writes import Tally
 
 __all__ = ["EMBEDDING_CACHE", "register", "watch", "watch_beside"]
 
@@ -102,7 +102,7 @@ def _missing(gone: bool) -> None:
 def _labeller(level: str, stamped: bool) -> Callable[[str, DocumentIn], DocumentIn]:
     """Documents as ``index add`` writes them; a warning about one is printed at once."""
     def label(source: str, document: DocumentIn) -> DocumentIn:
-        tally = _Tally()
+        tally = Tally()
         prepared = _prepared(source, document, level, stamped, tally)
         for warning in tally.warnings:
             typer.echo(f"watch: {warning.source}: {warning.reason}", err=True)

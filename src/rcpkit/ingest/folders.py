@@ -101,8 +101,8 @@ class SkipKind:
 
 
 CHOSEN_SKIPS = (SkipKind.HIDDEN, SkipKind.IGNORED, SkipKind.EXCLUDED)
-"""Skips the user chose: a synced file skipped so loses its documents; any other skip may be
-transient (a file being written, a permission) and keeps what the file had indexed."""
+"""Skips the user chose: their documents go on ``index sync`` and ``watch``; any other skip
+may be transient (a file being written, a permission) and keeps what the file had indexed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,9 @@ events led there (an add then a delete is a delete; a rename is the old path gon
 new one there):
 
 - a selected file (by the rules of ``index add|sync``: hidden files, ``.gitignore`` and
-  ``.rcpkitignore``, ``--include``/``--exclude``, links, types) is read and upserted under
-  its stable id; documents its source no longer yields (a CSV row removed) are deleted;
+  ``.rcpkitignore``, ``--include``/``--exclude``, links, types) is read and written as
+  ``index add`` writes it (:mod:`rcpkit.ingest.writes`) under its stable id; documents its
+  file no longer yields (a CSV row removed) are deleted;
 - a folder that appeared (moved in) or whose ignore file changed is synced as a subtree;
 - a path that is gone, or now ignored or excluded, loses every document it contributed; a
   file unreadable for now (a permission, a bad encoding mid-write) keeps what it had.
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from rcpkit.engine.core import Engine
-from rcpkit.engine.errors import EngineError, InvalidInput
+from rcpkit.engine.errors import EngineError
 from rcpkit.engine.types import DocumentIn
 from rcpkit.ingest.folders import (
     CHOSEN_SKIPS,
@@ -50,6 +51,7 @@ from rcpkit.ingest.folders import (
     select_files,
 )
 from rcpkit.ingest.roots import Root
+from rcpkit.ingest.writes import Tally, add_batch
 
 __all__ = ["Batch", "FolderWatcher", "IndexMemories", "Pending", "WatchStats"]
 
@@ -312,14 +314,12 @@ class FolderWatcher:
                                follow_links=self.follow_links,
                                max_text_bytes=self.engine.config.max_text_bytes,
                                global_ids=self.global_ids, locate=lambda _dir, _whole: self.root)
-            refused = self._write(read.files, batch)
-            skipped += read.skipped + refused
-            refused_sources = {skip.source for skip in refused}
+            self._write(read.files, batch)
+            skipped += read.skipped
             for source in read.files:
                 batch.warnings += source.warnings
-                if source.source not in refused_sources:
-                    written.add(source.source)
-                    fresh.update(document.id or "" for document in source.documents)
+                written.add(source.source)
+                fresh.update(document.id or "" for document in source.documents)
             self.progress(min(start + self.files_per_write, len(selected)), len(selected),
                           batch.chunks)
         batch.skipped = [skip for skip in skipped if skip.kind not in CHOSEN_SKIPS]
@@ -344,30 +344,28 @@ class FolderWatcher:
             batch.documents_deleted += self.engine.delete(ids[start:start + limit]).deleted
         batch.deleted = sorted(set(stale.values()) - written)
 
-    def _write(self, sources: list[SourceFile], batch: Batch) -> list[Skip]:
-        """Upsert the files' documents; a file the engine refuses is skipped (the rest are
-        written) and keeps its old documents."""
-        documents = [self.label(source.source, document)
+    def _write(self, sources: list[SourceFile], batch: Batch) -> None:
+        """Upsert the files' documents as ``index add`` does (:func:`add_batch`): a document
+        the engine refuses is left out with a warning, and keeps what it had."""
+        documents = [(source.source, self.label(source.source, document))
                      for source in sources for document in source.documents]
+        tally = Tally()
+        embedding = [0]
+
+        def embedded(done: int, total: int) -> None:
+            embedding[0] = total
+
         limit = self.engine.config.max_documents_per_add
-        try:
-            for start in range(0, len(documents), limit):
-                embedding = [0]
-
-                def embedded(done: int, total: int, embedding: list[int] = embedding) -> None:
-                    embedding[0] = total
-
-                result = self.engine.add(documents[start:start + limit], chunk=self.chunk,
-                                         contextual=self.contextual, max_trust=self.max_trust,
-                                         embedded=embedded)
-                for outcome in result.outcomes:
-                    setattr(batch, outcome, getattr(batch, outcome) + 1)
-                batch.chunks += embedding[0]
-        except InvalidInput as exc:
-            if len(sources) == 1:
-                return [Skip(sources[0].source, f"not indexed: {exc.message}")]
-            return [refused for source in sources for refused in self._write([source], batch)]
-        return []
+        for start in range(0, len(documents), limit):
+            add_batch(self.engine, documents[start:start + limit], tally, chunk=self.chunk,
+                      contextual=self.contextual, embedded=embedded,
+                      max_trust=self.max_trust or self.engine.config.trust)
+            batch.chunks += embedding[0]
+            embedding[0] = 0
+        batch.added += tally.added
+        batch.updated += tally.updated
+        batch.unchanged += tally.unchanged
+        batch.warnings += tally.warnings
 
     def _contributions(self, sources: Sequence[str], folders: Sequence[str]) -> dict[str, str]:
         """``{document id: source}`` of this root's documents from ``sources`` or below
