@@ -217,6 +217,8 @@ def serve(
                               "by one process; beside several workers or a collection, run "
                               "`rcpkit watch DIR --data DATA [--collection NAME]` as its own "
                               "process")
+        if watch is not None and app is None:  # an edit or a rename embeds only new text
+            _watch_cache(data, engine_options)
         if app is None and data is not None and is_collection_root(data):
             configure_logging("serve", log_level)
             configure_tracing("serve")
@@ -266,6 +268,20 @@ def serve(
     except UsageError as exc:
         _fail(str(exc))
     raise typer.Exit(status)
+
+
+def _watch_cache(data: Path | None, engine_options: dict[str, Any]) -> None:
+    """``--watch``: the data directory's embedding cache, as ``rcpkit watch`` has it."""
+    from ..engine.config import EngineConfig
+    from ..engine.errors import EngineError
+    from .watch import cache_override
+
+    try:
+        engine_options.update(cache_override(data or EngineConfig().data_dir,
+                                             engine_options.get("backend"),
+                                             engine_options.get("dsn")))
+    except EngineError as exc:
+        raise ConfigError(f"cannot open the engine: {exc}") from None
 
 
 def _watch_beside(source: Server | Callable[[], Server], folder: Path) -> None:

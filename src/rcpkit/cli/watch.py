@@ -51,7 +51,7 @@ from rcpkit.ingest.roots import Root, RootConflict, RootRegistry
 from rcpkit.ingest.watch import Batch, FolderWatcher, IndexMemories
 from rcpkit.ingest.writes import Tally
 
-__all__ = ["EMBEDDING_CACHE", "register", "watch", "watch_beside"]
+__all__ = ["EMBEDDING_CACHE", "cache_override", "register", "watch", "watch_beside"]
 
 EMBEDDING_CACHE = "embedding-cache.sqlite"
 """The vector cache a watched data directory gets unless it names one (``embedding_cache``):
@@ -71,9 +71,9 @@ def _report(batch: Batch) -> None:
         counts = ", ".join(f"{n} {name}" for name, n in (("added", batch.added),
                                                           ("updated", batch.updated),
                                                           ("unchanged", batch.unchanged)) if n)
-        parts.append(f"indexed {_names(batch.indexed)} ({counts} documents)")
+        parts.append(f"indexed {_names(batch.indexed)} (documents: {counts})")
     if batch.deleted:
-        parts.append(f"removed {_names(batch.deleted)} ({batch.documents_deleted} documents)")
+        parts.append(f"removed {_names(batch.deleted)} (documents: {batch.documents_deleted})")
     if batch.chunks:
         parts.append(f"{batch.chunks} chunks to embed")
     if parts:
@@ -123,7 +123,10 @@ def _watched_root(command: str, data: Path, folder: Path, label: str | None,
     return root
 
 
-def _cache_override(data: Path, backend: str | None, dsn: str | None) -> dict[str, Any]:
+def cache_override(data: Path, backend: str | None = None,
+                   dsn: str | None = None) -> dict[str, Any]:
+    """The engine option giving a watched data directory its :data:`EMBEDDING_CACHE`,
+    unless its configuration names one."""
     configured = load_config(data, backend=backend, dsn=dsn).embedding_cache
     return {} if configured is not None else {"embedding_cache": data / EMBEDDING_CACHE}
 
@@ -157,7 +160,7 @@ def watch(
     selection = Selection(include or (), exclude or (), ignore_files)
     directory = _collection_data(command, data, collection, backend, dsn)
     try:
-        overrides = _cache_override(directory, backend, dsn)
+        overrides = cache_override(directory, backend, dsn)
     except (ValueError, KeyError, OSError) as exc:
         fail(command, f"{directory}: {exc}")
     _index(command, [folder], data, sync=True, backend=backend, dsn=dsn, prefix=prefix,
