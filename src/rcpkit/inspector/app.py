@@ -225,6 +225,22 @@ def create_app(inspector: Inspector, token: str, *,
                             502, media_type="application/json")
         return Response(orjson.dumps(inspector.overview()), media_type="application/json")
 
+    async def connect(request: Request) -> Response:
+        body = await _body(request)
+        http = _typed(body, "http", str, None) if body.get("http") is not None else None
+        stdio = _typed(body, "stdio", str, None) if body.get("stdio") is not None else None
+        headers = _typed(body, "headers", dict, {})
+        if not all(isinstance(value, str) for value in headers.values()):
+            raise BadRequest("`headers` maps names to strings", field="headers")
+        try:
+            await inspector.connect(http=http, headers=headers, stdio=stdio)
+        except UsageError as exc:
+            raise BadRequest(str(exc), field="http" if stdio is None else "stdio") from None
+        except (RcpError, OSError) as exc:
+            return Response(orjson.dumps({"error": {"message": f"cannot connect: {exc}"}}),
+                            502, media_type="application/json")
+        return Response(orjson.dumps(inspector.overview()), media_type="application/json")
+
     async def certify(request: Request) -> Response:
         body = await _body(request)
         only = _typed(body, "only", list, [])
@@ -256,6 +272,7 @@ def create_app(inspector: Inspector, token: str, *,
         Route("/api/overview", overview),
         Route("/api/call", call, methods=["POST"]),
         Route("/api/reconnect", reconnect, methods=["POST"]),
+        Route("/api/connect", connect, methods=["POST"]),
         Route("/api/certify", certify, methods=["POST"]),
         Route("/api/eval", evaluate, methods=["POST"]),
         Route("/static/{name}", asset),

@@ -49,6 +49,7 @@ from ..protocol.capabilities import Capabilities
 from ..protocol.codec import to_builtins
 from ..protocol.errors import CODE_NAMES, InvalidParams, RcpError, UsageError
 from ..protocol.filters import OPERATORS
+from ..protocol.param_help import param_help
 from ..protocol.types import (
     GraphParams,
     GraphResult,
@@ -132,39 +133,6 @@ _TOOLS = (
           "Recall clues and passages from a long-term memory.",
           lambda caps: caps.memory is not None),
 )
-
-# Our words for the arguments an LLM fills in; anything else keeps the schema's type only.
-_ARGUMENT_HELP = {
-    "query": "What to search for, in natural language.",
-    "k": "How many passages to return.",
-    "mode": "sparse matches keywords, dense meaning, hybrid both.",
-    "candidateK": "Candidates gathered before reranking (at least k).",
-    "fusion": "How hybrid mode merges keyword and semantic rankings.",
-    "rerank": "Rerank stage options, or false to skip reranking.",
-    "mmr": "Diversify results; lambda 0 = most diverse, 1 = most relevant.",
-    "minScore": "Drop passages scoring below this.",
-    "unit": "Granularity of the returned passages.",
-    "level": "Abstraction level in a hierarchical corpus (0 = most specific).",
-    "tokenBudget": "Return as many passages as fit in this many tokens.",
-    "sessionId": "Any string shared by the searches of one task: passages already "
-                 "returned in it are not repeated.",
-    "seed": "Fixes any randomness, for reproducible results.",
-    "indexVersion": "Pin the search to this corpus snapshot (an indexVersion from an "
-                    "earlier result).",
-    "cursor": "The nextCursor of an earlier result, to fetch the next page.",
-    "documents": "Documents to add: text, an optional id, optional metadata (meta).",
-    "chunk": "Split long documents into passages.",
-    "contextual": "Prefix each passage with context about its document.",
-    "ids": "Document ids.",
-    "op": "Graph operation.",
-    "seedIds": "Where to start: document ids, passage ids ('doc#n') or concepts "
-               "('concept:<word>').",
-    "hops": "How far to expand from the seeds.",
-    "method": "How to transform the query.",
-    "n": "How many results to produce.",
-    "memoryId": "Which memory (from memory_build).",
-    "scope": "What the memory covers.",
-}
 
 # Options whose advertisement (§6.1) decides whether retrieve offers them.
 _RETRIEVE_GATES: dict[str, Callable[[Capabilities], bool]] = {
@@ -289,13 +257,14 @@ def input_schema(tool: _Tool, caps: Capabilities) -> dict[str, Any]:
     definitions: dict[str, Any] = root.pop("$defs", {})
     properties = {name: body for name, body in root["properties"].items()
                   if _offered(tool, name, caps)}
+    described = param_help(tool.method)
     for name, body in properties.items():
-        if name in _ARGUMENT_HELP:
-            body["description"] = _ARGUMENT_HELP[name]
+        if name in described:
+            body["description"] = described[name]
     retrieve = caps.retrieve
     if tool.method == "retrieve":
         properties["query"] = {"type": "string", "minLength": 1,
-                               "description": _ARGUMENT_HELP["query"]}
+                               "description": described["query"]}
         max_k = (retrieve.max_k if retrieve else None) or 100
         properties["k"].update(maximum=max_k, default=min(_DEFAULT_K, max_k))
         if "mode" in properties and retrieve and retrieve.modes:
