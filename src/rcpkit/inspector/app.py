@@ -167,6 +167,12 @@ class EventStream(Response):
             emit(None)
 
 
+async def _in_task(operation: Awaitable[None]) -> None:
+    """Await ``operation`` in a task of its own: the lean server runs a handler outside any
+    task up to its first suspension, and the client's ``asyncio.timeout`` needs one."""
+    await asyncio.ensure_future(operation)
+
+
 async def _disconnected(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
@@ -219,7 +225,7 @@ def create_app(inspector: Inspector, token: str, *,
 
     async def reconnect(request: Request) -> Response:
         try:
-            await inspector.reconnect()
+            await _in_task(inspector.reconnect())
         except (RcpError, OSError) as exc:
             return Response(orjson.dumps({"error": {"message": f"cannot reconnect: {exc}"}}),
                             502, media_type="application/json")
@@ -233,7 +239,7 @@ def create_app(inspector: Inspector, token: str, *,
         if not all(isinstance(value, str) for value in headers.values()):
             raise BadRequest("`headers` maps names to strings", field="headers")
         try:
-            await inspector.connect(http=http, headers=headers, stdio=stdio)
+            await _in_task(inspector.connect(http=http, headers=headers, stdio=stdio))
         except UsageError as exc:
             raise BadRequest(str(exc), field="http" if stdio is None else "stdio") from None
         except (RcpError, OSError) as exc:

@@ -251,6 +251,7 @@ function renderOverview(view) {
   $("export-rcp").textContent = json(view.export.rcpJson);
   $("connect-stdio").replaceChildren(...view.allowedStdio.map((address) => h("option", { value: address, text: address })));
   $("connect-stdio").disabled = !view.allowedStdio.length;
+  if (view.allowedStdio.includes(view.target.address)) $("connect-stdio").value = view.target.address;
   $("connect-stdio-none").hidden = view.allowedStdio.length > 0;
 }
 
@@ -531,12 +532,15 @@ async function sendCompose() {
   const method = custom || $("compose-method").value;
   let params;
   try {
-    params = $("compose-json").value.trim() ? JSON.parse($("compose-json").value) : (custom ? {} : composeForm.get() || {});
+    // The JSON wins when typed or loaded from the history, not when it only shows the last request.
+    const text = $("compose-json").value.trim();
+    params = text && text !== $("compose-json").dataset.shown ? JSON.parse(text) : (custom ? {} : composeForm.get() || {});
   } catch (error) {
     $("compose-status").replaceChildren(h("span", { class: "error", text: `params: ${error.message}` }));
     return;
   }
   $("compose-json").value = json(params);
+  $("compose-json").dataset.shown = json(params);
   const framesBox = $("compose-frames");
   framesBox.replaceChildren();
   $("compose-rendered").replaceChildren();
@@ -858,7 +862,7 @@ function certifySummary(report) {
     badge(`declared ${report.declaredLevel || "nothing"}`, "level"),
     report.partial ? null : badge(report.declarationHonest ? "declaration honest" : "overclaims", report.declarationHonest ? "ok" : "bad"),
     badge(`${counts.pass} pass`, "PASS"), badge(`${counts.fail} fail`, "FAIL"), badge(`${counts.skip} skip`, "SKIP"),
-  ];
+  ].filter(Boolean);
 }
 
 // ── eval tab ────────────────────────────────────────────────────────────────
