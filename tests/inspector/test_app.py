@@ -15,8 +15,8 @@ import pytest
 import pytest_asyncio
 
 from rcpkit.eval.datasets import CorpusDocument, Dataset, write_beir
-from rcpkit.federation.registry import Registry
 from rcpkit.eval.runner import EvalConfig
+from rcpkit.federation.registry import Registry
 from rcpkit.inspector import Inspector, TargetSpec, create_app
 from rcpkit.inspector.app import TOKEN_HEADER
 from rcpkit.inspector.sample_eval import sample_dataset

@@ -20,13 +20,12 @@ from typing import Any
 import httpx
 import pytest
 
-from support.schema import IN_CI
-
 from rcpkit.eval.datasets import CorpusDocument, Dataset, write_beir
 from rcpkit.inspector.sample_eval import sample_dataset
 from rcpkit.transports.http import create_app as create_rcp_app
 from support.example_server import build_test_server
 from support.http import LoopbackServer
+from support.schema import IN_CI
 
 from .conftest import RCPKIT, assert_cancel_sent, sse_events
 
