@@ -8,6 +8,7 @@ test is skipped when either is missing, and fails under ``CI=true``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -47,12 +48,11 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 TIMEOUT_MS = 60_000
 
 
-@pytest.fixture(scope="module")
-def inspector_url(sample_data: Path) -> Iterator[str]:
-    # A relative --data keeps this machine's temporary path out of the screenshots.
-    process = subprocess.Popen([*RCPKIT, "inspect", "--data", sample_data.name, "--no-open"],
-                               cwd=sample_data.parent, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True)
+@contextlib.contextmanager
+def _inspect(*args: str, cwd: Path | None = None) -> Iterator[str]:
+    """``rcpkit inspect ARGS --no-open`` running; yields the address it printed."""
+    process = subprocess.Popen([*RCPKIT, "inspect", *args, "--no-open"], cwd=cwd,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert process.stdout is not None
         url = process.stdout.readline().strip()
@@ -61,6 +61,13 @@ def inspector_url(sample_data: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(30)
+
+
+@pytest.fixture(scope="module")
+def inspector_url(sample_data: Path) -> Iterator[str]:
+    # A relative --data keeps this machine's temporary path out of the screenshots.
+    with _inspect("--data", sample_data.name, cwd=sample_data.parent) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -226,31 +233,13 @@ def test_certify_and_eval_tabs(page: Any, tmp_path: Path) -> None:
 def test_cancel_abandons_a_slow_call(browser: Any) -> None:
     """The page's Cancel closes the call's stream; the inspector then sends
     ``notifications/cancel`` for it (§7.14)."""
-    server = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_server.py'}"
-    process = subprocess.Popen([*RCPKIT, "inspect", "--stdio", server, "--no-open"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    tab = browser.new_page()
-    tab.set_default_timeout(TIMEOUT_MS)
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip()
-        tab.goto(url)
-        tab.wait_for_selector("body[data-ready=true]")
-        tab.click("button[data-tab=compose]")
-        tab.fill("#compose-custom", "x-test/sleep")
-        tab.click("#compose-json-box summary")
-        tab.fill("#compose-json", '{"seconds": 60}')
-        tab.check("#compose-stream")
-        tab.click("#compose-send")
+    with _inspect("--stdio", EXAMPLE) as url, _tab(browser, url) as tab:
+        _sleep_with_progress(tab, seconds=60)
         tab.wait_for_selector("#notifications .note[data-method='notifications/progress']")
         tab.click("#compose-cancel")
         tab.wait_for_selector("#compose-status >> text=cancelled")
         assert tab.is_enabled("#compose-send") and tab.is_hidden("#compose-cancel")
         assert_cancel_sent(url, "x-test/sleep")
-    finally:
-        tab.close()
-        process.terminate()
-        process.wait(30)
 
 
 # ── the parts that put it on par with the MCP Inspector ─────────────────────
@@ -259,15 +248,20 @@ EXAMPLE = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_s
 SLOPPY = f"{sys.executable} {Path(__file__).with_name('sloppy_server.py')}"
 
 
-def _open(browser: Any, url: str) -> Any:
+@contextlib.contextmanager
+def _tab(browser: Any, url: str) -> Iterator[Any]:
+    """A new page on the inspector at ``url``, loaded; closed after, with no script error."""
     tab = browser.new_page()
     tab.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
     tab.on("pageerror", lambda error: errors.append(str(error)))
-    tab.goto(url)
-    tab.wait_for_selector("body[data-ready=true]")
-    tab.errors = errors
-    return tab
+    try:
+        tab.goto(url)
+        tab.wait_for_selector("body[data-ready=true]")
+        yield tab
+    finally:
+        tab.close()
+    assert errors == []
 
 
 @pytest.fixture(scope="module")
@@ -281,17 +275,28 @@ def test_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                        queries=sample.queries,
                        qrels={query: {f"other-{doc}": grade for doc, grade in judged.items()}
                               for query, judged in sample.qrels.items()}), root / "elsewhere")
-    process = subprocess.Popen([*RCPKIT, "inspect", "--stdio", EXAMPLE, "--allow-stdio", SLOPPY,
-                                "--eval-root", str(root), "--no-open"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), url
+    with _inspect("--stdio", EXAMPLE, "--allow-stdio", SLOPPY, "--eval-root", str(root)) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(30)
+
+
+def _sleep_with_progress(tab: Any, *, seconds: float, timeout_ms: int | None = None) -> None:
+    """Send the test server's ``x-test/sleep`` from Compose, with progress (§9)."""
+    tab.click("button[data-tab=compose]")
+    tab.fill("#compose-custom", "x-test/sleep")
+    tab.click("#compose-json-box summary")
+    tab.fill("#compose-json", f'{{"seconds": {seconds}}}')
+    tab.check("#compose-stream")
+    if timeout_ms is not None:
+        tab.fill("#compose-timeout", str(timeout_ms))
+    tab.click("#compose-send")
+
+
+def _ping(tab: Any, nonce: str) -> None:
+    """Send ``ping`` from the Compose form."""
+    tab.click("button[data-tab=compose]")
+    tab.select_option("#compose-method", "ping")
+    tab.fill("#compose-form [data-field=nonce] input", nonce)
+    tab.click("#compose-send")
 
 
 def _connect_stdio(tab: Any, command: str, server_name: str) -> None:
@@ -314,10 +319,7 @@ def test_forms_describe_each_param(page: Any) -> None:
 
 
 def test_history_replays_a_request(page: Any) -> None:
-    page.click("button[data-tab=compose]")
-    page.select_option("#compose-method", "ping")
-    page.fill("#compose-form [data-field=nonce] input", "first")
-    page.click("#compose-send")
+    _ping(page, "first")
     page.wait_for_selector("#history .entry[data-entry='1']")
     page.fill("#compose-form [data-field=nonce] input", "second")
     page.click("#compose-send")
@@ -335,15 +337,8 @@ def test_history_replays_a_request(page: Any) -> None:
 
 def test_notifications_have_their_own_pane_and_a_call_its_own_timeout(
         browser: Any, test_server_url: str, tmp_path: Path) -> None:
-    tab = _open(browser, test_server_url)
-    try:
-        tab.click("button[data-tab=compose]")
-        tab.fill("#compose-custom", "x-test/sleep")
-        tab.click("#compose-json-box summary")
-        tab.fill("#compose-json", '{"seconds": 30}')
-        tab.check("#compose-stream")
-        tab.fill("#compose-timeout", "1500")
-        tab.click("#compose-send")
+    with _tab(browser, test_server_url) as tab:
+        _sleep_with_progress(tab, seconds=30, timeout_ms=1500)
         tab.wait_for_selector("#compose-status .error")
         assert "-32014" in tab.inner_text("#compose-status")  # the deadline, not 30 s
         note = tab.locator("#notifications .note[data-method='notifications/progress']")
@@ -358,9 +353,6 @@ def test_notifications_have_their_own_pane_and_a_call_its_own_timeout(
         _screenshot(tab, tmp_path, "inspector-history.png", "#tab-compose > .grid2 >> nth=1")
         tab.click("#notifications-clear")
         assert tab.locator("#notifications .note").count() == 0
-        assert tab.errors == []
-    finally:
-        tab.close()
 
 
 def test_every_frame_is_one_line_until_opened(page: Any) -> None:
@@ -375,8 +367,7 @@ def test_every_frame_is_one_line_until_opened(page: Any) -> None:
 
 def test_connect_from_the_page_and_export_the_connection(browser: Any, test_server_url: str,
                                                          tmp_path: Path) -> None:
-    tab = _open(browser, test_server_url)
-    try:
+    with _tab(browser, test_server_url) as tab:
         options = tab.locator("#connect-stdio option").all_inner_texts()
         assert options == [EXAMPLE, SLOPPY]  # the allow-list, nothing else
         with LoopbackServer(create_rcp_app(build_test_server())) as upstream:
@@ -390,10 +381,7 @@ def test_connect_from_the_page_and_export_the_connection(browser: Any, test_serv
             assert "<X-Trace value>" in exported and "inspector" not in exported.replace(
                 "rcpkit-inspect", "")
             assert '"--http"' in tab.inner_text("#export-mcp")
-            tab.click("button[data-tab=compose]")
-            tab.select_option("#compose-method", "ping")
-            tab.fill("#compose-form [data-field=nonce] input", "over http")
-            tab.click("#compose-send")
+            _ping(tab, "over http")
             tab.wait_for_selector("#compose-status .badge.ok")
         tab.click("button[data-tab=overview]")
         tab.fill("#connect-url", "http://127.0.0.1:9/rcp")
@@ -404,15 +392,11 @@ def test_connect_from_the_page_and_export_the_connection(browser: Any, test_serv
         assert '"command": [' in tab.inner_text("#export-rcp")
         assert '"--stdio"' in tab.inner_text("#export-mcp")
         _screenshot(tab, tmp_path, "inspector-connect.png", "#tab-overview > .grid2 >> nth=1")
-        assert tab.errors == []
-    finally:
-        tab.close()
 
 
 def test_certify_lists_failures_first(browser: Any, test_server_url: str,
                                       tmp_path: Path) -> None:
-    tab = _open(browser, test_server_url)
-    try:
+    with _tab(browser, test_server_url) as tab:
         _connect_stdio(tab, SLOPPY, "sloppy")  # its hits have no score: retrieve checks fail
         tab.click("button[data-tab=certify]")
         tab.fill("#certify-only", "life.* ret.*")
@@ -425,14 +409,11 @@ def test_certify_lists_failures_first(browser: Any, test_server_url: str,
         assert outcomes[0] == "FAIL" and "PASS" in outcomes
         assert outcomes == sorted(outcomes, key=order.__getitem__)
         _screenshot(tab, tmp_path, "inspector-certify.png", "#tab-certify .card")
-    finally:
-        tab.close()
 
 
 def test_eval_warns_when_the_engine_holds_other_data(browser: Any, test_server_url: str,
                                                      tmp_path: Path) -> None:
-    tab = _open(browser, test_server_url)
-    try:
+    with _tab(browser, test_server_url) as tab:
         _connect_stdio(tab, EXAMPLE, "rcpkit-keyword-example")
         tab.click("button[data-tab=eval]")
         tab.fill("#eval-dataset", "elsewhere")
@@ -442,5 +423,3 @@ def test_eval_warns_when_the_engine_holds_other_data(browser: Any, test_server_u
         warning = tab.inner_text("#eval-report .warning")
         assert "say nothing about the engine" in warning and "absent from the engine" in warning
         _screenshot(tab, tmp_path, "inspector-eval-warning.png", "#eval-report")
-    finally:
-        tab.close()
