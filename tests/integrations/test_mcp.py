@@ -546,3 +546,32 @@ async def test_stdio_stdout_carries_only_mcp_frames(sample_kb: Path) -> None:
     assert all(reply["jsonrpc"] == "2.0" for reply in replies)
     answer = next(reply for reply in replies if reply.get("id") == 2)
     assert answer["result"]["structuredContent"]["hits"][0]["id"]
+
+
+async def test_stdio_answers_initialize_before_the_engine_opens(tmp_path: Path) -> None:
+    """``--data``: the engine opens while MCP is served, so ``initialize`` does not wait for
+    it; here it never opens (a bad config), yet the handshake completes, each later request
+    gets the engine's error, and at EOF the bridge exits 2 with one line."""
+    (tmp_path / "rcpkit.toml").write_text("bogus_key = 3\n", encoding="utf-8")
+    process = await asyncio.create_subprocess_exec(
+        *rcpkit("mcp", "--data", str(tmp_path)), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None
+    for frame in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                      "protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "raw-host", "version": "1"}}},
+                  {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                  {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
+        process.stdin.write(json.dumps(frame).encode() + b"\n")
+    await process.stdin.drain()
+    replies = [json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
+               for _ in range(2)]
+    process.stdin.close()
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert replies[0]["result"]["serverInfo"]["name"] == "rcpkit-mcp"
+    assert replies[1]["error"]["code"] == -32603
+    assert "the engine did not open" in replies[1]["error"]["message"]
+    assert "bogus_key" in replies[1]["error"]["message"]
+    assert process.returncode == 2
+    assert err.decode().startswith("rcpkit mcp: error: ") and "bogus_key" in err.decode()
+    assert "Traceback" not in err.decode()
