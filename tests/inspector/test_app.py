@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import sys
@@ -24,6 +23,7 @@ from rcpkit.protocol.errors import RcpError
 from rcpkit.transports.http import create_app as create_rcp_app
 from support.example_server import build_test_server
 from support.http import LoopbackServer
+from support.mcp_stdio import mcp_stdio_replies
 
 from .conftest import RCPKIT, engine_dir, sse_events
 
@@ -434,23 +434,10 @@ async def test_the_export_is_a_working_mcp_host_entry_and_a_valid_registry_entry
     server = exported["mcpHost"]["mcpServers"]["rcpkit-engine"]
     assert server["command"] == "rcpkit" and server["args"][0] == "mcp"
     # What a host would run answers MCP's initialize and lists the retrieve tool.
-    process = await asyncio.create_subprocess_exec(
-        *RCPKIT, *server["args"], stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-    assert process.stdin is not None and process.stdout is not None
-    try:
-        for frame in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                          "protocolVersion": "2025-06-18", "capabilities": {},
-                          "clientInfo": {"name": "test", "version": "1"}}},
-                      {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                      {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
-            process.stdin.write(json.dumps(frame).encode() + b"\n")
-        await process.stdin.drain()
-        answers = [json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
-                   for _ in range(2)]
-    finally:
-        process.kill()
-        await process.wait()
+    answers, process = await mcp_stdio_replies([*RCPKIT, *server["args"]],
+                                               [{"method": "tools/list"}])
+    process.kill()
+    await process.communicate()
     assert answers[0]["result"]["serverInfo"]["name"]
     assert "retrieve" in {tool["name"] for tool in answers[1]["result"]["tools"]}
 

@@ -38,6 +38,7 @@ from rcpkit.client.memory import connect_memory
 from rcpkit.integrations.engines import open_engine
 from rcpkit.integrations.mcp import McpBridge
 from rcpkit.server import Server
+from support.mcp_stdio import mcp_stdio_replies
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -553,19 +554,9 @@ async def test_stdio_answers_initialize_before_the_engine_opens(tmp_path: Path) 
     it; here it never opens (a bad config), yet the handshake completes, each later request
     gets the engine's error, and at EOF the bridge exits 2 with one line."""
     (tmp_path / "rcpkit.toml").write_text("bogus_key = 3\n", encoding="utf-8")
-    process = await asyncio.create_subprocess_exec(
-        *rcpkit("mcp", "--data", str(tmp_path)), stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert process.stdin is not None and process.stdout is not None
-    for frame in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                      "protocolVersion": "2025-06-18", "capabilities": {},
-                      "clientInfo": {"name": "raw-host", "version": "1"}}},
-                  {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                  {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
-        process.stdin.write(json.dumps(frame).encode() + b"\n")
-    await process.stdin.drain()
-    replies = [json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
-               for _ in range(2)]
+    replies, process = await mcp_stdio_replies(rcpkit("mcp", "--data", str(tmp_path)),
+                                               [{"method": "tools/list"}])
+    assert process.stdin is not None
     process.stdin.close()
     _, err = await asyncio.wait_for(process.communicate(), 60)
     assert replies[0]["result"]["serverInfo"]["name"] == "rcpkit-mcp"
