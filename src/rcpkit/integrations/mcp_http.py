@@ -59,7 +59,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..protocol.errors import RateLimited, RcpError, Unauthorized, UsageError
-from ..protocol.types.roster import decode_params
+from ..protocol.methods import decode_params
 from ..tenancy.keys import KeyStore, KeyStoreError
 from ..tenancy.scopes import ACTIONS, Action
 from ..transports.http.workers import _listen

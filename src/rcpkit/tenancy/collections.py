@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import private_dir, write_new
-from ..protocol.methods import CORE_METHODS
+from ..protocol.methods import METHODS
 
 __all__ = [
     "COLLECTIONS_DIR",
@@ -35,7 +35,7 @@ __all__ = [
 
 COLLECTIONS_DIR = "collections"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-_RESERVED = frozenset(method.split("/", 1)[0] for method in CORE_METHODS)
+_RESERVED = frozenset(method.split("/", 1)[0] for method in METHODS)
 
 
 class CollectionError(ValueError):
