@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -90,6 +90,7 @@ __all__ = [
     "RESULTS",
     "WRITE_METHODS",
     "Method",
+    "Notification",
     "capability_for",
     "check_options",
     "decode_params",
@@ -192,9 +193,25 @@ CANCEL = "notifications/cancel"
 PROGRESS = "notifications/progress"
 LOG = "notifications/log"
 
-NOTIFICATIONS: Mapping[str, type[msgspec.Struct]] = {
-    CANCEL: CancelParams, PROGRESS: ProgressParams, LOG: LogParams}
-"""The §7.14, §9 and §17.1 notifications and their params."""
+
+class Notification(NamedTuple):
+    """One RCP notification (no response): who sends it and its typed params."""
+
+    name: str
+    section: str
+    summary: str
+    params: type[msgspec.Struct]
+    sender: Literal["client", "server"]
+
+
+NOTIFICATIONS: Mapping[str, Notification] = {row.name: row for row in (
+    Notification(CANCEL, "§7.14", "Abandon a request still in flight.", CancelParams,
+                 "client"),
+    Notification(PROGRESS, "§9", "Progress of a request that asked for it.", ProgressParams,
+                 "server"),
+    Notification(LOG, "§17.1", "A log record, for clients that opted in.", LogParams,
+                 "server"),
+)}
 
 #: method → gating capability key (None: ungated).
 CORE_METHODS: Mapping[str, str | None] = {name: row.capability for name, row in METHODS.items()}
@@ -203,7 +220,8 @@ ALWAYS_ALLOWED = frozenset(name for name, row in METHODS.items() if row.capabili
 #: The methods that change what later callers see (§15.3, §13.1).
 WRITE_METHODS = frozenset(name for name, row in METHODS.items() if row.writes)
 PARAMS: Mapping[str, type[msgspec.Struct]] = {
-    **{name: row.params for name, row in METHODS.items()}, **NOTIFICATIONS}
+    **{name: row.params for name, row in METHODS.items()},
+    **{name: row.params for name, row in NOTIFICATIONS.items()}}
 RESULTS: Mapping[str, type[msgspec.Struct]] = {name: row.result
                                                for name, row in METHODS.items()}
 
