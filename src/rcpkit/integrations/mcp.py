@@ -75,27 +75,6 @@ class _Tool:
     only_if: Callable[[Capabilities], bool] | None = None
     """A condition of the bridge's own beyond the method's (§6) offer."""
 
-    @property
-    def method(self) -> str:
-        return self.row.name
-
-    @property
-    def params(self) -> type[msgspec.Struct]:
-        return self.row.params
-
-    @property
-    def result(self) -> type[msgspec.Struct]:
-        return self.row.result
-
-    @property
-    def writes(self) -> bool:
-        return self.row.writes
-
-    @property
-    def streams(self) -> bool:
-        """The client method takes ``on_progress`` (§9)."""
-        return self.row.progress
-
     def offered(self, caps: Capabilities) -> bool:
         return self.row.offered(caps) and (self.only_if is None or self.only_if(caps))
 
@@ -195,7 +174,7 @@ def _offered(tool: _Tool, name: str, caps: Capabilities) -> bool:
         return False
     if tool.arguments is not None and name not in tool.arguments:
         return False
-    if tool.method == "retrieve":
+    if tool.row.name == "retrieve":
         return _RETRIEVE_GATES.get(name, lambda caps: False)(caps)
     if name == "cursor":
         return caps.pagination is not None
@@ -283,7 +262,7 @@ def _filter_schema(caps: Capabilities) -> dict[str, Any] | None:
 
 def input_schema(tool: _Tool, caps: Capabilities) -> dict[str, Any]:
     """The tool's JSON Schema: our typed params (§7), narrowed to what ``caps`` advertise."""
-    root = _struct_schema(tool.params)
+    root = _struct_schema(tool.row.params)
     definitions: dict[str, Any] = root.pop("$defs", {})
     properties = {name: body for name, body in root["properties"].items()
                   if _offered(tool, name, caps)}
@@ -291,7 +270,7 @@ def input_schema(tool: _Tool, caps: Capabilities) -> dict[str, Any]:
         if name in _ARGUMENT_HELP:
             body["description"] = _ARGUMENT_HELP[name]
     retrieve = caps.retrieve
-    if tool.method == "retrieve":
+    if tool.row.name == "retrieve":
         properties["query"] = {"type": "string", "minLength": 1,
                                "description": _ARGUMENT_HELP["query"]}
         max_k = (retrieve.max_k if retrieve else None) or 100
@@ -313,7 +292,7 @@ def input_schema(tool: _Tool, caps: Capabilities) -> dict[str, Any]:
     if tool.name == "transform" and caps.transform and caps.transform.methods:
         properties["method"]["enum"] = list(caps.transform.methods)
     required = [name for name in root.get("required", []) if name in properties
-                and not (tool.method == "retrieve" and name == "k")]
+                and not (tool.row.name == "retrieve" and name == "k")]
     schema: dict[str, Any] = {"type": "object", "properties": properties,
                               "additionalProperties": False}
     if required:
@@ -325,7 +304,7 @@ def input_schema(tool: _Tool, caps: Capabilities) -> dict[str, Any]:
 
 def output_schema(tool: _Tool) -> dict[str, Any]:
     """The structured content's JSON Schema: the RCP result type (§7)."""
-    root = _struct_schema(tool.result)
+    root = _struct_schema(tool.row.result)
     root["properties"].pop("_meta", None)
     return root
 
@@ -449,13 +428,13 @@ class McpBridge:
         self.engine = client.server.name
         caps = client.capabilities
         self.tools = {tool.name: tool for tool in _TOOLS
-                      if tool.offered(caps) and (allow_writes or not tool.writes)}
+                      if tool.offered(caps) and (allow_writes or not tool.row.writes)}
         self._listed = [self._listing(tool) for tool in self.tools.values()]
         self.documents = _Documents(self.engine, remembered_documents)
 
     def _listing(self, tool: _Tool) -> types.Tool:
         caps = self.client.capabilities
-        read_only = not tool.writes
+        read_only = not tool.row.writes
         return types.Tool(
             name=tool.name, description=tool.description,
             input_schema=input_schema(tool, caps), output_schema=output_schema(tool),
@@ -492,7 +471,7 @@ class McpBridge:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}",
                            data={"tools": sorted(self.tools)})
         relay = None
-        if tool.streams and self.client.capabilities.streaming is not None:
+        if tool.row.progress and self.client.capabilities.streaming is not None:
             relay = _ProgressRelay(ctx.session.report_progress)
         try:
             result = await self.call(tool, params.arguments or {}, relay)
@@ -519,7 +498,7 @@ class McpBridge:
             raise InvalidParams(f"{tool.name} needs {', '.join(missing)}", field=missing[0])
         _refuse_claimed_trust(arguments.get("documents"))
         kwargs = {_snake(name): value for name, value in arguments.items()}
-        if tool.method == "retrieve":
+        if tool.row.name == "retrieve":
             kwargs.setdefault("k", schema["properties"]["k"]["default"])
         if on_progress is not None:
             kwargs["on_progress"] = on_progress

@@ -237,7 +237,7 @@ class ScopedBridge(McpBridge):
         if wait is not None:
             return _error_result(RateLimited("rate limit", retryAfterMs=math.ceil(wait * 1000)))
         try:
-            method = self.tools[params.name].method
+            method = self.tools[params.name].row.name
             arguments = params.arguments or {}
             self.access.authorizer(self.collection)(principal.caller, method, arguments)
             params = params.model_copy(update={
