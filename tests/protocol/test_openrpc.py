@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import msgspec
 import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
@@ -141,6 +142,26 @@ def test_params_schemas_reject_invalid_requests(method: str, params: dict[str, A
         decode_params(method, params)
     assert getattr(decoded.value, "code", None) == -32602
     assert not _params_validator(openrpc_document("e", "1", EVERYTHING), method).is_valid(params)
+
+
+class BoostParams(msgspec.Struct, frozen=True):
+    factor: float
+
+
+def test_vendor_methods_appear_when_their_capability_is_advertised() -> None:
+    """§6.2: ``x-acme/…`` methods are gated on the ``x-acme`` capability."""
+    vendor = {"x-acme/boost": BoostParams, "x-acme/raw": None, "x-other/thing": None}
+    document = openrpc_document("e", "1", Capabilities({"x-acme": {}}), vendor=vendor)
+    _meta_validator().validate(document)
+    described = {entry["name"]: entry for entry in document["methods"]}
+    assert set(described) == UNGATED | {"x-acme/boost", "x-acme/raw"}
+    assert described["x-acme/boost"]["x-rcp-capability"] == "x-acme"
+    assert described["x-acme/raw"]["params"] == [] and \
+        described["x-acme/raw"]["result"]["schema"] == {}
+    validator = _params_validator(document, "x-acme/boost")
+    assert validator.is_valid({"factor": 2.0}) and not validator.is_valid({"factor": "x"})
+    assert "x-acme/boost" not in _names(openrpc_document("e", "1", Capabilities(),
+                                                         vendor=vendor))
 
 
 def test_a_synonym_is_described_beside_its_member() -> None:

@@ -36,10 +36,12 @@ def test_only_advertised_and_served_methods_are_listed(loopback: Loopback) -> No
     server = build_server()
     server.capability("rerank", {"methods": ["x"]})  # advertised, but no handler
     server.capability("index", {"writable": False})  # index/add is unavailable (§7 roster)
+    server.capability("x-acme", {})
+    server.add_method("x-acme/echo", lambda params, ctx: params)
     with loopback(create_app(server, base="/api/rcp")) as srv:
         document = httpx.get(f"{srv.url}/api/rcp/openrpc.json").json()
         names = {method["name"] for method in document["methods"]}
-        assert "retrieve" in names and "index/delete" in names
+        assert "retrieve" in names and "index/delete" in names and "x-acme/echo" in names
         assert "rerank" not in names and "index/add" not in names
         # a POST there is still an RCP request (§5.2), naming no RCP method
         frame = {"jsonrpc": "2.0", "id": 1, "method": "openrpc.json"}

@@ -9,6 +9,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...protocol.capabilities import Capabilities
+from ...protocol.methods import is_vendor
 from ...protocol.openrpc import DOCUMENT, openrpc_document
 from ...server.framework import Server
 from .auth import Gate
@@ -20,7 +21,7 @@ __all__ = ["openrpc_route"]
 def openrpc_route(base: str, server: Server, gate: Gate) -> Route:
     """The route of ``server``'s document at ``<base>/openrpc.json``: the methods it
     advertises now (a stateless request's view, after :meth:`~rcpkit.server.Server.refresh`)
-    and serves."""
+    and serves, its vendor methods included."""
     path = f"{base}/{DOCUMENT}"
 
     async def document(request: Request) -> Response:
@@ -34,8 +35,10 @@ def openrpc_route(base: str, server: Server, gate: Gate) -> Route:
             server.refresh()
             caps = Capabilities.from_wire(server.capabilities)
             url = str(request.url.replace(query="")).removesuffix(f"/{DOCUMENT}")
+            vendor = {method: handler.params_type
+                      for method, handler in server.handlers.items() if is_vendor(method)}
             return JSONResponse(openrpc_document(server.name, server.version, caps,
-                                                 served=server.handlers, url=url))
+                                                 served=server.handlers, vendor=vendor, url=url))
         finally:
             gate.release(principal)
 
