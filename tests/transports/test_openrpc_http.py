@@ -55,3 +55,19 @@ def test_rpc_discover_stays_an_unknown_method(loopback: Loopback) -> None:
     with loopback(create_app(build_server())) as srv:
         reply = httpx.post(f"{srv.url}/rcp", json=frame)
         assert reply.status_code == 200 and reply.json()["error"]["code"] == -32004
+
+
+def test_a_browser_page_of_an_allowed_origin_may_fetch_it(loopback: Loopback) -> None:
+    """CORS: the preflight of a GET with credentials passes, and the answer names the origin
+    (an API explorer in a page fetches the document)."""
+    origin = {"Origin": "https://app.example"}
+    app = create_app(build_server(), auth_tokens=[TOKEN], cors_origins=["https://app.example"])
+    with loopback(app) as srv:
+        preflight = httpx.options(f"{srv.url}/rcp/openrpc.json", headers={
+            **origin, "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "authorization"})
+        assert preflight.status_code == 200
+        assert "GET" in preflight.headers["access-control-allow-methods"]
+        fetched = httpx.get(f"{srv.url}/rcp/openrpc.json", headers={**origin, **AUTH})
+        assert fetched.status_code == 200 and fetched.json()["methods"]
+        assert fetched.headers["access-control-allow-origin"] == "https://app.example"
