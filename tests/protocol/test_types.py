@@ -16,7 +16,7 @@ from rcpkit.protocol import methods as M
 from rcpkit.protocol import types as P
 from rcpkit.protocol.content import ContentBlock
 from rcpkit.protocol.errors import InvalidParams, ProtocolViolation
-from rcpkit.protocol.methods import CANCEL, CORE_METHODS, LOG, PROGRESS
+from rcpkit.protocol.methods import CANCEL, LOG, METHODS, PROGRESS
 from support.schema import load_schema
 
 MAX = 2**53 - 1
@@ -36,8 +36,8 @@ def field_of(method: str, params: Any) -> str | None:
 # ── coverage of the roster ──────────────────────────────────────────────────
 
 def test_every_method_has_params_and_every_request_a_result() -> None:
-    assert set(CORE_METHODS) | {CANCEL, PROGRESS, LOG} == set(M.PARAMS)
-    assert set(CORE_METHODS) == set(M.RESULTS)
+    assert set(METHODS) | {CANCEL, PROGRESS, LOG} == set(M.PARAMS)
+    assert set(METHODS) == set(M.RESULTS)
 
 
 # ── valid params ────────────────────────────────────────────────────────────

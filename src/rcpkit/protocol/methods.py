@@ -81,7 +81,6 @@ from .types import (
 __all__ = [
     "ALWAYS_ALLOWED",
     "CANCEL",
-    "CORE_METHODS",
     "LOG",
     "METHODS",
     "NOTIFICATIONS",
@@ -213,8 +212,6 @@ NOTIFICATIONS: Mapping[str, Notification] = {row.name: row for row in (
                  "server"),
 )}
 
-#: method → gating capability key (None: ungated).
-CORE_METHODS: Mapping[str, str | None] = {name: row.capability for name, row in METHODS.items()}
 #: Callable before a successful ``initialize`` (§13, §14.1): the ungated methods.
 ALWAYS_ALLOWED = frozenset(name for name, row in METHODS.items() if row.capability is None)
 #: The methods that change what later callers see (§15.3, §13.1).
