@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 from msgspec import inspect
 
-from rcpkit.protocol.methods import CORE_METHODS
+from rcpkit.protocol.methods import METHODS
 from rcpkit.protocol.param_help import PARAM_HELP, param_help
-from rcpkit.protocol.types import PARAMS
 
 
 def _paths(kind: Any, prefix: str = "") -> set[str]:
@@ -28,12 +27,12 @@ def _paths(kind: Any, prefix: str = "") -> set[str]:
 
 
 def test_the_table_has_one_entry_per_request_method() -> None:
-    assert set(PARAM_HELP) == set(CORE_METHODS)
+    assert set(PARAM_HELP) == set(METHODS)
 
 
-@pytest.mark.parametrize("method", sorted(CORE_METHODS))
+@pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_top_level_param_is_described_and_every_key_exists(method: str) -> None:
-    paths = _paths(PARAMS[method])
+    paths = _paths(METHODS[method].params)
     described = param_help(method)
     assert set(described) <= paths, set(described) - paths
     top_level = {path for path in paths if "." not in path}

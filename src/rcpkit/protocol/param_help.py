@@ -2,7 +2,7 @@
 tools' argument descriptions read them from here (the spec's schema describes no param).
 
 Keys are wire paths (``fusion.method`` for a nested member); a test checks that each
-names a member of the method's typed params (:data:`rcpkit.protocol.types.PARAMS`) and
+names a member of the method's typed params (:data:`rcpkit.protocol.methods.METHODS`) and
 that every top-level param of every method has a sentence.
 """
 
