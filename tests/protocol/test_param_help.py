@@ -10,6 +10,7 @@ from msgspec import inspect
 
 from rcpkit.protocol.methods import METHODS
 from rcpkit.protocol.param_help import PARAM_HELP, param_help
+from support.schema import load_schema, requires_schema
 
 
 def _paths(kind: Any, prefix: str = "") -> set[str]:
@@ -42,3 +43,16 @@ def test_every_top_level_param_is_described_and_every_key_exists(method: str) ->
 
 def test_an_unknown_method_has_no_sentences() -> None:
     assert param_help("x-acme/search") == {}
+
+
+@requires_schema
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_param_the_schema_defines_has_a_sentence(method: str) -> None:
+    """The normative schema (§7) names the params; ours describe each one it names (the
+    schema describes none: that is why the sentences are ours)."""
+    definition = load_schema()["$defs"].get(METHODS[method].params.__name__)
+    if definition is None:
+        pytest.skip(f"the schema has no {METHODS[method].params.__name__}")
+    synonyms = getattr(METHODS[method].params, "synonyms", {})  # e.g. texts for inputs
+    named = {synonyms.get(name, name) for name in definition.get("properties", {})}
+    assert named <= set(param_help(method))
