@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -81,14 +81,18 @@ def _rss_mb(who: int = resource.RUSAGE_SELF) -> float:
     return resource.getrusage(who).ru_maxrss / 1024
 
 
-def _wait(check: Callable[[], bool]) -> float:
-    """Seconds until ``check`` holds (polled every 5 ms)."""
+def _wait(engine: Engine, token: str, *, present: str | None = None,
+          absent: str | None = None) -> float:
+    """Seconds until a sparse retrieve of ``token`` finds document ``present`` and not
+    ``absent`` (polled every 5 ms)."""
     started = time.perf_counter()
-    while not check():
+    while True:
+        found = _documents(engine, token)
+        if (present is None or present in found) and (absent is None or absent not in found):
+            return time.perf_counter() - started
         if time.perf_counter() - started > TIMEOUT_S:
             raise SystemExit("a change was not searchable within a minute")
         time.sleep(0.005)
-    return time.perf_counter() - started
 
 
 def _documents(engine: Engine, token: str) -> set[str]:
@@ -124,8 +128,7 @@ def watch(args: argparse.Namespace) -> None:
             before = counting.texts
             name = f"added{round_}.md"
             (folder / name).write_text(_note(rng, 100_000 + round_))
-            latencies["add"].append(_wait(
-                lambda: name in _documents(engine, f"tok{100_000 + round_}")))
+            latencies["add"].append(_wait(engine, f"tok{100_000 + round_}", present=name))
             embedded["add"].append(counting.texts - before)
 
             number = next(picks)
@@ -134,24 +137,22 @@ def watch(args: argparse.Namespace) -> None:
             paragraphs[-1] = _paragraph(rng, f"edit{round_}")  # one paragraph of four
             before = counting.texts
             path.write_text("\n\n".join(paragraphs))
-            latencies["edit"].append(_wait(
-                lambda: path.name in _documents(engine, f"edit{round_}")))
+            latencies["edit"].append(_wait(engine, f"edit{round_}", present=path.name))
             embedded["edit"].append(counting.texts - before)
 
             number = next(picks)
             old, new = folder / f"n{number:05d}.md", folder / f"moved{number:05d}.md"
             before = counting.texts
             old.rename(new)
-            latencies["rename"].append(_wait(
-                lambda: _documents(engine, f"tok{number}") == {new.name}))
+            latencies["rename"].append(_wait(engine, f"tok{number}", present=new.name,
+                                             absent=old.name))
             embedded["rename"].append(counting.texts - before)
 
             number = next(picks)
             gone = folder / f"n{number:05d}.md"
             before = counting.texts
             gone.unlink()
-            latencies["delete"].append(_wait(
-                lambda: gone.name not in _documents(engine, f"tok{number}")))
+            latencies["delete"].append(_wait(engine, f"tok{number}", absent=gone.name))
             embedded["delete"].append(counting.texts - before)
         stop.set()
         thread.join()
