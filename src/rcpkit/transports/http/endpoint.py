@@ -32,7 +32,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Send
@@ -89,7 +89,7 @@ class Endpoint:
         self.limit_digits = len(str(max_body_bytes))
         """A declared length with fewer digits is within the limit (:meth:`Endpoints.claim`)."""
         self._handle: Callable[[str, Headers, bytes | None, Stream | None],
-                               Coroutine[Any, Any, Reply | None]] = (
+                               Coroutine[Any, Any, Reply]] = (
             self._handle_logged if access_log is not None else self._handle_request)
         """Chosen once: without an access log, no wrapper runs."""
 
@@ -99,22 +99,21 @@ class Endpoint:
 
         A coroutine that may finish on its first step (a reply no handler waits for):
         the in-house server steps it once before making it a task."""
-        return cast("Coroutine[Any, Any, Reply]", self._handle(method, headers, body, None))
+        return self._handle(method, headers, body, None)
 
     async def stream(self, method: str, headers: Headers, receive: Receive,
                      send: Send) -> None:
         """Answer a POST over ASGI: its body read from ``receive`` (within the limit), its
         reply written on ``send``, as SSE when asked (see :meth:`answer`)."""
         reply = await self._handle(method, headers, None, (receive, send))
-        if reply is not None:  # else streamed, or the client left
+        if reply is not _SENT:
             await respond(send, *reply)
 
     async def _handle_request(self, method: str, headers: Headers, body: bytes | None,
-                              stream: Stream | None, seen: _Seen | None = None
-                              ) -> Reply | None:
+                              stream: Stream | None, seen: _Seen | None = None) -> Reply:
         """The steps of the module docstring; ``body`` None: read it from ``stream``.
-        None when the reply went out as SSE or the client left while sending the body.
-        ``seen`` is told who called and the body read (the access line)."""
+        :data:`_SENT` when the reply went out as SSE, or the client left while sending the
+        body. ``seen`` is told who called and the body read (the access line)."""
         principal = self.gate.admit(headers)
         if isinstance(principal, tuple):
             self.refused(REFUSALS.get(principal[0], str(principal[0])))
@@ -139,7 +138,7 @@ class Endpoint:
                     seen.body = body
             return await self._dispatch(method, headers, body, stream, principal)
         except ClientDisconnect:
-            return None
+            return _SENT
         except Exception:
             logger.exception("HTTP transport failure")
             return error_reply(500, InternalError())
@@ -164,7 +163,7 @@ class Endpoint:
                 return body
 
     async def _dispatch(self, method: str, headers: Headers, body: bytes,
-                        stream: Stream | None, principal: str | None) -> Reply | None:
+                        stream: Stream | None, principal: str | None) -> Reply:
         """``principal`` is the caller of a stateless request, whose session all share; a
         token or single session is the caller itself."""
         path_method = method or None
@@ -190,7 +189,7 @@ class Endpoint:
                 and wants_sse(headers.get(b"accept", b""), dispatcher, self.server.capabilities):
             await stream_call(*stream, dispatcher, parsed, path_method, caller, headers,
                               sessions.after)
-            return None
+            return _SENT
         # (the dispatcher answers at once when no handler runs: no coroutine is awaited)
         outcome = dispatcher.handle_now(parsed, path_method=path_method, caller=caller,
                                         headers=headers)
@@ -201,14 +200,14 @@ class Endpoint:
 
     # ── the access log (:mod:`..access`) ────────────────────────────────────
     async def _handle_logged(self, method: str, headers: Headers, body: bytes | None,
-                             stream: Stream | None) -> Reply | None:
+                             stream: Stream | None) -> Reply:
         """:meth:`_handle_request`, then one access line."""
         seen = _Seen(time.perf_counter(), body)
         reply = await self._handle_request(method, headers, body, stream, seen)
         assert self.access_log is not None
         summary, _ids = request_summary(seen.body) if seen.body is not None else ("-", [])
-        status, code, size = (200, None, None) if reply is None \
-            else (reply[0], outcome_code(reply[2]), len(reply[2]))  # None: streamed (SSE)
+        status, code, size = (200, None, None) if reply is _SENT \
+            else (reply[0], outcome_code(reply[2]), len(reply[2]))
         self.access_log.record(
             method=method or summary, collection=self.label, principal=seen.principal,
             status=status, code=code, seconds=time.perf_counter() - seen.started,
@@ -224,6 +223,10 @@ class _Seen:
     body: bytes | None
     principal: str | None = None
 
+
+_SENT: Reply = (200, (), b"")
+"""What :meth:`Endpoint._handle_request` gives (this very object) when nothing is left to
+send: the reply went out as SSE (status 200), or the client left."""
 
 REFUSALS = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 413:
             "payload_too_large", 429: "rate_limited"}
