@@ -52,7 +52,7 @@ from .server import Reply
 from .sessions import SESSION_HEADER, SessionPolicy, Sessions, refuse_unknown_session
 from .sse import stream_call, wants_sse
 
-__all__ = ["REFUSALS", "Endpoint", "Endpoints", "Route", "open_endpoint"]
+__all__ = ["Endpoint", "Endpoints", "Route", "open_endpoint"]
 
 logger = logging.getLogger("rcpkit.server")
 
