@@ -70,14 +70,13 @@ class CollectionsApp(RcpApp):
 
 
 class _Directory(Server):
-    """The server's own endpoint at ``base``: ready when every collection is
-    (``/readyz``)."""
+    """The server's own endpoint: ready when every collection is (``/readyz``)."""
 
-    def __init__(self, collections: Mapping[str, Server], base: str) -> None:
+    def __init__(self, collections: Mapping[str, Server]) -> None:
         super().__init__(DIRECTORY_NAME, __version__)
         self.collections = collections
-        self.base = base
         self.public_url: str | None = None
+        """See :attr:`CollectionsApp.public_url`."""
 
     def readiness(self) -> str | None:
         for name, server in self.collections.items():
@@ -88,8 +87,9 @@ class _Directory(Server):
 
 
 def _directory(collections: Mapping[str, Server], access: Access, base: str) -> _Directory:
-    """The server's own endpoint: ``catalog/list`` of the collections a caller may see."""
-    directory = _Directory(collections, base)
+    """The server's own endpoint at ``base``: ``catalog/list`` of the collections a caller
+    may see."""
+    directory = _Directory(collections)
     directory.capability("catalog", {})
 
     def catalog_list(params: Any, ctx: Context) -> dict[str, Any]:
