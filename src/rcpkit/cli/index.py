@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import getpass
 import json
-import math
 import re
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -40,7 +39,7 @@ from rcpkit.binding.errors import wire_error
 from rcpkit.cli.support import fail
 from rcpkit.engine.config import CONFIG_FILE, EngineConfig, load_config, record_backend
 from rcpkit.engine.core import Engine, open_engine
-from rcpkit.engine.errors import EngineError, InvalidInput
+from rcpkit.engine.errors import EngineError
 from rcpkit.engine.search.planner import MODES
 from rcpkit.engine.store import SqliteStore
 from rcpkit.engine.types import (
@@ -48,11 +47,11 @@ from rcpkit.engine.types import (
     DocumentIn,
     SearchRequest,
     SearchResult,
-    less_trusted,
 )
-from rcpkit.ingest.folders import SUFFIXES, Folder, Selection, Skip, SkipKind, read_folder
+from rcpkit.ingest.folders import SUFFIXES, Selection, Skip, read_folder
 from rcpkit.ingest.roots import Root, RootConflict, RootRegistry
 from rcpkit.ingest.sample import sample_documents
+from rcpkit.ingest.writes import Tally, add_batch, labelled, stale_documents
 from rcpkit.protocol.errors import RcpError, UsageError
 from rcpkit.tenancy.collections import CollectionError, CollectionRegistry
 from rcpkit.tenancy.provenance import stamp
@@ -162,80 +161,6 @@ def _redacted(dsn: str | None) -> str:
 
 # ── indexing a folder ──────────────────────────────────────────────────────
 
-@dataclass(slots=True)
-class _Tally:
-    """What an ``index add|sync`` run did, for the summary table."""
-
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    chunks: int = 0
-    skipped: list[Skip] = field(default_factory=list)
-    warnings: list[Skip] = field(default_factory=list)
-
-    @property
-    def indexed(self) -> int:
-        return self.added + self.updated + self.unchanged
-
-
-def _misplaced_field(exc: InvalidInput, count: int) -> tuple[int, str | None] | None:
-    """``(position, meta key or None)`` when ``exc`` blames one document of the batch."""
-    match = re.fullmatch(r"documents\[(\d+)\](?:\.meta\.(.+))?(?:\..*)?", exc.field)
-    if match is None or int(match[1]) >= count:
-        return None
-    return int(match[1]), match[2]
-
-
-def _add_batch(engine: Engine, batch: list[tuple[str, DocumentIn]], tally: _Tally, *,
-               chunk: bool, contextual: bool, max_trust: str,
-               embedded: Callable[[int, int], None]) -> None:
-    """Write ``batch``; a document the engine refuses is dropped (or, for a metadata value
-    that conflicts with the filter schema, written without that key) with a warning, and
-    the rest is retried — validation runs before anything is embedded or written."""
-    while batch:
-        try:
-            result = engine.add([doc for _, doc in batch], chunk=chunk, contextual=contextual,
-                                embedded=embedded, max_trust=max_trust)
-        except InvalidInput as exc:
-            blamed = _misplaced_field(exc, len(batch))
-            if blamed is None:
-                raise
-            position, key = blamed
-            source, document = batch[position]
-            where = f"{source} (id {document.id})" if document.id != source else source
-            if key is not None and document.meta and key in document.meta:
-                meta = dict(document.meta)
-                fitted = _fit(meta[key], engine.describe().filter_fields.get(key))
-                if fitted is None:
-                    tally.warnings.append(Skip(where, f"{exc.message}; indexed without "
-                                               f"{key!r}"))
-                    del meta[key]
-                else:
-                    meta[key] = fitted
-                batch[position] = (source, DocumentIn(document.text, document.id, meta))
-            else:
-                tally.warnings.append(Skip(where, f"not indexed: {exc.message}"))
-                del batch[position]
-            continue
-        tally.chunks += result.chunks
-        for outcome in result.outcomes:
-            setattr(tally, outcome, getattr(tally, outcome) + 1)
-        return
-
-
-def _fit(value: object, field_type: str | None) -> int | float | None:
-    """A text value (a CSV cell in a mixed column) read as the numeric type the filter
-    schema already has for its key; ``None`` when it is not one."""
-    if not isinstance(value, str) or field_type not in ("int", "float"):
-        return None
-    try:
-        number = float(value) if field_type == "float" else int(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 class _ProgressLines:
     """Progress for a log or a pipe: a plain line on stderr at the first passage embedded,
     then every ``every`` seconds of ``clock``, so a run whose output is not a terminal is
@@ -260,7 +185,7 @@ class _ProgressLines:
                    f"embedded ({rate:.0f}/s) · {int(elapsed)} s", err=True)
 
 
-def _ingest(engine: Engine, documents: Sequence[tuple[str, DocumentIn]], tally: _Tally, *,
+def _ingest(engine: Engine, documents: Sequence[tuple[str, DocumentIn]], tally: Tally, *,
             chunk: bool, contextual: bool, batch_size: int, max_trust: str) -> None:
     """Add in batches behind a progress bar that moves with each passage embedded (slices
     grow from one passage; unchanged documents embed nothing and pass at once), and plain
@@ -292,7 +217,7 @@ def _ingest(engine: Engine, documents: Sequence[tuple[str, DocumentIn]], tally: 
                     lines.update(completed, passages)
 
             with _stop_between_batches() as stopping:
-                _add_batch(engine, batch, tally, chunk=chunk, contextual=contextual,
+                add_batch(engine, batch, tally, chunk=chunk, contextual=contextual,
                            max_trust=max_trust, embedded=embedded)
             bar.update(task, completed=min(start + batch_size, len(documents)))
             if stopping():
@@ -324,44 +249,7 @@ def _stop_between_batches() -> Iterator[Callable[[], bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
-_CHOSEN_SKIPS = (SkipKind.HIDDEN, SkipKind.IGNORED, SkipKind.EXCLUDED)
-"""Skips the user chose: their documents go on ``index sync``; any other skip may be
-transient (a file being written, a permission) and keeps what the file had indexed."""
-
-
-def _stale(engine: Engine, folder: Folder, kept: set[str]) -> list[str]:
-    """Documents of the synced roots that no file yields any more; a file skipped this run
-    (unreadable for now) keeps its documents, so a transient error never deletes data."""
-    unreadable = {skip.source for skip in folder.skipped if skip.kind not in _CHOSEN_SKIPS}
-    stale = set()
-    for root, subtree in folder.roots:
-        below = f"{root.prefix}{subtree}/" if subtree else root.prefix
-        # An index written before roots had labels holds the host path: still this root's.
-        for label in (root.label, root.path.as_posix()):
-            tree = {"field": "source_root", "op": "eq", "value": label}
-            for doc_id, meta in engine.documents_where(tree).items():
-                source = str(meta.get("source", ""))
-                if doc_id not in kept and source.startswith(below) and source not in unreadable:
-                    stale.add(doc_id)
-    return sorted(stale)
-
-
-def _labelled(source: str, document: DocumentIn, level: str, tally: _Tally) -> DocumentIn:
-    """``document`` labelled ``level`` (the operator's ``--trust``, §15.2) unless it names a
-    lower level itself; a higher one is lowered to ``level``, with a warning."""
-    meta = dict(document.meta or {})
-    claimed = meta.get("trust", level)
-    if claimed in TRUST_LEVELS and less_trusted(claimed, level) != claimed:
-        tally.warnings.append(Skip(f"{source} (id {document.id})",
-                                   f"trust {claimed!r} is above --trust {level}: indexed as "
-                                   f"{level}"))
-        claimed = level
-    if "trust" not in meta and claimed == "untrusted":
-        return document  # the reading default: the content hash stays as it was
-    return replace(document, meta={**meta, "trust": claimed})
-
-
-def _summary(tally: _Tally, data: Path, index_version: str | None, *, sync: bool) -> None:
+def _summary(tally: Tally, data: Path, index_version: str | None, *, sync: bool) -> None:
     table = Table(title=Text(f"index {data}"), show_header=False, box=None)
     rows: list[tuple[str, object]] = [("added", tally.added), ("updated", tally.updated),
             ("unchanged", tally.unchanged)]
@@ -398,7 +286,7 @@ def _grouped(skips: Sequence[Skip]) -> list[tuple[str, list[Skip]]]:
     return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
 
 
-def _interrupted(command: str, tally: _Tally, total: int, *, sync: bool) -> NoReturn:
+def _interrupted(command: str, tally: Tally, total: int, *, sync: bool) -> NoReturn:
     """After Ctrl-C: what is committed (every finished batch, saved with the index) and how
     to resume; exit status 130 as for any interrupted command."""
     committed = tally.indexed
@@ -410,7 +298,7 @@ def _interrupted(command: str, tally: _Tally, total: int, *, sync: bool) -> NoRe
     raise typer.Exit(130)
 
 
-def _write_skipped(path: Path, tally: _Tally) -> None:
+def _write_skipped(path: Path, tally: Tally) -> None:
     """``--skipped FILE``: every skipped file and warned row, ``source<TAB>reason`` a line."""
     lines = [f"{skip.source}\t{skip.reason}\n" for skip in (*tally.skipped, *tally.warnings)]
     try:
@@ -450,7 +338,7 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
                                  on_file=lambda source: status.update(f"reading {source}"))
     except RootConflict as exc:
         fail(command, str(exc))
-    tally = _Tally(skipped=list(folder.skipped))
+    tally = Tally(skipped=list(folder.skipped))
     documents: list[tuple[str, DocumentIn]] = []
     seen: dict[str, str] = {}
     for source_file in folder.files:
@@ -461,7 +349,7 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
                 tally.warnings.append(Skip(source_file.source, f"id {document.id!r} also in "
                                            f"{seen[document.id]}; the later one is kept"))
             seen[document.id] = source_file.source
-            document = _labelled(source_file.source, document, level, tally)
+            document = labelled(source_file.source, document, level, tally)
             if collection is not None:  # §15.3: who wrote it, as a wire write records it
                 document = replace(document, meta=stamp(document.meta, _local_principal(),
                                                         time.time()))
@@ -486,7 +374,7 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
         if interrupted:
             registry.save()  # the committed documents carry its labels
         elif sync:
-            stale = _stale(engine, folder, set(seen))
+            stale = stale_documents(engine, folder, set(seen))
             for start in range(0, len(stale), engine.config.max_documents_per_add):
                 chunk_ids = stale[start:start + engine.config.max_documents_per_add]
                 tally.deleted += engine.delete(chunk_ids).deleted
@@ -699,7 +587,7 @@ def demo(data: Annotated[Path, typer.Option("--data", metavar="DIR",
     with _engine("demo", data, create=True) as engine:
         documents = [(doc.id or "", doc) for doc in sample_documents()]
         # The bundled notes are curated: labelled trusted by the operator running the demo.
-        _ingest(engine, documents, _Tally(), chunk=True, contextual=True,
+        _ingest(engine, documents, Tally(), chunk=True, contextual=True,
                 batch_size=len(documents), max_trust="trusted")
         _print_hits(DEMO_QUERY, engine.search(SearchRequest(query=DEMO_QUERY, k=5)))
     console.print(

@@ -6,7 +6,7 @@ Modules: :mod:`.endpoint` (one POST in, its reply out; the path → endpoint tab
 :mod:`.asgi` (the ASGI adapter, :func:`create_app`), :mod:`.server` (HTTP/1.1),
 :mod:`.workers` (:func:`serve_http`, pre-fork), :mod:`.sessions`, :mod:`.auth` (credentials,
 CORS), :mod:`.sse`, :mod:`.replies`, :mod:`.operations` (``/healthz``, ``/readyz``,
-``/metrics``), :mod:`.metrics`.
+``/metrics``), :mod:`.discovery` (``<base>/openrpc.json``), :mod:`.metrics`.
 
 A request passes three rooms: the HTTP server (the in-house one, or uvicorn and
 :class:`.asgi.RcpApp`), its :class:`.endpoint.Endpoint` (gate, load, body, session) and
@@ -14,7 +14,8 @@ the session's dispatcher, as over stdio it passes the stdio transport and the di
 
 Routes: ``POST <base>/<method>`` for one message (the body's method must match
 the path, else ``-32600``) and ``POST <base>`` for a batch or any single
-message. Status mapping (§5.2):
+message. ``GET <base>/openrpc.json`` is the endpoint's OpenRPC document (:mod:`.discovery`),
+behind the same credentials. Status mapping (§5.2):
 
 =====  ==================================================================
 200    every JSON-RPC response, errors included (JSON, or SSE on request)

@@ -4,7 +4,8 @@ server, and for what the in-house server does not read whole itself.
 :class:`RcpApp` is Starlette, entered through :meth:`.endpoint.Endpoints.find`: a POST the
 table finds goes straight to its endpoint's :meth:`~.endpoint.Endpoint.stream`, past
 Starlette's router and middleware; everything else takes the full Starlette stack (404,
-405, OPTIONS preflight and CORS headers, ``/healthz``, ``/readyz``, ``/metrics``), whose
+405, OPTIONS preflight and CORS headers, ``/healthz``, ``/readyz``, ``/metrics``, each
+endpoint's ``openrpc.json``), whose
 POST routes under the base lead to the same endpoints. The in-house server
 (:mod:`.server`) finds the table as :attr:`RcpApp.endpoints` and answers the requests it
 claims without ASGI at all.
@@ -16,11 +17,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
 
+from ...protocol.openrpc import DOCUMENT
 from ...server.framework import Server
 from .auth import cors_middleware
+from .discovery import openrpc_response
 from .endpoint import Endpoints, open_endpoint
 from .metrics import Metrics
 from .operations import operational_routes
@@ -40,10 +46,21 @@ class RcpApp(Starlette):
         base = endpoints.base
         super().__init__(middleware=middleware, routes=[
             *operational_routes(base, server, metrics),
+            StarletteRoute(f"{base}/{DOCUMENT}", self._document, methods=["GET"]),
+            StarletteRoute(f"{base}/{{name}}/{DOCUMENT}", self._document, methods=["GET"]),
             StarletteRoute(base, post, methods=["POST"]),
             StarletteRoute(base + "/{rest:path}", post, methods=["POST"])])
         endpoints.cors = bool(middleware)
         self.endpoints = endpoints
+
+    async def _document(self, request: Request) -> Response:
+        """The OpenRPC document of the endpoint whose base the path names (:mod:`.discovery`;
+        each collection's, with collections); under the base, any other path ending so is
+        not a document (405: only POST)."""
+        route = self.endpoints.locate(_app_path(request.scope).removesuffix(f"/{DOCUMENT}"))
+        if route is None or route[1]:  # a method's path, not an endpoint's base
+            raise HTTPException(status_code=405, headers={"Allow": "POST"})
+        return openrpc_response(route[0], request)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -77,8 +94,9 @@ def create_app(server: Server, *, base: str = "/rcp", cors_origins: Iterable[str
                api_key_header: str | None = None, metrics: Metrics | None = None,
                **options: Any) -> RcpApp:
     """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`), with
-    ``/healthz`` and ``/readyz`` beside the base, and ``/metrics`` when ``metrics`` is given
-    (its requests labelled ``collection``, by default the server's name).
+    ``/healthz`` and ``/readyz`` beside the base, ``<base>/openrpc.json``
+    (:mod:`.discovery`), and ``/metrics`` when ``metrics`` is given (its requests labelled
+    ``collection``, by default the server's name).
 
     ``options`` go to :func:`.endpoint.open_endpoint`: ``sessions``, ``auth_tokens``,
     ``max_body_bytes``, ``session_ttl_s``, ``max_sessions``, ``max_pending``,
