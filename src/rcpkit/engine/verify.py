@@ -37,7 +37,7 @@ from rcpkit.engine.indexes.lexical import LexicalIndex
 from rcpkit.engine.indexes.records import ChunkFields
 from rcpkit.engine.indexes.windows import SentenceWindowIndex
 from rcpkit.engine.sidecar import GRAPH_FILE, MEMORY_FILE, TREE_FILE
-from rcpkit.engine.store.sql import SqlStore
+from rcpkit.engine.store.sql import fold_log
 from rcpkit.engine.store.sqlite import SqliteStore
 from rcpkit.files import rename_durably
 
@@ -84,8 +84,7 @@ class _Record:
         """The stored rows at write-log ``position``; None when the log no longer reaches it."""
         if position < self.log_floor or position > self.log_position:
             return None
-        delta = SqlStore._fold_log(position, [row for row in self.log if row[0] > position],
-                                   json.loads)
+        delta = fold_log(position, [row for row in self.log if row[0] > position], json.loads)
         return (self.stored - frozenset(delta.added)) | frozenset(delta.removed)
 
 
