@@ -16,6 +16,7 @@ statistics for BM25.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import threading
 from collections import Counter
@@ -37,7 +38,7 @@ from .dialect import DIALECT
 from .search import TS_CONFIG, LexicalRanking, PostgresSearch
 from .side_tables import PostgresSideTables
 
-__all__ = ["SCHEMA_VERSION", "PostgresStore"]
+__all__ = ["COUNTED_VERSIONS", "INDEXES", "SCHEMA_VERSION", "PostgresStore"]
 
 SCHEMA_VERSION = 1
 """The layout of ``_SCHEMA``, kept in ``settings.schema_version``; bump it (with a migration
@@ -131,6 +132,24 @@ _LATE_INDEXES = (
     ("documents_filter", "CREATE INDEX documents_filter ON documents "
                          "USING gin (filter_meta jsonb_path_ops) WITH (fastupdate = off)"),
 )
+_HNSW = "CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)"
+INDEXES = (*((match[1], match[0]) for match in re.findall(
+    r"(CREATE (?:UNIQUE )?INDEX (\w+) ON [^;]+);", _SCHEMA)), *_LATE_INDEXES,
+           ("chunks_embedding", _HNSW))
+"""Every index of the record, ``(name, DDL)``; ``chunks_embedding`` exists once the first
+write has fixed the vector dimension."""
+COUNTED_VERSIONS = """
+WITH marks AS (SELECT added_seq AS seq, 1 AS n, length FROM chunks
+               UNION ALL SELECT deleted_seq, -1, -length FROM chunks
+               WHERE deleted_seq IS NOT NULL),
+steps AS (SELECT seq, SUM(n) AS n, SUM(length) AS length FROM marks GROUP BY seq)
+SELECT w.seq, (SELECT COALESCE(SUM(n), 0) FROM steps WHERE steps.seq <= w.seq),
+       (SELECT COALESCE(SUM(length), 0) FROM steps WHERE steps.seq <= w.seq)
+FROM generate_series((SELECT CAST(value AS BIGINT) FROM settings WHERE key = 'gc_floor'),
+                     (SELECT CAST(value AS BIGINT) FROM settings WHERE key = 'seq')) AS w(seq)
+"""
+"""``(seq, chunks, total_length)`` of every retained version, counted from the chunks' add
+and delete marks in one pass: what ``versions`` holds when it agrees with the rows."""
 
 _CHUNK_COLUMNS = ("c.chunk_id, c.doc_id, c.idx, c.start_offset, c.end_offset, c.text, "
                   "c.context, c.headings, d.meta, d.filter_meta")
@@ -345,9 +364,56 @@ class PostgresStore(SqlStore, PostgresSearch):
                                          f"not {dimension}")
             return
         db.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dimension)})")
-        db.execute("CREATE INDEX chunks_embedding ON chunks "
-                   "USING hnsw (embedding vector_cosine_ops)")
+        db.execute(_HNSW)
         db.execute("INSERT INTO settings(key, value) VALUES ('dimension', %s)", (str(dimension),))
+
+    # ── repair of the search tables (``rcpkit verify --repair``) ────────────
+
+    def rebuild_search(self, parts: set[str]) -> list[str]:
+        """Rebuild the search tables and indexes named in ``parts`` (``"postings"``,
+        ``"versions"`` or an index of :data:`INDEXES`) from the rows, in one transaction
+        under the write lock; returns what was rebuilt. Postings go first: the versions'
+        statistics sum the lengths they fix."""
+        done: list[str] = []
+        with self._transaction() as db:
+            if "postings" in parts:
+                self._rebuild_postings(db)
+                done.append("postings: rebuilt from the chunks' text")
+            if parts & {"postings", "versions"}:
+                db.execute("DELETE FROM versions WHERE seq >= %s",
+                           (int(self._setting(db, "gc_floor")),))
+                db.execute(f"INSERT INTO versions(seq, chunks, total_length) {COUNTED_VERSIONS}")
+                done.append("versions: statistics recounted from the chunks")
+            for name, ddl in INDEXES:
+                if name not in parts:
+                    continue
+                if relation_exists(db, name):
+                    db.execute(f"REINDEX INDEX {name}")
+                else:
+                    db.execute(ddl)
+                done.append(f"{name}: index rebuilt")
+        return done
+
+    def _rebuild_postings(self, db: psycopg.Connection[Any]) -> None:
+        """Every stored chunk's postings and length again from its indexed text."""
+        db.execute("DELETE FROM postings")
+        lengths: list[tuple[int, int]] = []
+        with db.cursor(name="rebuild_postings") as rows, db.cursor() as writes:
+            rows.execute("SELECT chunk_id, context, text FROM chunks ORDER BY chunk_id")
+            while batch := rows.fetchmany(1000):
+                counters = [Counter(tokens) for tokens in self._analyzer.tokens_batch(
+                    [indexed_text(context, text) for _, context, text in batch])]
+                with writes.copy("COPY postings (term, chunk_id, tf) FROM STDIN "
+                                 "(FORMAT BINARY)") as copy:
+                    copy.set_types(["text", "int8", "int4"])
+                    for (rowid, _, _), counter in zip(batch, counters, strict=True):
+                        for term, tf in counter.items():
+                            copy.write_row((term, rowid, tf))
+                lengths.extend((counter.total(), int(rowid))
+                               for (rowid, _, _), counter in zip(batch, counters, strict=True))
+            writes.executemany("UPDATE chunks SET length = %s WHERE chunk_id = %s "
+                               "AND length IS DISTINCT FROM %s",
+                               [(length, rowid, length) for length, rowid in lengths])
 
     # ── derived-index support ──────────────────────────────────────────────
 
