@@ -350,7 +350,8 @@ def _check_sqlite(data_dir: Path, report: DataDirReport) -> None:
     _compare_all(data_dir, record, (indexes, graph), report)
 
 
-def _check_postgres(data_dir: Path, dsn: str | None, report: DataDirReport) -> None:
+def _check_postgres(data_dir: Path, dsn: str | None, in_memory: bool,
+                    report: DataDirReport) -> None:
     """The record's tables, the search tables and indexes it keeps (BM25 postings and
     statistics, HNSW, GIN), the concept graph's tables in its schema, and the files of the
     data directory (saved indexes with ``pg_recall = "memory"``, the tree)."""
@@ -368,12 +369,14 @@ def _check_postgres(data_dir: Path, dsn: str | None, report: DataDirReport) -> N
     except Unavailable as exc:
         report.add(POSTGRES, str(exc), derived=False)
         return
-    sql = _postgres_sql(db)
+    sql = _postgres_sql()
     with db:
         if not connection.relation_exists(db, "versions"):
             report.checked.append("no record yet")
             return
-        indexes = _saved_indexes(data_dir, report)
+        # With recall in the database no index is saved, unless an earlier memory recall did.
+        indexes = _saved_indexes(data_dir, report) if in_memory or \
+            (data_dir / INDEX_DIR / "CURRENT").exists() else None
         graph = _graph_rows(db, GRAPH_TABLES, sql, report) \
             if connection.relation_exists(db, "graph_meta") else None
         record = _read_record(db, sql, report)
@@ -384,7 +387,7 @@ def _check_postgres(data_dir: Path, dsn: str | None, report: DataDirReport) -> N
     _compare_all(data_dir, record, (indexes, graph), report)
 
 
-def _postgres_sql(db: Any) -> _RecordSql:
+def _postgres_sql() -> _RecordSql:
     import psycopg
     return _RecordSql(
         where=POSTGRES, begin="BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
@@ -402,7 +405,7 @@ def _check(data_dir: Path, report: DataDirReport) -> None:
         report.add("rcpkit.toml", str(exc), derived=False)
         return
     if config.backend == "postgres":
-        _check_postgres(data_dir, config.dsn, report)
+        _check_postgres(data_dir, config.dsn, config.pg_recall == "memory", report)
     else:
         _check_sqlite(data_dir, report)
 
