@@ -17,8 +17,8 @@ from typer.testing import CliRunner, Result
 
 from rcpkit.cli import app
 from rcpkit.engine.core import open_engine
-from rcpkit.engine.graph import ConceptGraph
-from rcpkit.engine.tree import SummaryTree
+from rcpkit.engine.knowledge.graph import ConceptGraph
+from rcpkit.engine.knowledge.tree import SummaryTree
 from rcpkit.engine.types import DocumentIn, SearchRequest
 
 TEXTS = ("Bees make honey in the hive. The queen lays eggs.", "Owls hunt at night in woods.",
