@@ -381,8 +381,8 @@ def _check_postgres(data_dir: Path, dsn: str | None, in_memory: bool,
             if connection.relation_exists(db, "graph_meta") else None
         record = _read_record(db, sql, report)
         if record is not None:
-            for problem in audit.audit(db):
-                report.add(f"{POSTGRES}/{problem.part}", problem.problem, derived=True)
+            for part, problem in audit.audit(db):
+                report.add(f"{POSTGRES}/{part}", problem, derived=True)
             report.checked.append("search tables and indexes")
     _compare_all(data_dir, record, (indexes, graph), report)
 

@@ -45,17 +45,44 @@ from .base import (
     compile_filter,
 )
 
-__all__ = ["VISIBLE", "Dialect", "SqlStore", "fold_log", "rowid_array"]
+__all__ = ["VISIBLE", "Dialect", "FilterLeaves", "SqlStore", "fold_log", "rowid_array"]
 
 logger = logging.getLogger("rcpkit.engine")
 
 Connection = Any
 """An open DB-API connection of the backend (``sqlite3`` or ``psycopg``): ``execute`` returns
 a cursor in both."""
-ConditionWriter = Callable[[Condition, Mapping[str, str], list[Any]], str]
-
 VISIBLE = "c.added_seq <= ? AND (c.deleted_seq IS NULL OR c.deleted_seq > ?)"
 """Visibility of chunk ``c`` at a version (bound twice), §7.7.1."""
+
+
+class FilterLeaves(abc.ABC):
+    """How one database tests a field of a document's ``filter_meta`` (``d``), each test in
+    the driver's own placeholders with its values appended to the bound parameters, never
+    written into the text (§15.4). :meth:`Dialect.compile` does the rest of §8 once."""
+
+    @abc.abstractmethod
+    def exists(self, field: str, params: list[Any]) -> str:
+        """The document has ``field``."""
+
+    @abc.abstractmethod
+    def equals(self, field: str, value: Any, params: list[Any]) -> str:
+        """``field`` is ``value``, or an array holding it (never NULL)."""
+
+    @abc.abstractmethod
+    def any_of(self, field: str, values: Sequence[Any], params: list[Any]) -> str:
+        """``field`` equals one of ``values`` (not empty), as :meth:`equals`."""
+
+    @abc.abstractmethod
+    def contains(self, field: str, value: Any, params: list[Any]) -> str:
+        """Element membership for an array, case-sensitive substring for a string."""
+
+    @abc.abstractmethod
+    def compare(self, field: str, operator: str, value: Any, params: list[Any]) -> str:
+        """``field`` is a number and ``field operator value`` holds."""
+
+
+_COMPARISONS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +93,7 @@ class Dialect:
     """The driver's parameter mark; statements here are written with ``?``."""
     true: str
     """The literal a boolean column compares with (a partial index matches it as written)."""
+    false: str
     greatest: str
     """The two-argument maximum function."""
     index_hints: bool
@@ -77,9 +105,7 @@ class Dialect:
     """A stored write-log id list, written and read (JSON text / ``bigint[]``)."""
     load_json: Callable[[Any], Any]
     """A stored JSON value as Python (parsed from text / already decoded by the driver)."""
-    condition: ConditionWriter
-    """One §8 condition as SQL over ``d.filter_meta`` in the driver's own placeholders, its
-    values appended to the bound parameters (§15.4)."""
+    leaves: FilterLeaves
 
     def sql(self, text: str) -> str:
         """``text`` with the driver's placeholders."""
@@ -102,8 +128,30 @@ class Dialect:
             yield f"{column} IN ({','.join('?' * len(part))})", part
 
     def compile(self, node: FilterNode, known: Mapping[str, str], params: list[Any]) -> str:
-        """A validated §8 tree as one boolean SQL expression over ``d.filter_meta``."""
-        return compile_filter(node, lambda condition: self.condition(condition, known, params))
+        """A validated §8 tree as one boolean SQL expression over ``d.filter_meta``; field
+        names come from the stored schema ``known``."""
+        return compile_filter(node, lambda condition: self._condition(condition, known, params))
+
+    def _condition(self, cond: Condition, known: Mapping[str, str], params: list[Any]) -> str:
+        if cond.field not in known:
+            # The validator only admits advertised fields; an unknown one matches nothing.
+            return self.false
+        field, op, value = cond.field, cond.op, cond.value
+        if op == "exists":
+            test = self.leaves.exists(field, params)
+            return test if value else f"NOT ({test})"
+        if op in ("eq", "ne"):
+            # ne is the negation of eq, so a document without the field matches ne.
+            test = self.leaves.equals(field, value, params)
+            return test if op == "eq" else f"NOT ({test})"
+        if op in ("in", "nin"):
+            if not value:
+                return self.false if op == "in" else self.true
+            test = self.leaves.any_of(field, value, params)
+            return test if op == "in" else f"NOT ({test})"
+        if op == "contains":
+            return self.leaves.contains(field, value, params)
+        return self.leaves.compare(field, _COMPARISONS[op], value, params)
 
 
 def rowid_array(rows: Sequence[Any]) -> RowIds:

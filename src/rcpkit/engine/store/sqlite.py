@@ -15,7 +15,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ import numpy.typing as npt
 
 from rcpkit.engine.errors import Unavailable, disk_full, is_disk_full
 from rcpkit.files import private_dir, private_file
-from rcpkit.protocol.filters import Condition
 
 from .base import (
     DocumentWrite,
@@ -36,7 +35,7 @@ from .base import (
     refuse_newer_schema,
 )
 from .side import SideTables
-from .sql import VISIBLE, Dialect, SqlStore, rowid_array
+from .sql import VISIBLE, Dialect, FilterLeaves, SqlStore, rowid_array
 
 __all__ = ["SqliteStore", "copy_database", "finish_transaction"]
 
@@ -138,47 +137,39 @@ _HEX = re.compile(r"(?:[0-9a-f]{2})+")
 """Lowercase hexadecimal of whole bytes: what ``bytes.hex`` gives back unchanged."""
 
 
-# ── §8 filter compilation (bound parameters only, §15.4) ───────────────────
+class _JsonLeaves(FilterLeaves):
+    """§8 tests through SQLite's JSON functions; the path is bound as a parameter (names
+    reach here only from the validated schema)."""
 
-def _condition(cond: Condition, known: Mapping[str, str], params: list[Any]) -> str:
-    if cond.field not in known:
-        # The validator only admits advertised fields; an unknown one matches nothing.
-        return "0"
-    path = _json_path(cond.field)
-    op, value = cond.op, cond.value
-    if op == "exists":
-        params.append(path)
-        return "json_type(d.filter_meta, ?) IS NOT NULL" if value else \
-            "json_type(d.filter_meta, ?) IS NULL"
-    if op in ("eq", "ne"):
-        params.extend((path, value))
-        member = "EXISTS (SELECT 1 FROM json_each(d.filter_meta, ?) j WHERE j.value = ?)"
-        # ne is the negation of eq, so a document without the field matches ne.
-        return member if op == "eq" else f"NOT {member}"
-    if op in ("in", "nin"):
-        if not value:
-            return "0" if op == "in" else "1"
-        params.append(path)
-        params.extend(value)
-        member = (f"EXISTS (SELECT 1 FROM json_each(d.filter_meta, ?) j "
-                  f"WHERE j.value IN ({','.join('?' * len(value))}))")
-        return member if op == "in" else f"NOT {member}"
-    if op == "contains":
-        # Element membership for array values, case-sensitive substring for strings (§8).
+    def exists(self, field: str, params: list[Any]) -> str:
+        params.append(_json_path(field))
+        return "json_type(d.filter_meta, ?) IS NOT NULL"
+
+    def equals(self, field: str, value: Any, params: list[Any]) -> str:
+        params.extend((_json_path(field), value))
+        return "EXISTS (SELECT 1 FROM json_each(d.filter_meta, ?) j WHERE j.value = ?)"
+
+    def any_of(self, field: str, values: Sequence[Any], params: list[Any]) -> str:
+        params.extend((_json_path(field), *values))
+        return (f"EXISTS (SELECT 1 FROM json_each(d.filter_meta, ?) j "
+                f"WHERE j.value IN ({','.join('?' * len(values))}))")
+
+    def contains(self, field: str, value: Any, params: list[Any]) -> str:
+        path = _json_path(field)
         params.extend((path, path, value, path, value))
         return ("CASE json_type(d.filter_meta, ?) WHEN 'array' THEN "
                 "EXISTS (SELECT 1 FROM json_each(d.filter_meta, ?) j WHERE j.value = ?) "
                 "ELSE instr(json_extract(d.filter_meta, ?), ?) > 0 END")
-    comparison = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[op]
-    params.extend((path, path, value))
-    return (f"json_type(d.filter_meta, ?) IN ('integer', 'real') "
-            f"AND json_extract(d.filter_meta, ?) {comparison} ?")
 
+    def compare(self, field: str, operator: str, value: Any, params: list[Any]) -> str:
+        path = _json_path(field)
+        params.extend((path, path, value))
+        return (f"json_type(d.filter_meta, ?) IN ('integer', 'real') "
+                f"AND json_extract(d.filter_meta, ?) {operator} ?")
 
-
-DIALECT = Dialect(placeholder="?", true="1", greatest="max", index_hints=True,
+DIALECT = Dialect(placeholder="?", true="1", false="0", greatest="max", index_hints=True,
                   list_parameters=False, encode_ids=json.dumps, decode_ids=json.loads,
-                  load_json=json.loads, condition=_condition)
+                  load_json=json.loads, leaves=_JsonLeaves())
 
 
 class SqliteStore(SqlStore):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -29,12 +28,9 @@ _BATCH = 1000
 _SHOWN = 5
 
 
-@dataclass(frozen=True, slots=True)
-class SearchProblem:
-    """One disagreement between a search table or index and the rows: ``part`` names it."""
-
-    part: str
-    problem: str
+SearchProblem = tuple[str, str]
+"""``(part, problem)``: a search table or index of :data:`INDEXES` (or ``"postings"``,
+``"versions"``, ``"chunks.embedding"``) and how it disagrees with the rows."""
 
 
 def _rows(found: list[int]) -> str:
@@ -62,14 +58,14 @@ def _postings(db: psycopg.Connection[Any], analyzer: Analyzer) -> Iterator[Searc
                 elif expected.total() != int(row[3]):
                     lengths.append(int(row[0]))
     if wrong:
-        yield SearchProblem("postings", f"{_rows(wrong)} with postings other than their text's")
+        yield ("postings", f"{_rows(wrong)} with postings other than their text's")
     if lengths:
-        yield SearchProblem("postings", f"{_rows(lengths)} with a wrong token length")
+        yield ("postings", f"{_rows(lengths)} with a wrong token length")
     orphans = [int(row[0]) for row in db.execute(
         "SELECT DISTINCT p.chunk_id FROM postings p LEFT JOIN chunks c "
         "ON c.chunk_id = p.chunk_id WHERE c.chunk_id IS NULL")]
     if orphans:
-        yield SearchProblem("postings", f"holds {_rows(orphans)} the record does not")
+        yield ("postings", f"holds {_rows(orphans)} the record does not")
 
 
 def _versions(db: psycopg.Connection[Any]) -> Iterator[SearchProblem]:
@@ -83,10 +79,10 @@ def _versions(db: psycopg.Connection[Any]) -> Iterator[SearchProblem]:
     wrong = [int(r[0]) for r in rows
              if r[1] is not None and (int(r[1]), int(r[2])) != (int(r[3]), int(r[4]))]
     if missing:
-        yield SearchProblem("versions", f"lacks the statistics of {len(missing)} retained "
+        yield ("versions", f"lacks the statistics of {len(missing)} retained "
                                         f"versions ({', '.join(map(str, missing[:_SHOWN]))})")
     if wrong:
-        yield SearchProblem("versions", f"counts other chunks than the record at "
+        yield ("versions", f"counts other chunks than the record at "
                                         f"{len(wrong)} versions "
                                         f"({', '.join(map(str, wrong[:_SHOWN]))})")
 
@@ -104,16 +100,16 @@ def _indexes(db: psycopg.Connection[Any]) -> Iterator[SearchProblem]:
         (expected,)).fetchall())
     for name in expected:
         if name not in valid:
-            yield SearchProblem(name, "index missing")
+            yield (name, "index missing")
         elif not valid[name]:
-            yield SearchProblem(name, "index invalid (an interrupted build or a failed "
+            yield (name, "index invalid (an interrupted build or a failed "
                                       "concurrent reindex)")
     if dimension is not None:
         odd = [int(row[0]) for row in db.execute(
             "SELECT chunk_id FROM chunks WHERE vector_dims(embedding) <> %s",
             (int(dimension[0]),))]
         if odd:
-            yield SearchProblem("chunks.embedding", f"{_rows(odd)} not of the record's "
+            yield ("chunks.embedding", f"{_rows(odd)} not of the record's "
                                                     f"dimension {dimension[0]}")
 
 
