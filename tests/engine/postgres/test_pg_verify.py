@@ -8,8 +8,10 @@ damage to the rows themselves is reported, never "repaired"."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
@@ -20,6 +22,10 @@ from rcpkit.engine.core import open_engine
 from rcpkit.engine.knowledge.graph import ConceptGraph
 from rcpkit.engine.knowledge.tree import SummaryTree
 from rcpkit.engine.types import DocumentIn, SearchRequest
+from rcpkit.tenancy.collections import CollectionRegistry, schema_of
+
+if TYPE_CHECKING:
+    from rcpkit.engine.pgserver import LocalPostgres
 
 TEXTS = ("Bees make honey in the hive. The queen lays eggs.", "Owls hunt at night in woods.",
          "Glaciers carve valleys of ice.", "The moon pulls the tide of the sea.",
@@ -195,3 +201,28 @@ def test_a_postgres_root_without_a_reachable_database_is_a_finding(tmp_path: Pat
     found = run("verify", "--data", str(root))
     assert found.exit_code == 1
     assert "FAILED .: postgres: cannot connect to PostgreSQL" in found.stdout, found.stdout
+
+
+def test_each_postgres_collection_of_a_root_is_verified_in_its_own_schema(
+        pg_server: LocalPostgres, tmp_path: Path) -> None:
+    registry = CollectionRegistry(tmp_path / "root")
+    tag = uuid.uuid4().hex[:6]
+    names = [f"docs-{tag}", f"notes-{tag}"]
+    for name in names:
+        registry.create(name, 'embedder = "hashing"\nhashing_dimension = 64\n',
+                        dsn=pg_server.dsn)
+        with open_engine(registry.path(name)) as engine:
+            engine.add([DocumentIn(id=f"{name}-{n}", text=text)
+                        for n, text in enumerate(TEXTS)])
+    assert run("verify", "--data", str(tmp_path / "root")).exit_code == 0
+    with psycopg.connect(pg_server.dsn, autocommit=True) as db:
+        db.execute(f'DELETE FROM "{schema_of(names[1])}".postings')
+    found = run("verify", "--data", str(tmp_path / "root"))
+    assert found.exit_code == 1
+    assert f"FAILED collections/{names[1]}: postgres/postings: 6 rows" in found.stdout, \
+        found.stdout
+    assert f"collections/{names[0]}: ok" in found.stdout
+    repaired = run("verify", "--data", str(tmp_path / "root"), "--collection", names[1],
+                   "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert run("verify", "--data", str(tmp_path / "root")).exit_code == 0
