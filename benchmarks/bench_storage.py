@@ -37,7 +37,10 @@ from _common import LookupEmbedder, open_engine
 from peer_corpus import PeerCorpus, load
 
 from rcpkit.engine import EngineConfig
-from rcpkit.engine.indexes.dense import GRAPH_DTYPES, RESCORE, DenseIndex, _load_usearch
+from rcpkit.engine.config import GRAPH_DTYPES
+from rcpkit.engine.indexes.dense import DenseIndex
+from rcpkit.engine.indexes.dense.index import RESCORE
+from rcpkit.engine.indexes.dense.usearch_format import load_usearch
 from rcpkit.engine.types import DocumentIn, SearchRequest
 
 K = 10
@@ -161,7 +164,7 @@ def precision(vectors: np.ndarray, queries: np.ndarray) -> None:
                              for c, q in zip(candidates, queries, strict=True)])
         print(f"| int8, top {depth} rescored from float16 | {recall(truth, rescored):.4f} |")
 
-    _load_usearch()  # imports onnxruntime first: the other order crashes the process
+    load_usearch()  # imports onnxruntime first: the other order crashes the process
     from usearch.index import MetricKind, search
 
     query_codes = np.round(queries * scale / np.abs(queries * scale).max(axis=1, keepdims=True)
@@ -178,7 +181,7 @@ def precision(vectors: np.ndarray, queries: np.ndarray) -> None:
 
 def graph(vectors: np.ndarray, queries: np.ndarray, rows: int) -> None:
     defaults = DenseIndex(vectors.shape[1])
-    index_class = _load_usearch()
+    index_class = load_usearch()
     vectors = np.ascontiguousarray(vectors[:rows] / np.linalg.norm(vectors[:rows], axis=1,
                                                                      keepdims=True))
     truth = top(queries @ vectors.T, K)
