@@ -40,7 +40,7 @@ from rcpkit.engine.indexes.derived import INDEX_DIR, current_state, index_lock
 from rcpkit.engine.indexes.persist import file_checksum
 from rcpkit.engine.sidecar import GRAPH_FILE, MEMORY_FILE
 from rcpkit.engine.store.sqlite import SqliteStore, copy_database
-from rcpkit.files import fsync_directory, private_dir, rename_durably, write_new
+from rcpkit.files import fsync_directory, private_dir, rename_durably, sync_file, write_new
 
 __all__ = ["MANIFEST", "BackupError", "BackupManifest", "StoreCopy", "backup", "read_manifest",
            "restore", "verify_backup"]
@@ -190,8 +190,7 @@ def _dump_postgres(dsn: str, target: Path, relative: str) -> StoreCopy:
         db.execute("COMMIT")
     if dumped.returncode != 0:
         raise BackupError(f"pg_dump of schema {schema} failed: {dumped.stderr.strip()}")
-    with open(target, "rb+") as handle:
-        os.fsync(handle.fileno())
+    sync_file(target)
     seq = int(settings["seq"])
     return StoreCopy(relative, "postgres", seq, f"{settings['database_id']}.{seq}")
 

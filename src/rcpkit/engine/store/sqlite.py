@@ -25,7 +25,7 @@ import orjson
 
 from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.sidecar import finish_transaction
-from rcpkit.files import private_dir, private_file
+from rcpkit.files import private_dir, private_file, sync_file
 from rcpkit.protocol.filters import Condition, FilterNode
 
 from .base import (
@@ -630,8 +630,7 @@ def copy_database(source: Path, target: Path) -> None:
     finally:
         writing.close()
         reading.close()
-    with open(target, "rb+") as handle:
-        os.fsync(handle.fileno())
+    sync_file(target)
 
 
 def _log_floor(db: sqlite3.Connection) -> int:
