@@ -54,7 +54,7 @@ def build(directory: Path, size: int, graph_dtype: str) -> PeerCorpus:
     lookup.register(corpus.texts, corpus.vectors)
     lookup.register(corpus.queries, corpus.query_vectors)
     engine = open_engine(directory, lookup, field_types={"group": "int", "half": "int"},
-                         dense_graph_dtype=graph_dtype)
+                         dense={"graph_dtype": graph_dtype})
     metas = corpus.metas()
     for start in range(0, size, 1000):
         engine.add([DocumentIn(text=text, id=str(start + i), meta=meta) for i, (text, meta)
@@ -93,7 +93,7 @@ def reopen(directory: Path, corpus: PeerCorpus, queries: int | None, graph_dtype
     lookup.register(corpus.queries, corpus.query_vectors)
     started, cpu = time.perf_counter(), time.thread_time()
     engine = open_engine(directory, lookup, field_types={"group": "int", "half": "int"},
-                         dense_graph_dtype=graph_dtype)
+                         dense={"graph_dtype": graph_dtype})
     opened, opened_cpu = time.perf_counter() - started, time.thread_time() - cpu
     assert engine.wait_for_indexes(600) and engine.indexes is not None
     published = time.perf_counter() - started

@@ -28,7 +28,7 @@ def _blocks(language: str, text: str = README) -> list[str]:
 def test_the_toml_and_registry_examples_load(tmp_path: Path) -> None:
     (toml,) = _blocks("toml")
     config = EngineConfig.from_mapping(tomllib.loads(toml))
-    assert config.read_only is False and config.field_types == {"published": "date"}
+    assert config.index.read_only is False and config.field_types == {"published": "date"}
     (registry,) = [block for block in _blocks("json") if '"engines"' in block]
     path = tmp_path / "rcp.json"
     path.write_text(registry)

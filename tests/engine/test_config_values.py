@@ -31,4 +31,4 @@ def test_good_dense_settings_are_kept(tmp_path: Path) -> None:
     (tmp_path / CONFIG_FILE).write_text(
         '[engine]\ndense_expansion_search = 300\ndense_graph_dtype = "bf16"\n')
     config = load_config(tmp_path)
-    assert (config.dense_expansion_search, config.dense_graph_dtype) == (300, "bf16")
+    assert (config.dense.expansion_search, config.dense.graph_dtype) == (300, "bf16")

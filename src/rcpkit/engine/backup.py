@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rcpkit.engine.config import CONFIG_FILE, load_config
+from rcpkit.engine.errors import ConfigError
 from rcpkit.engine.indexes.derived import INDEX_DIR, current_state, index_lock
 from rcpkit.engine.indexes.persist import file_checksum
 from rcpkit.engine.sidecar import GRAPH_FILE, MEMORY_FILE
@@ -151,23 +152,23 @@ def _copy_data_dir(data_dir: Path, target: Path, relative: str,
     if (data_dir / CONFIG_FILE).is_file():
         _copy_file(data_dir / CONFIG_FILE, target / CONFIG_FILE)
     _copy_indexes(data_dir, target, relative, previous)
-    if config.backend == "postgres" and config.dsn:
-        return _dump_postgres(config.dsn, target / PG_DUMP, relative)
-    if config.backend != "sqlite":
-        return StoreCopy(relative, config.backend)
+    if config.store.backend == "postgres" and config.store.dsn:
+        return _dump_postgres(config.store.dsn, target / PG_DUMP, relative)
+    if config.store.backend != "sqlite":
+        return StoreCopy(relative, config.store.backend)
     for name in _SIDE_STORES:
         if (data_dir / name).is_file():
             copy_database(data_dir / name, target / name)
     record = data_dir / SqliteStore.FILE_NAME
     if not record.is_file():
-        return StoreCopy(relative, config.backend)
+        return StoreCopy(relative, config.store.backend)
     copy_database(record, target / SqliteStore.FILE_NAME)
     with sqlite3.connect(target / SqliteStore.FILE_NAME) as db:
         settings = dict(db.execute("SELECT key, value FROM settings "
                                    "WHERE key IN ('seq', 'database_id')").fetchall())
     db.close()
     seq = int(settings["seq"])
-    return StoreCopy(relative, config.backend, seq, f"{settings['database_id']}.{seq}")
+    return StoreCopy(relative, config.store.backend, seq, f"{settings['database_id']}.{seq}")
 
 
 def _dump_postgres(dsn: str, target: Path, relative: str) -> StoreCopy:
@@ -211,7 +212,10 @@ def _restore_postgres(dump: Path, config_dir: Path, *, overwrite: bool) -> None:
 
     from rcpkit.engine.pgserver import client_tool
 
-    dsn = load_config(config_dir).dsn
+    try:  # a postgres [store] without a DSN is refused where the config is built
+        dsn = load_config(config_dir).store.dsn
+    except ConfigError:
+        dsn = None
     if not dsn:
         raise BackupError(f"{config_dir}: no DSN for the PostgreSQL record (set $RCPKIT_DSN)")
     with psycopg.connect(dsn, autocommit=True) as db:

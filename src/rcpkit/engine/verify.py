@@ -289,8 +289,8 @@ def _check(data_dir: Path, report: DataDirReport) -> None:
     except EngineError as exc:
         report.add("rcpkit.toml", str(exc), derived=False)
         return
-    if config.backend != "sqlite":
-        report.checked.append(f"record in {config.backend}: checked by its own tools")
+    if config.store.backend != "sqlite":
+        report.checked.append(f"record in {config.store.backend}: checked by its own tools")
         return
     path = data_dir / SqliteStore.FILE_NAME
     if not path.is_file():

@@ -28,7 +28,8 @@ from support.clock import FakeClock
 
 def pg_engine(dsn: str, data_dir: Path, clock: FakeClock, recall: str,
               **overrides: Any) -> Engine:
-    return Engine(make_config(data_dir, pg_recall=recall, **overrides), PostgresStore.open(dsn),
+    return Engine(make_config(data_dir, store={"pg_recall": recall}, **overrides),
+                  PostgresStore.open(dsn),
                   HashingEmbedder(64), {}, clock=clock)
 
 

@@ -31,7 +31,7 @@ REQUESTS = [
 
 
 def postgres_engine(dsn: str, data_dir: Path, recall: str = "database") -> Engine:
-    return Engine(make_config(data_dir, pg_recall=recall), PostgresStore.open(dsn),
+    return Engine(make_config(data_dir, store={"pg_recall": recall}), PostgresStore.open(dsn),
                   HashingEmbedder(64), {})
 
 
