@@ -1,7 +1,7 @@
 """The default hybrid ``retrieve`` with and without score completion, side by side.
 
 Under ``convex`` fusion each half of a hybrid search also scores the other half's candidates
-(``EngineConfig.fusion_complete_scores``, docs/benchmarks.md "Quality (development data)"):
+(``[retrieve] fusion_complete_scores``, docs/benchmarks.md "Quality (development data)"):
 the BM25 of the dense candidates comes from the lexical search's own scoring pass, the cosine
 of the lexical candidates from their stored vectors. This measures what that costs: one
 engine over the corpus of bench_engine.py (Zipfian pseudo-word texts, random unit vectors,

@@ -212,7 +212,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=None,
                         help="recall over the first N queries (default: all)")
     parser.add_argument("--graph-dtype", choices=GRAPH_DTYPES, default="f16",
-                        help="EngineConfig.dense_graph_dtype of the store")
+                        help="[dense] graph_dtype of the store")
     parser.add_argument("--graph", type=int, default=0, metavar="N",
                         help="also build HNSW graphs over the first N vectors")
     args = parser.parse_args()
@@ -220,7 +220,7 @@ def main() -> None:
         directory = Path(scratch) / "store"
         corpus = build(directory, args.size, args.graph_dtype)
         disk(directory, args.size)
-        if args.size > EngineConfig().dense_exact_threshold:
+        if args.size > EngineConfig().dense.exact_threshold:
             reopen(directory, corpus, args.queries, args.graph_dtype)
         vectors, queries = corpus.vectors, corpus.query_vectors[:args.queries]
     precision(vectors, queries)

@@ -78,7 +78,7 @@ def test_every_operating_guide_flag_exists_and_its_examples_load(tmp_path: Path)
     assert tomllib.loads(store)["limits_store"]["dsn"].startswith("postgresql://")
     (tmp_path / "rcpkit.toml").write_text(poison)
     policy = EngineConfig.load(tmp_path / "rcpkit.toml")
-    assert (policy.poison_source_threshold, policy.poison_source_thresholds["written_by:ops"]) \
+    assert (policy.poison.source_threshold, policy.poison.source_thresholds["written_by:ops"]) \
         == (2, 0)
     (registry,) = _blocks("json", OPERATING)
     path = tmp_path / "rcp.json"

@@ -123,5 +123,5 @@ def test_backend_selection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv(DSN_ENV, "postgresql://db.example/rcp")
     config = load_config(tmp_path)
     assert (config.store.backend, config.store.dsn) == ("postgres", "postgresql://db.example/rcp")
-    assert load_config(tmp_path, store={"dsn": "postgresql://other/rcp"}).dsn == "postgresql://other/rcp"
-    assert EngineConfig().backend == "sqlite" and EngineConfig().dsn is None
+    assert load_config(tmp_path, store={"dsn": "postgresql://other/rcp"}).store.dsn == "postgresql://other/rcp"
+    assert EngineConfig().store.backend == "sqlite" and EngineConfig().store.dsn is None

@@ -403,11 +403,11 @@ def test_config_loads_from_files_and_rejects_a_foreign_embedder(tmp_path: Path) 
     toml_file.write_text(f'[engine]\ndata_dir = "{tmp_path / "d"}"\nembedder = "hashing"\n'
                          'max_k = 50\n[engine.field_types]\nyear = "int"\n')
     loaded = EngineConfig.load(toml_file)
-    assert (loaded.max_k, loaded.field_types, loaded.data_dir) == (50, {"year": "int"},
+    assert (loaded.requests.max_k, loaded.field_types, loaded.data_dir) == (50, {"year": "int"},
                                                                    tmp_path / "d")
     json_file = tmp_path / "engine.json"
     json_file.write_text(json.dumps({"embedder": "hashing", "hashing_dimension": 32}))
-    assert EngineConfig.load(json_file).hashing_dimension == 32
+    assert EngineConfig.load(json_file).embedder.hashing_dimension == 32
     with pytest.raises(ValueError):
         EngineConfig.from_mapping({"max_kk": 1})
     with Engine.open(loaded) as eng:

@@ -19,7 +19,7 @@ def test_a_new_directory_gets_backend_and_dsn_privately(tmp_path: Path) -> None:
     assert (config.store.backend, config.store.dsn) == ("postgres", DSN)
     assert (data / "rcpkit.toml").stat().st_mode & 0o777 == 0o600
     assert not record_backend(data, "postgres", "postgresql://elsewhere/db")  # already named
-    assert load_config(data).dsn == DSN
+    assert load_config(data).store.dsn == DSN
 
 
 def test_existing_settings_are_kept_top_level_or_in_an_engine_table(tmp_path: Path) -> None:

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from rcpkit.engine.config import CONFIG_FILE, load_config
-from rcpkit.engine.errors import ConfigError
 from rcpkit.engine.indexes.derived import INDEX_DIR, current_state, index_lock
 from rcpkit.engine.indexes.persist import file_checksum
 from rcpkit.engine.sidecar import GRAPH_FILE, MEMORY_FILE
@@ -212,10 +211,7 @@ def _restore_postgres(dump: Path, config_dir: Path, *, overwrite: bool) -> None:
 
     from rcpkit.engine.pgserver import client_tool
 
-    try:  # a postgres [store] without a DSN is refused where the config is built
-        dsn = load_config(config_dir).store.dsn
-    except ConfigError:
-        dsn = None
+    dsn = load_config(config_dir).store.dsn
     if not dsn:
         raise BackupError(f"{config_dir}: no DSN for the PostgreSQL record (set $RCPKIT_DSN)")
     with psycopg.connect(dsn, autocommit=True) as db:

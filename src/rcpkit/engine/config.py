@@ -91,17 +91,13 @@ class StoreConfig(_Section):
     PostgreSQL at ``dsn``. On PostgreSQL, ``pg_recall`` says where recall runs:
     ``"database"`` (pgvector HNSW and BM25 in SQL: no in-memory index to build on open or to
     catch up; docs/postgres.md) or ``"memory"`` (derived indexes in the data directory, as
-    on SQLite)."""
+    on SQLite). A missing ``dsn`` is refused when the store is opened: the file may leave it
+    to ``RCPKIT_DSN`` or ``--dsn`` (a password stays out of it)."""
 
     TABLE: ClassVar[str] = "store"
     backend: BackendChoice = "sqlite"
     dsn: str | None = None
     pg_recall: RecallChoice = "database"
-
-    def _check(self) -> None:
-        if self.backend == "postgres" and not self.dsn:
-            raise SettingError(self.TABLE, "dsn", "missing: backend postgres needs a DSN "
-                               "(--dsn, [store] dsn in rcpkit.toml, or RCPKIT_DSN)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -617,8 +613,7 @@ def load_config(config_or_data_dir: EngineConfig | str | Path | None = None,
 
     A directory's settings (above all its embedder, which the stored vectors depend on) stay
     with the data, so every command on one directory agrees. The file, the overrides and the
-    environment are merged before any section is built, so that (say) a file naming the
-    PostgreSQL backend opens with the DSN of an option."""
+    environment are merged before any section is built, and each section is built once."""
     try:
         options = _tables_from(overrides)
     except TypeError as exc:

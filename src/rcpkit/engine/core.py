@@ -329,11 +329,12 @@ def open_engine(config_or_data_dir: EngineConfig | str | Path | None = None,
 
 
 def _open_store(config: EngineConfig) -> Store:
-    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL (its DSN
-    checked present where ``[store]`` was built)."""
+    """The configured system of record: SQLite in ``data_dir`` or PostgreSQL."""
     if config.store.backend == "sqlite":
         return SqliteStore.open(config.data_dir)
-    assert config.store.dsn is not None
+    if not config.store.dsn:
+        raise ConfigError("backend postgres needs a DSN (--dsn, [store] dsn in rcpkit.toml, "
+                          "or RCPKIT_DSN)")
     try:
         from rcpkit.engine.store.postgres import PostgresStore
     except ImportError as exc:

@@ -70,7 +70,7 @@ EXPANSION_SEARCH = 128
 """Default HNSW ef_search. On MiniLM vectors of real text (the peer corpus, 100k chunks)
 recall@10 is 0.997 at 128 against 0.999 at 256, for about 0.6 of the graph search time. On
 synthetic clustered vectors (near-equidistant points, a worst case) 128 gave 0.972–0.982
-and 256 0.993–0.994 at 200k: such data wants ``EngineConfig.dense_expansion_search`` raised
+and 256 0.993–0.994 at 200k: such data wants ``[dense] expansion_search`` raised
 (``benchmarks/bench_dense.py``, docs/benchmarks.md "HNSW search width")."""
 SEARCH_WIDTH = 3
 """A graph query asks usearch for at least this many candidates per result wanted. usearch
