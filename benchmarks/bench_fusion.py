@@ -35,8 +35,8 @@ def compare(size: int, queries: int, seed: int, exact: bool) -> None:
         ingest(engine, corpus.texts, [{}] * size)
         print(f"{size} chunks ingested in {time.perf_counter() - started:.0f}s", flush=True)
         searcher = engine.searcher
-        configs = {"before": dataclasses.replace(engine.config, default_fusion_alpha=0.8,
-                                                 fusion_complete_scores=False),
+        configs = {"before": engine.config.with_overrides(retrieve={
+                       "fusion_alpha": 0.8, "fusion_complete_scores": False}),
                    "default": engine.config}
         timings: dict[str, list[float]] = {name: [] for name in configs}
         texts = corpus.queries[:queries]

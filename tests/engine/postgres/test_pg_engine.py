@@ -134,5 +134,5 @@ def test_reopening_rebuilds_from_the_database(pg_dsn: str, tmp_path: Path) -> No
 def test_a_different_embedder_is_refused(pg_dsn: str, tmp_path: Path) -> None:
     postgres_engine(pg_dsn, tmp_path / "a").close()
     with pytest.raises(Unavailable):
-        Engine(replace(make_config(tmp_path / "b"), hashing_dimension=32),
+        Engine(make_config(tmp_path / "b", embedder={"hashing_dimension": 32}),
                PostgresStore.open(pg_dsn), HashingEmbedder(32), {})
