@@ -16,7 +16,6 @@ p50/p95 (k 10, candidateK 100, includeText false) and their ratio.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import tempfile
 import time
 from pathlib import Path

@@ -106,7 +106,7 @@ def test_overrides_merge_over_the_file_and_the_environment_gives_the_dsn(
     monkeypatch.setenv("RCPKIT_DSN", "postgresql://env/kb")
     assert load_config(tmp_path).store.dsn == "postgresql://env/kb"
     with pytest.raises(ConfigError, match="unknown engine option"):
-        load_config(tmp_path, backend="sqlite")
+        load_config(tmp_path, store={"backend": "sqlite"})
 
 
 def test_record_backend_writes_a_store_table_an_old_file_still_reads(tmp_path: Path) -> None:

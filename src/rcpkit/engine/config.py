@@ -311,7 +311,8 @@ class PoisonConfig(_Section):
 
 @dataclass(frozen=True, slots=True)
 class LlmConfig(_Section):
-    """``[llm]``: an OpenAI-compatible chat-completions endpoint (:mod:`rcpkit.engine.llm`);
+    """``[llm]``: an OpenAI-compatible chat-completions endpoint
+    (:mod:`rcpkit.engine.knowledge.llm`);
     ``url`` with ``model`` turns on generated ``hyde`` passages and ``global`` summaries."""
 
     TABLE: ClassVar[str] = "llm"
