@@ -106,7 +106,7 @@ def test_overrides_merge_over_the_file_and_the_environment_gives_the_dsn(
     monkeypatch.setenv("RCPKIT_DSN", "postgresql://env/kb")
     assert load_config(tmp_path).store.dsn == "postgresql://env/kb"
     with pytest.raises(ConfigError, match="unknown engine option"):
-        load_config(tmp_path, store={"backend": "sqlite"})
+        load_config(tmp_path, backend="sqlite")
 
 
 def test_record_backend_writes_a_store_table_an_old_file_still_reads(tmp_path: Path) -> None:
@@ -116,3 +116,23 @@ def test_record_backend_writes_a_store_table_an_old_file_still_reads(tmp_path: P
     assert text.startswith('embedder = "hashing"\n[store]\nbackend = "postgres"\n')
     assert load_config(tmp_path).store == StoreConfig("postgres", "postgresql://db/kb", "memory")
     assert not record_backend(tmp_path, "sqlite", None)
+
+
+def test_a_collection_on_postgres_records_its_store_beside_a_sectioned_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``collection create --dsn`` adds the record's ``[store]`` to the given config, whose
+    last table would otherwise swallow bare ``backend``/``dsn`` lines; ``drop`` finds it."""
+    from rcpkit.tenancy import collections
+
+    schemas: list[str] = []
+    monkeypatch.setattr(collections, "_create_schema", lambda dsn, schema: f"{dsn}?s={schema}")
+    monkeypatch.setattr(collections, "_drop_schema", lambda dsn, schema: schemas.append(dsn))
+    registry = collections.CollectionRegistry(tmp_path)
+    directory = registry.create("kb", '[embedder]\nname = "hashing"\n', dsn="postgresql://db")
+    config = load_config(directory)
+    assert (config.embedder.name, config.store) == (
+        "hashing", StoreConfig("postgres", "postgresql://db?s=rcpkit_kb"))
+    with pytest.raises(collections.CollectionError, match="must not set backend or dsn"):
+        registry.create("other", '[store]\nbackend = "sqlite"\n', dsn="postgresql://db")
+    registry.drop("kb")
+    assert schemas == ["postgresql://db?s=rcpkit_kb"]

@@ -34,7 +34,7 @@ __all__ = ["CONFIG_FILE", "DSN_ENV", "LEGACY_KEYS", "BackendChoice", "ChunkingCo
            "DenseConfig", "EmbedderChoice", "EmbedderConfig", "EngineConfig", "IndexConfig",
            "LexicalConfig", "LlmConfig", "MemoryConfig", "PoisonConfig", "RecallChoice",
            "RequestsConfig", "RerankConfig", "RetentionConfig", "RetrieveConfig",
-           "SettingError", "StoreConfig", "load_config", "record_backend"]
+           "SettingError", "StoreConfig", "load_config", "record_backend", "settings_by_table"]
 
 CONFIG_FILE = "rcpkit.toml"
 """Per-data-directory engine configuration, read by :func:`load_config`."""
@@ -427,7 +427,7 @@ class EngineConfig:
     def from_mapping(cls, document: Mapping[str, Any]) -> EngineConfig:
         """Build from a parsed ``rcpkit.toml`` (or its JSON twin): its tables, or the flat keys
         of a file written before them (``LEGACY_KEYS``); unknown keys are an error."""
-        tables, written = _tables_of(document)
+        tables, written = settings_by_table(document)
         return _built(cls(), tables, written)
 
     @classmethod
@@ -484,7 +484,7 @@ def _tables_from(overrides: Mapping[str, Any]) -> Tables:
     return tables
 
 
-def _tables_of(document: Mapping[str, Any]) -> tuple[Tables, dict[tuple[str, str], str]]:
+def settings_by_table(document: Mapping[str, Any]) -> tuple[Tables, dict[tuple[str, str], str]]:
     """A parsed file's settings by table, and the old flat name of each setting written so.
 
     A top-level table named after a section is that section; any other top-level key, and
@@ -635,7 +635,7 @@ def load_config(config_or_data_dir: EngineConfig | str | Path | None = None,
         if config_file.is_file():
             where = f"{config_file}: "
             try:
-                stored, written = _tables_of(_read(config_file))
+                stored, written = settings_by_table(_read(config_file))
             except (ValueError, TypeError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"{where}{exc}") from exc
         tables = _merged(_merged(stored, {"": {"data_dir": data_dir}}), options)
@@ -661,7 +661,7 @@ def record_backend(data_dir: Path, backend: str, dsn: str | None) -> bool:
     changed."""
     config_file = data_dir / CONFIG_FILE
     text = config_file.read_text(encoding="utf-8") if config_file.is_file() else ""
-    store = _tables_of(tomllib.loads(text))[0].get("store", {})
+    store = settings_by_table(tomllib.loads(text))[0].get("store", {})
     if "backend" in store:
         return False
     # JSON string escapes are valid TOML basic-string escapes.
