@@ -17,13 +17,14 @@ from rcpkit.engine.types import DocumentIn, SearchRequest
 
 WRITER = textwrap.dedent("""
     import sys
-    from rcpkit.engine.config import EngineConfig
+    from rcpkit.engine.config import EmbedderConfig, EngineConfig, IndexConfig, RetentionConfig
     from rcpkit.engine.core import Engine
     from rcpkit.engine.types import DocumentIn
 
     data_dir, round_no = sys.argv[1], int(sys.argv[2])
-    engine = Engine.open(EngineConfig(data_dir=data_dir, embedder="hashing", index_save_every=3,
-                                      retain_versions=4, retain_seconds=0))
+    engine = Engine.open(EngineConfig(data_dir=data_dir, embedder=EmbedderConfig(name="hashing"),
+                                      index=IndexConfig(save_every=3),
+                                      retention=RetentionConfig(versions=4, seconds=0)))
     print("ready", flush=True)
     i = 0
     while True:

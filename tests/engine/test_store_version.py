@@ -139,7 +139,7 @@ def test_a_newer_store_is_refused_untouched(tmp_path: Path) -> None:
 def test_serving_a_newer_store_fails_with_the_reason(tmp_path: Path) -> None:
     newer_store(tmp_path)
     with pytest.raises(ConfigError, match=r"cannot open the engine: the store .* upgrade rcpkit"):
-        _engine_server(tmp_path, {"embedder": "hashing"})
+        _engine_server(tmp_path, {"embedder": {"name": "hashing"}})
 
 
 def documents_with(hashes: dict[str, str]) -> list[DocumentWrite]:
