@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from rcpkit.engine.indexes.dense import quantised
+from rcpkit.engine.indexes.dense.quantised import Int8Codes, candidates, encode
 
 __all__ = ["Snapshot", "allowed_rows", "coded", "member", "scores", "search", "top_k"]
 
@@ -47,7 +47,7 @@ class Snapshot:
 
     vectors: np.ndarray
     rowids: np.ndarray
-    codes: quantised.Int8Codes | None = None
+    codes: Int8Codes | None = None
     """int8 codes of the first ``codes.rows`` rows, for exact search's first pass."""
 
     def positions(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +77,7 @@ def coded(snapshot: Snapshot, first_pass: bool) -> Snapshot:
         return Snapshot(snapshot.vectors, snapshot.rowids) if codes is not None else snapshot
     if codes is not None and rows - codes.rows <= max(CODE_TAIL_MIN, CODE_TAIL_FRACTION * rows):
         return snapshot
-    return Snapshot(snapshot.vectors, snapshot.rowids, quantised.encode(snapshot.vectors))
+    return Snapshot(snapshot.vectors, snapshot.rowids, encode(snapshot.vectors))
 
 
 def allowed_rows(rowids: np.ndarray, allow: np.ndarray) -> np.ndarray:
@@ -147,6 +147,6 @@ def search(snapshot: Snapshot, queries: np.ndarray, k: int, allowed: np.ndarray 
         rest = rest[allowed[codes.rows:]]
     results = []
     for query in queries:
-        found = np.concatenate([quantised.candidates(codes, query, keep, coded_allowed), rest])
+        found = np.concatenate([candidates(codes, query, keep, coded_allowed), rest])
         results.append(top_k(scores(vectors, found, query), rowids[found], keep))
     return results

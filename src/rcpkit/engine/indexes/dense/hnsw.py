@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from rcpkit.engine.indexes.dense import usearch_format
+import rcpkit.engine.indexes.dense.usearch_format as usearch_format
 from rcpkit.engine.indexes.dense.exact import NO_ROWS, Snapshot
 from rcpkit.engine.indexes.persist import bytes_checksum
 from rcpkit.files import replace_durably, write_new

@@ -37,10 +37,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+import rcpkit.engine.indexes.dense.exact as exact_scan
+import rcpkit.engine.indexes.dense.hnsw as hnsw
+import rcpkit.engine.indexes.dense.usearch_format as usearch_format
 from rcpkit.engine.config import GRAPH_DTYPES
 from rcpkit.engine.errors import IndexUnavailable
-from rcpkit.engine.indexes.dense import exact as exact_scan
-from rcpkit.engine.indexes.dense import hnsw, usearch_format
 from rcpkit.engine.indexes.dense.exact import NO_ROWS, Snapshot, member
 from rcpkit.engine.indexes.dense.hnsw import Graph
 from rcpkit.engine.indexes.persist import compact_ints, file_checksum, verify_file
