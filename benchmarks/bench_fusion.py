@@ -1,7 +1,7 @@
 """The default hybrid ``retrieve`` with and without score completion, side by side.
 
 Under ``convex`` fusion each half of a hybrid search also scores the other half's candidates
-(``EngineConfig.fusion_complete_scores``, docs/benchmarks.md "Quality (development data)"):
+(``[retrieve] fusion_complete_scores``, docs/benchmarks.md "Quality (development data)"):
 the BM25 of the dense candidates comes from the lexical search's own scoring pass, the cosine
 of the lexical candidates from their stored vectors. This measures what that costs: one
 engine over the corpus of bench_engine.py (Zipfian pseudo-word texts, random unit vectors,
@@ -16,7 +16,6 @@ p50/p95 (k 10, candidateK 100, includeText false) and their ratio.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -35,8 +34,8 @@ def compare(size: int, queries: int, seed: int, exact: bool) -> None:
         ingest(engine, corpus.texts, [{}] * size)
         print(f"{size} chunks ingested in {time.perf_counter() - started:.0f}s", flush=True)
         searcher = engine.searcher
-        configs = {"before": dataclasses.replace(engine.config, default_fusion_alpha=0.8,
-                                                 fusion_complete_scores=False),
+        configs = {"before": engine.config.with_overrides(retrieve={
+                       "fusion_alpha": 0.8, "fusion_complete_scores": False}),
                    "default": engine.config}
         timings: dict[str, list[float]] = {name: [] for name in configs}
         texts = corpus.queries[:queries]

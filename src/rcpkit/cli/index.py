@@ -95,8 +95,8 @@ def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | 
     need the embedding model (loaded lazily, on its first use); ``overrides`` are settings
     of this run only."""
     try:
-        config = load_config(data, backend=backend, dsn=dsn, **(overrides or {}))
-        if not create and config.backend == "sqlite" and not _holds_index(data):
+        config = load_config(data, store={"backend": backend, "dsn": dsn}, **(overrides or {}))
+        if not create and config.store.backend == "sqlite" and not _holds_index(data):
             fail(command, f"{data}: no index here (create one with `rcpkit index add DIR "
                  f"--data {data}`)")
         opening = "opening the index" + (" and the embedding model" if embeds else "")
@@ -333,11 +333,11 @@ def _index(command: str, paths: Sequence[Path], options: FolderOptions, *, sync:
     if trust is not None and trust not in TRUST_LEVELS:
         fail(command, f"--trust must be one of {', '.join(TRUST_LEVELS)}, not {trust!r}")
     try:
-        config = load_config(data, backend=backend, dsn=dsn, **(overrides or {}))
+        config = load_config(data, store={"backend": backend, "dsn": dsn}, **(overrides or {}))
         registry = RootRegistry(data)
     except (EngineError, ValueError, KeyError) as exc:
         fail(command, f"{data}: {exc}")
-    limit, level = config.max_text_bytes, trust or config.trust
+    limit, level = config.requests.max_text_bytes, trust or config.index.trust
     excluded = selection.specs()[1]
     suggested = f"rcpkit {command} {{args}} --data {data}" + \
         (f" --collection {collection}" if collection else "")
@@ -380,8 +380,8 @@ def _index(command: str, paths: Sequence[Path], options: FolderOptions, *, sync:
         if backend is not None and collection is None:
             # The backend given once stays with the data, so the next `--data DIR` finds
             # it; a DSN from the environment stays there, out of the file.
-            record_backend(data, engine.config.backend, dsn)
-        batch = min(options.batch_size, engine.config.max_documents_per_add)
+            record_backend(data, engine.config.store.backend, dsn)
+        batch = min(options.batch_size, engine.config.requests.max_documents_per_add)
         try:
             _ingest(engine, documents, tally, chunk=options.chunk,
                     contextual=options.contextual, batch_size=batch, max_trust=level)
@@ -391,8 +391,8 @@ def _index(command: str, paths: Sequence[Path], options: FolderOptions, *, sync:
             registry.save()  # the committed documents carry its labels
         elif sync:
             stale = stale_documents(engine, folder, set(seen))
-            for start in range(0, len(stale), engine.config.max_documents_per_add):
-                chunk_ids = stale[start:start + engine.config.max_documents_per_add]
+            for start in range(0, len(stale), engine.config.requests.max_documents_per_add):
+                chunk_ids = stale[start:start + engine.config.requests.max_documents_per_add]
                 tally.deleted += engine.delete(chunk_ids).deleted
         if not interrupted:
             if not engine.wait_for_indexes(0):
@@ -557,10 +557,10 @@ def index_stats(data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
                  embeds=False) as engine:
         stats = engine.stats()
         described = engine.describe()
-        where = engine.config.data_dir.as_posix() if engine.config.backend == "sqlite" \
-            else _redacted(engine.config.dsn)
+        where = engine.config.data_dir.as_posix() if engine.config.store.backend == "sqlite" \
+            else _redacted(engine.config.store.dsn)
     table = Table(show_header=False, box=None)
-    for name, value in [("backend", f"{engine.config.backend} ({where})"), *stats.items(),
+    for name, value in [("backend", f"{engine.config.store.backend} ({where})"), *stats.items(),
                         ("embedder", described.embed_identity),
                         ("filter fields", ", ".join(f"{k}:{v}" for k, v in
                                                     sorted(described.filter_fields.items())))]:
@@ -675,7 +675,7 @@ def _memories(command: str, data: Path, backend: str | None, dsn: str | None,
 
         memory = KnowledgeMemory.open(config.data_dir, engine.store, ConceptExtractor(),
                                       no_live_view,
-                                      retention_seconds=config.memory_retention_seconds)
+                                      retention_seconds=config.memory.retention_seconds)
         try:
             yield memory
         finally:

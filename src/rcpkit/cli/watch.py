@@ -38,7 +38,7 @@ from rcpkit.ingest.writes import Tally
 __all__ = ["EMBEDDING_CACHE", "cache_override", "register", "watch", "watch_beside"]
 
 EMBEDDING_CACHE = "embedding-cache.sqlite"
-"""The vector cache a watched data directory gets unless it names one (``embedding_cache``):
+"""The vector cache a watched data directory gets unless it names one (``[embedder] cache``):
 an edit or a rename embeds only the chunks whose text is new."""
 _SHOWN = 3
 _QUIET_FILES = 64
@@ -111,8 +111,8 @@ def cache_override(data: Path, backend: str | None = None,
                    dsn: str | None = None) -> dict[str, Any]:
     """The engine option giving a watched data directory its :data:`EMBEDDING_CACHE`,
     unless its configuration names one."""
-    configured = load_config(data, backend=backend, dsn=dsn).embedding_cache
-    return {} if configured is not None else {"embedding_cache": data / EMBEDDING_CACHE}
+    configured = load_config(data, store={"backend": backend, "dsn": dsn}).embedder.cache
+    return {} if configured is not None else {"embedder": {"cache": data / EMBEDDING_CACHE}}
 
 
 @with_folder_options
@@ -140,7 +140,7 @@ def watch(
                          suggested)
     with _engine(command, directory, backend=options.backend, dsn=options.dsn, create=True,
                  overrides=overrides) as engine:
-        level = options.trust or engine.config.trust
+        level = options.trust or engine.config.index.trust
         stop = threading.Event()
         memories = IndexMemories(engine)
         watcher = FolderWatcher(
@@ -194,7 +194,7 @@ def watch_beside(engine: Engine, folder: Path, *, settle: float = 0.5
         lines[0][1].update(done, chunks)
 
     watcher = FolderWatcher(engine, root, folder=folder, settle=settle, report=_report,
-                            label=_labeller(engine.config.trust, False),
+                            label=_labeller(engine.config.index.trust, False),
                             changed=lambda batch: _rebuilt(memories), progress=progress)
     stop = threading.Event()
 
