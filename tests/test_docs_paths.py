@@ -2,9 +2,10 @@
 
 A backticked token is a path when it is a ``.py`` file or starts with a top-level name of
 ``src/rcpkit`` or of the repository (``engine/store/sql.py``, ``rcpkit/files.py``,
-``tests/test_layers.py``, ``scripts/test``); tokens with spaces, ``<placeholders>`` or call
-syntax, and URL paths (``/healthz``), are prose. A line marked ``(landing)`` names work still on its branch: its paths must
-not exist yet, so merging that work fails here until the mark is dropped.
+``tests/test_layers.py``, ``scripts/test``); tokens with spaces, ``<placeholders>``, call
+syntax or a leading ``/`` (``/healthz``, a URL path) are prose. A line marked ``(landing)``
+names work still on its branch: its paths must not exist yet, so merging that work fails here
+until the line is rewritten and the mark dropped.
 """
 
 from __future__ import annotations
