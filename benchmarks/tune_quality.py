@@ -699,7 +699,8 @@ def bm25_variant(m: Matrices, *, analyzer: Analyzer | None = None, k1: float = 1
     def normalised(frequencies: sparse.csr_matrix, slope: float) -> sparse.csr_matrix:
         """``tf / (1 - b + b |d| / avgdl)`` entry by entry, on the same sparsity layout."""
         length = np.asarray(frequencies.sum(1)).ravel()
-        norm = 1.0 - slope + slope * length / max(length[length > 0].mean(), 1e-12)
+        average = length[length > 0].mean() if (length > 0).any() else 1.0  # no titles: 1
+        norm = 1.0 - slope + slope * length / average
         row_of = np.repeat(np.arange(frequencies.shape[0]), np.diff(frequencies.indptr))
         result = frequencies.copy()
         result.data = frequencies.data / norm[row_of]
