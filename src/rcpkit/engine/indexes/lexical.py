@@ -1,7 +1,8 @@
 """Live, incremental BM25 index over integer row ids (the ``sparse`` recall of §7.7).
 
 Scoring is Lucene's BM25 (the form used by Lucene ≥ 8, Elasticsearch and OpenSearch, so the
-scores are comparable with theirs; it is ≥ 0, the ``scoreFloor`` of §6.1)::
+scores of a query naming each term once equal theirs; it is ≥ 0, the ``scoreFloor`` of
+§6.1)::
 
     score(q, d) = Σ_t∈terms(q)  idf(t) · tf(t, d) / (tf(t, d) + k1 · (1 - b + b · |d| / avgdl))
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
