@@ -8,7 +8,6 @@ texts. Also ``bench_fusion.py --before-lexical`` (the side-by-side timing of a s
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +18,8 @@ import pytest
 
 from rcpkit.engine.indexes.lexical import LexicalIndex
 from rcpkit.engine.text import Analyzer
+from support.benchmarks import BENCHMARKS, load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 LEXICAL_SOURCE = Path(__file__).resolve().parents[2] / "src/rcpkit/engine/indexes/lexical.py"
 TEXTS = [
     "Vitamin D and bone density\n\nVitamin D intake raises bone density in older adults.",
@@ -33,23 +32,9 @@ QUERIES = ["vitamin d bone density", "bone bone fractures heal", "memory sleep s
            "colds", "nothing matches this"]
 
 
-def load_tune_quality() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location("tune_quality",
-                                                      BENCHMARKS / "tune_quality.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses resolve their module by name
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
 @pytest.fixture(scope="module")
 def tune() -> ModuleType:
-    return load_tune_quality()
+    return load_benchmark("tune_quality")
 
 
 def engine_scores(index: LexicalIndex) -> np.ndarray:
