@@ -806,6 +806,7 @@ def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEm
     model, tokenizer_file = minilm_files()
     tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
     tokenizer.no_truncation()
+    tokenizer.no_padding()
     read = 254  # 256 less [CLS] and [SEP]
     header("dense inputs under the default fusion: nDCG@10 / Recall@100 (dense alone "
            "nDCG@10) per collection")
