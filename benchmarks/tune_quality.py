@@ -667,14 +667,17 @@ def learned_fusion(m: Matrices, candidates: np.ndarray, dense: np.ndarray, spars
 def bm25_variant(m: Matrices, *, analyzer: Analyzer | None = None, k1: float = 1.2,
                  b: float = 0.75, title_repeat: int = 2, form: str = "okapi",
                  delta: float = 0.0, distinct: bool = True, title_field: tuple[float, float]
-                 | None = None, pairs: int = 0) -> np.ndarray:
+                 | None = None, pairs: int = 0, terms: dict[str, object] | None = None
+                 ) -> np.ndarray:
     """Every query's BM25 against every row, in a variant of the engine's scoring (its
     defaults reproduce the engine's index): ``form`` ``okapi``, ``bm25+`` (``delta`` added to
     every matching term's saturated tf, Lv and Zhai), ``bm25l`` (``delta`` added to the
     length-normalised tf before saturation) or ``logtf``; ``distinct`` False counts a
     repeated query term once per occurrence (Lucene); ``title_field`` (weight, b) scores the
     title as its own BM25F field instead of repeating it; ``pairs`` n indexes the ordered
-    pairs of terms at most n apart instead of the terms."""
+    pairs of terms at most n apart instead of the terms. ``terms``, if given, receives the
+    model: the saturated ``tf`` (rows x terms), ``idf``, the ``query`` term weights before
+    idf, and the raw ``counts`` (the texts as indexed)."""
     from scipy import sparse  # a benchmark-only dependency (numpy's companion)
 
     analyzer = analyzer if analyzer is not None else Analyzer()
@@ -733,6 +736,7 @@ def bm25_variant(m: Matrices, *, analyzer: Analyzer | None = None, k1: float = 1
                     + normalised(body_counts[:, :len(vocabulary)].astype(np.float64), b)).tocsr()
         tf = combined.copy()
         tf.data = combined.data / (combined.data + k1)
+        frequencies = (title_counts + body_counts)[:, :len(vocabulary)].astype(np.float64)
     present = tf.copy()
     present.data = np.ones_like(present.data)
     frequency = np.asarray(present.sum(0)).ravel()
@@ -741,9 +745,10 @@ def bm25_variant(m: Matrices, *, analyzer: Analyzer | None = None, k1: float = 1
     for number, query in enumerate(m.queries):
         for term, count in Counter(tokens(query)).items():
             if term in vocabulary:
-                weights[number, vocabulary[term]] = (1 if distinct else count) * idf[
-                    vocabulary[term]]
-    scores: np.ndarray = np.asarray((tf @ weights.T).T)
+                weights[number, vocabulary[term]] = 1 if distinct else count
+    if terms is not None:
+        terms.update(tf=tf, idf=idf, query=weights, counts=frequencies)
+    scores: np.ndarray = np.asarray((tf @ (weights * idf).T).T)
     return scores
 
 
@@ -786,6 +791,87 @@ def sweep_lexical(matrices: list[Matrices], alpha: float) -> None:
             alone = matrix_means(m, sparse, sparse > 0)
             line += (f" | {means['nDCG@10']:.4f} {means['Recall@100']:.4f} "
                      f"({alone['nDCG@10']:.4f})")
+        print(line, flush=True)
+
+
+def expanded_sparse(m: Matrices, model: dict[str, object], first: np.ndarray, docs: int,
+                    terms: int, original: float, selection: str) -> np.ndarray:
+    """BM25 of every query expanded from its top ``docs`` rows by ``first`` (RM3, Lavrenko
+    and Croft's relevance model as Anserini runs it): each feedback row weighs its terms'
+    ``tf / |d|`` by its share of the feedback rows' ``first`` scores, the ``terms`` best of
+    that model (times idf with ``selection`` ``tfidf``; ``rm3`` without) are L1-normalised
+    and mixed with the L1-normalised original terms at weight ``original``, and every row
+    is scored by the idf-weighted saturated tf of the mixed terms (the engine's BM25 with
+    weighted query terms)."""
+    from scipy import sparse  # a benchmark-only dependency (numpy's companion)
+
+    tf, idf, query, counts = (model["tf"], model["idf"], model["query"], model["counts"])
+    assert isinstance(tf, sparse.csr_matrix) and isinstance(counts, sparse.csr_matrix)
+    assert isinstance(idf, np.ndarray) and isinstance(query, np.ndarray)
+    top = top_columns(first, docs)
+    shares = np.maximum(np.take_along_axis(first, top, 1), 0.0)
+    shares = np.where(shares.sum(1, keepdims=True) > 0, shares, 1.0)
+    shares /= shares.sum(1, keepdims=True)
+    lengths = np.maximum(np.asarray(counts.sum(1)).ravel(), 1.0)
+    relative = sparse.diags(1.0 / lengths) @ counts
+    feedback = sparse.csr_matrix((shares.ravel(), (np.repeat(np.arange(len(top)), top.shape[1]),
+                                                   top.ravel())), shape=(len(top), len(lengths)))
+    relevance = (feedback @ relative).tocsr()
+    if selection == "tfidf":
+        relevance = (relevance @ sparse.diags(idf)).tocsr()
+    mixed = original * query / np.maximum(query.sum(1, keepdims=True), 1e-12)
+    for number in range(relevance.shape[0]):
+        start, end = relevance.indptr[number], relevance.indptr[number + 1]
+        columns, values = relevance.indices[start:end], relevance.data[start:end]
+        best = np.argsort(-values, kind="stable")[:terms]
+        if values[best].sum() > 0:
+            mixed[number, columns[best]] += (1 - original) * values[best] / values[best].sum()
+    scores: np.ndarray = np.asarray((tf @ (mixed * idf).T).T)
+    return scores
+
+
+PRF_GRID = [(source, docs, terms, original, selection, 0.82)
+            for source in ("bm25", "hybrid") for selection in ("rm3", "tfidf")
+            for docs in (3, 5, 10) for terms in (10, 20) for original in (0.5, 0.7, 0.9)]
+PRF_GRID += [(source, docs, terms, original, "rm3", alpha)
+             for source, docs, terms, original in (("bm25", 10, 20, 0.9), ("hybrid", 3, 20, 0.7),
+                                                   ("hybrid", 3, 5, 0.95))
+             for alpha in (0.7, 0.75, 0.82, 0.88)]
+
+
+def sweep_prf(matrices: list[Matrices], alpha: float,
+              grid: Sequence[tuple[str, int, int, float, str, float]] = PRF_GRID) -> None:
+    """Query-side lexical pseudo-relevance feedback before fusion: each query expanded from
+    the top rows of BM25 alone (``bm25``) or of the default hybrid (``hybrid``: completed
+    convex, dense weight ``alpha``), the lexical half run again with the expanded query and
+    fused with the same dense half as the default does (at the dense weight of the row's
+    last field, ``a``); BM25 alone in brackets."""
+    header("lexical PRF under the default fusion: nDCG@10 / Recall@100 / MRR@10 (expanded "
+           "BM25 alone nDCG@10) per collection")
+    models: list[dict[str, object]] = []
+    firsts: list[dict[str, np.ndarray]] = []
+    for m in matrices:
+        model: dict[str, object] = {}
+        np.testing.assert_allclose(bm25_variant(m, terms=model), m.sparse, rtol=1e-9,
+                                   atol=1e-12)
+        models.append(model)
+        candidates, dense, lexical = halves(m)
+        firsts.append({"bm25": np.where(m.sparse > 0, m.sparse, -np.inf),
+                       "hybrid": np.where(candidates, alpha * dense + (1 - alpha) * lexical,
+                                          -np.inf)})
+    for source, docs, terms, original, selection, weight in [("none", 0, 0, 1.0, "", alpha),
+                                                              *grid]:
+        label = (f"{source} {selection} docs {docs} terms {terms} orig {original} a {weight}"
+                 if docs else "no feedback (today)")
+        line = f"{label:<47}"
+        for m, model, first in zip(matrices, models, firsts, strict=True):
+            sparse = (m.sparse if not docs else
+                      expanded_sparse(m, model, first[source], docs, terms, original, selection))
+            candidates, dense, lexical = halves(m, sparse=sparse)
+            means = matrix_means(m, weight * dense + (1 - weight) * lexical, candidates)
+            alone = matrix_means(m, sparse, sparse > 0)
+            line += " |" + "".join(f"{means[name]:>7.4f}" for name in SHOWN)
+            line += f" ({alone['nDCG@10']:.4f})"
         print(line, flush=True)
 
 
@@ -865,7 +951,7 @@ def main() -> None:
     parser.add_argument("--split", default=None, help="qrels split (default test / the only one)")
     parser.add_argument("--sweep", action="append",
                         choices=("fusion", "bm25", "windows", "rm3", "rerank", "latency",
-                                 "completion", "levers", "lexical", "dense-input"),
+                                 "completion", "levers", "lexical", "dense-input", "prf"),
                         default=[])
     parser.add_argument("--embedding-cache", type=Path, default=Path("embedding-cache.sqlite3"),
                         help="content-hash embedding cache (queries, sentence windows)")
@@ -904,7 +990,7 @@ def main() -> None:
         sweep_rerank(collections, args.rerank_queries)
     if "latency" in args.sweep:
         sweep_latency(collections)
-    if {"completion", "levers", "lexical", "dense-input"} & set(args.sweep):
+    if {"completion", "levers", "lexical", "dense-input", "prf"} & set(args.sweep):
         matrices = [Matrices.of(collection) for collection in collections]
         if "completion" in args.sweep:
             sweep_completion(matrices, (0.75, 0.8, 0.81, 0.82, 0.83, 0.85))
@@ -912,6 +998,8 @@ def main() -> None:
             sweep_levers(matrices, 0.82, embedder, args.levers)
         if "lexical" in args.sweep:
             sweep_lexical(matrices, 0.82)
+        if "prf" in args.sweep:
+            sweep_prf(matrices, 0.82)
         if "dense-input" in args.sweep:
             sweep_dense_input(matrices, 0.82, embedder, args.embedding_cache, args.dense_inputs)
     for collection in collections:
