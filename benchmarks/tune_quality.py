@@ -13,13 +13,14 @@ The chosen configurations are then confirmed end to end over stdio with ``rcpkit
     python benchmarks/tune_quality.py --collection scifact=DATASET_DIR:DATA_DIR \\
         --collection faq-en=...:... --sweep fusion --sweep bm25 --sweep windows --sweep rm3
 
-``--sweep completion`` and ``--sweep levers`` work on whole score matrices instead (every
+``--sweep completion``, ``--sweep levers`` and ``--sweep prf`` work on whole score matrices (every
 query against every row, dense cosine and BM25, computed once by the engine's own indexes):
 candidate depth per half, score completion, normalisation and the other fusion levers are
 then array operations, seconds a configuration. ``--sweep lexical`` (the BM25 half: analyzer,
 k1/b, BM25+/BM25L, query-term counting, the title as a BM25F field, word pairs) and ``--sweep
 dense-input`` (what the encoder reads: the text past its 256 tokens, the title alone, 512
-tokens) rescore one half on the same matrices and fuse it as the default does.
+tokens) rescore one half on the same matrices and fuse it as the default does; ``--sweep prf``
+expands each query from a first page (RM3) and rescores the lexical half with it.
 """
 
 from __future__ import annotations
