@@ -16,6 +16,12 @@ p50/p95 (k 10, candidateK 100, includeText false) and their ratio.
 today's configuration searching with the ``LexicalIndex`` class of FILE (an earlier
 ``src/rcpkit/engine/indexes/lexical.py``, e.g. from ``git show``) over the same postings, so
 both sides share one engine, one corpus and one index layout.
+
+``--prf-terms N`` prices lexical pseudo-relevance feedback (docs/benchmarks.md, "Issue 37,
+third round") instead: "before" is today's default search, the other side the same search
+followed by the feedback pass (the ``N`` most frequent terms of the top 3 hits' texts,
+``tf/|d|``, joined to the query, and the lexical scoring pass run again with them). The
+re-fusion is left out, so the ratio is a lower bound of what feedback would cost.
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ import argparse
 import importlib.util
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 from _common import ingest, open_engine, percentiles
 from bench_engine import Corpus
 
-from rcpkit.engine.types import SearchRequest
+from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.types import Hit, SearchRequest
 
 
 def lexical_class(path: Path) -> type:
@@ -41,8 +50,21 @@ def lexical_class(path: Path) -> type:
     return module.LexicalIndex  # type: ignore[no-any-return]
 
 
+def feedback(lexical: LexicalIndex, texts: list[str], query: str, hits: list[Hit],
+             terms: int) -> None:
+    """The work of one lexical feedback pass: the top 3 hits' terms weighed by ``tf/|d|``,
+    the ``terms`` best joined to the query, and the lexical scoring pass run again."""
+    model: Counter[str] = Counter()
+    for hit in hits[:3]:
+        tokens = lexical.analyzer.tokens(texts[int(hit.doc_id[1:])])
+        for term, count in Counter(tokens).items():
+            model[term] += count / max(len(tokens), 1)
+    expanded = " ".join([query, *(term for term, _ in model.most_common(terms))])
+    lexical.search_scoring(expanded, 100, np.arange(100))
+
+
 def compare(size: int, queries: int, seed: int, exact: bool,
-            before_lexical: Path | None = None) -> None:
+            before_lexical: Path | None = None, prf_terms: int = 0) -> None:
     corpus = Corpus.build(size, seed)
     with tempfile.TemporaryDirectory() as data:
         engine = open_engine(Path(data), corpus.embedder())
@@ -56,8 +78,9 @@ def compare(size: int, queries: int, seed: int, exact: bool,
         assert engine.indexes is not None
         lexical = engine.indexes.lexical
         classes = {"before": type(lexical), "default": type(lexical)}
-        if before_lexical is not None:
+        if before_lexical is not None or prf_terms:
             configs["before"] = engine.config
+        if before_lexical is not None:
             classes["before"] = lexical_class(before_lexical)
         timings: dict[str, list[float]] = {name: [] for name in configs}
         texts = corpus.queries[:queries]
@@ -71,7 +94,9 @@ def compare(size: int, queries: int, seed: int, exact: bool,
                 request = SearchRequest(text, k=10, candidate_k=100, include_text=False,
                                         seed=42 if exact else None)
                 begun = time.perf_counter()
-                engine.search(request)
+                result = engine.search(request)
+                if prf_terms and name == "default":
+                    feedback(lexical, corpus.texts, text, result.hits, prf_terms)
                 timings[name].append((time.perf_counter() - begun) * 1000)
         searcher._config = configs["default"]
         lexical.__class__ = classes["default"]
@@ -94,10 +119,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke run: 1k chunks, 10 queries")
     parser.add_argument("--before-lexical", type=Path, default=None,
                         help="an earlier lexical.py: before = today's config with its BM25")
+    parser.add_argument("--prf-terms", type=int, default=0,
+                        help="before = today's default, the other side plus a lexical "
+                             "feedback pass with this many expansion terms")
     args = parser.parse_args()
     sizes, queries = ([1000], 10) if args.quick else (args.sizes, args.queries)
     for size in sizes:
-        compare(size, queries, args.seed, args.exact, args.before_lexical)
+        compare(size, queries, args.seed, args.exact, args.before_lexical, args.prf_terms)
 
 
 if __name__ == "__main__":
