@@ -608,50 +608,19 @@ async def serve_stdio(bridge: McpBridge) -> None:
     await _serve_stdio(bridge.server())
 
 
-async def _serve_stdio(server: Server[Any], on_first_answer: Callable[[], None] | None = None,
-                       ) -> None:
+async def _serve_stdio(server: Server[Any]) -> None:
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream if on_first_answer is None
-                         else _FirstSent(write_stream, on_first_answer),
-                         server.create_initialization_options())
-
-
-class _FirstSent:
-    """The SDK's write stream, calling ``after()`` once its first message is sent."""
-
-    def __init__(self, stream: Any, after: Callable[[], None]) -> None:
-        self._stream = stream
-        self._after: Callable[[], None] | None = after
-
-    async def send(self, item: Any, /) -> None:
-        await self._stream.send(item)
-        if self._after is not None:
-            after, self._after = self._after, None
-            after()
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> _FirstSent:
-        await self._stream.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
-        exited: bool | None = await self._stream.__aexit__(*exc_info)
-        return exited
+        await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 async def serve_stdio_opening(opening: contextlib.AbstractAsyncContextManager[AsyncClient], *,
                               engine: str, allow_writes: bool = True) -> None:
     """:func:`serve_stdio` while the engine is still opening: ``initialize`` is answered at
     once (a host waits for it, and opening an engine with a model takes seconds); every
-    other request waits for the engine. ``engine`` names it until then. The engine starts
-    opening once the first answer is out (or a request needs it first): opening it
-    competes with the handshake for the interpreter (one GIL), and overlaps nothing before.
-    When the engine cannot open, each request gets that error and, at EOF, it is raised."""
+    other request waits for the engine. ``engine`` names it until then. When the engine
+    cannot open, each request gets that error and, at EOF, it is raised."""
     ready: asyncio.Future[McpBridge] = asyncio.get_running_loop().create_future()
     finished = asyncio.Event()
-    holder: asyncio.Future[None] | None = None
 
     async def hold() -> None:
         try:
@@ -663,14 +632,8 @@ async def serve_stdio_opening(opening: contextlib.AbstractAsyncContextManager[As
                 ready.set_exception(exc)
             raise
 
-    def start_opening() -> None:
-        nonlocal holder
-        if holder is None:
-            holder = asyncio.ensure_future(hold())
-
     def forward(name: str) -> Callable[..., Awaitable[Any]]:
         async def answer(*args: Any) -> Any:
-            start_opening()
             try:
                 bridge = await asyncio.shield(ready)
             except (RcpError, UsageError, OSError) as exc:
@@ -678,14 +641,14 @@ async def serve_stdio_opening(opening: contextlib.AbstractAsyncContextManager[As
             return await getattr(bridge, name)(*args)
         return answer
 
+    holder = asyncio.ensure_future(hold())
     try:
         # Ends at EOF only: a read of stdin in progress cannot be interrupted.
-        await _serve_stdio(_mcp_server(forward, engine, None), start_opening)
+        await _serve_stdio(_mcp_server(forward, engine, None))
     finally:
         finished.set()
-        if holder is not None:
-            await asyncio.gather(holder, return_exceptions=True)
+        await asyncio.gather(holder, return_exceptions=True)
         if ready.done():
             ready.exception()  # the same error as the holder's, raised below: not "lost"
-    if holder is not None:
-        holder.result()  # the engine's failure to open, if it failed
+    holder.result()  # the engine's failure to open, if it failed
+
