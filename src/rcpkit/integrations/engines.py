@@ -33,9 +33,9 @@ async def open_engine(*, stdio: str | Sequence[str] | None = None, http: str | N
     ``stdio`` (a command line), ``http`` (the base URL) or ``data`` (a data directory of the
     built-in engine, opened in this process and closed on exit).
 
-    In process, ``govern(server)`` sets who the server answers as whom before it serves
-    (:func:`rcpkit.tenancy.serving.govern_writes`), and ``caller()`` names who sends each
-    request (:class:`~rcpkit.client.memory.MemoryTransport`)."""
+    In process, ``govern(server)`` adapts the server before it serves (each caller's
+    stamps, caps and trust grant: :func:`rcpkit.tenancy.serving.govern_writes`), and
+    ``caller()`` names who sends each request (:class:`~rcpkit.client.memory.MemoryTransport`)."""
     if sum(target is not None for target in (stdio, http, data)) != 1:
         raise UsageError("give exactly one engine: a command (stdio), a URL (http) or a "
                          "data directory")
