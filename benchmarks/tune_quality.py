@@ -795,24 +795,24 @@ def sweep_lexical(matrices: list[Matrices], alpha: float) -> None:
         print(line, flush=True)
 
 
-def expanded_sparse(m: Matrices, model: dict[str, object], first: np.ndarray, docs: int,
-                    terms: int, original: float, selection: str) -> np.ndarray:
+def expanded_sparse(model: dict[str, object], first: np.ndarray, docs: int, terms: int,
+                    original: float, selection: str) -> np.ndarray:
     """BM25 of every query expanded from its top ``docs`` rows by ``first`` (RM3, Lavrenko
     and Croft's relevance model as Anserini runs it): each feedback row weighs its terms'
     ``tf / |d|`` by its share of the feedback rows' ``first`` scores, the ``terms`` best of
     that model (times idf with ``selection`` ``tfidf``; ``rm3`` without) are L1-normalised
     and mixed with the L1-normalised original terms at weight ``original``, and every row
     is scored by the idf-weighted saturated tf of the mixed terms (the engine's BM25 with
-    weighted query terms)."""
+    weighted query terms). A row ranked ``-inf`` by ``first`` is never a feedback row."""
     from scipy import sparse  # a benchmark-only dependency (numpy's companion)
 
     tf, idf, query, counts = (model["tf"], model["idf"], model["query"], model["counts"])
     assert isinstance(tf, sparse.csr_matrix) and isinstance(counts, sparse.csr_matrix)
     assert isinstance(idf, np.ndarray) and isinstance(query, np.ndarray)
     top = top_columns(first, docs)
-    shares = np.maximum(np.take_along_axis(first, top, 1), 0.0)
-    shares = np.where(shares.sum(1, keepdims=True) > 0, shares, 1.0)
-    shares /= shares.sum(1, keepdims=True)
+    scores = np.take_along_axis(first, top, 1)
+    shares = np.where(np.isfinite(scores), np.maximum(scores, 0.0), 0.0)  # -inf: not ranked
+    shares /= np.maximum(shares.sum(1, keepdims=True), 1e-300)  # nothing ranked: no feedback
     lengths = np.maximum(np.asarray(counts.sum(1)).ravel(), 1.0)
     relative = sparse.diags(1.0 / lengths) @ counts
     feedback = sparse.csr_matrix((shares.ravel(), (np.repeat(np.arange(len(top)), top.shape[1]),
@@ -867,7 +867,7 @@ def sweep_prf(matrices: list[Matrices], alpha: float,
         line = f"{label:<47}"
         for m, model, first in zip(matrices, models, firsts, strict=True):
             sparse = (m.sparse if not docs else
-                      expanded_sparse(m, model, first[source], docs, terms, original, selection))
+                      expanded_sparse(model, first[source], docs, terms, original, selection))
             candidates, dense, lexical = halves(m, sparse=sparse)
             means = matrix_means(m, weight * dense + (1 - weight) * lexical, candidates)
             alone = matrix_means(m, sparse, sparse > 0)

@@ -3,7 +3,8 @@
 The sweep's claims (docs/benchmarks.md, "Issue 37, second round") rest on ``bm25_variant``:
 with its defaults it must score exactly as the engine's ``LexicalIndex`` (the sweep asserts it
 on the collections too), and each variant must change what it says, checked on hand-made
-texts. Also ``bench_fusion.py --before-lexical`` (the side-by-side timing of a scoring change).
+texts. ``expanded_sparse`` (``--sweep prf``, "Issue 37, third round") on the same texts. Also
+``bench_fusion.py --before-lexical`` (the side-by-side timing of a scoring change).
 """
 
 from __future__ import annotations
@@ -88,6 +89,36 @@ def test_variants_change_only_what_they_name(tune: ModuleType) -> None:
     pairs = tune.bm25_variant(matrices(), pairs=1)
     assert pairs[0, 0] > 0 and pairs[2, 2] > 0  # "vitamin d", "memory sleep" ... as written
     assert pairs[3].sum() == 0  # a one-word query has no pair
+
+
+def expanded(tune: ModuleType, docs: int, terms: int, original: float,
+             selection: str = "rm3") -> tuple[np.ndarray, np.ndarray]:
+    """(BM25, BM25 of the queries expanded from BM25's own top ``docs`` rows)."""
+    model: dict[str, object] = {}
+    bm25 = tune.bm25_variant(matrices(), terms=model)
+    first = np.where(bm25 > 0, bm25, -np.inf)
+    return bm25, tune.expanded_sparse(model, first, docs, terms, original, selection)
+
+
+def test_feedback_at_original_weight_one_is_the_query_itself(tune: ModuleType) -> None:
+    """``--sweep prf``: with the original terms at weight 1 the expanded query is the query,
+    each distinct term at 1/n: BM25 divided by the number of its terms that occur."""
+    bm25, same = expanded(tune, docs=2, terms=5, original=1.0)
+    analyzer, vocabulary = Analyzer(), set(Analyzer().tokens(" ".join(TEXTS)))
+    counts = [max(len(set(analyzer.tokens(q)) & vocabulary), 1) for q in QUERIES]
+    np.testing.assert_allclose(same, bm25 / np.asarray(counts)[:, None], rtol=1e-12)
+
+
+def test_feedback_brings_the_top_rows_terms_to_other_rows(tune: ModuleType) -> None:
+    """"colds" matches row 3 only; expanded from that row, it reaches row 0, which shares
+    "vitamin" with row 3, and never row 2, which shares no term with it; a query matching
+    nothing has no feedback and stays at 0."""
+    bm25, wider = expanded(tune, docs=1, terms=10, original=0.5)
+    colds = QUERIES.index("colds")
+    assert bm25[colds, 0] == 0 and wider[colds, 0] > 0
+    assert wider[colds, 2] == 0
+    assert wider[colds].argmax() == 3  # the feedback row stays first
+    assert not wider[QUERIES.index("nothing matches this")].any()
 
 
 @pytest.mark.slow
