@@ -71,7 +71,8 @@ for line in sys.stdin:
 """
 
 
-@pytest.fixture(params=["memory", "http-stateless", "http-token"])
+@pytest.fixture(params=["memory", *(pytest.param(kind, marks=pytest.mark.wire)
+                                     for kind in ("http-stateless", "http-token"))])
 async def client(request: pytest.FixtureRequest) -> AsyncIterator[AsyncClient]:
     """rcpkit's example server, with the two documents indexed."""
     if request.param == "memory":

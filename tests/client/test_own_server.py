@@ -21,7 +21,8 @@ DOCUMENTS = [{"id": "eiffel", "text": "the eiffel tower stands in paris"},
              {"id": "colosseum", "text": "the colosseum stands in rome"}]
 
 
-@pytest.fixture(params=["memory", "stdio", "http-stateless", "http-token", "http-single"])
+@pytest.fixture(params=["memory", *(pytest.param(kind, marks=pytest.mark.wire) for kind in
+                                     ("stdio", "http-stateless", "http-token", "http-single"))])
 async def client(request: pytest.FixtureRequest) -> AsyncIterator[AsyncClient]:
     retry = RetryPolicy(max_attempts=2, base_delay_s=0.01)
     if request.param == "memory":

@@ -122,6 +122,7 @@ async def test_negotiated_version_below_minimum_aborts(ref_stdio: list[str]) -> 
         await connect_stdio(ref_stdio, min_version=2)
 
 
+@pytest.mark.wire
 async def test_spawn_failure_is_a_clear_error() -> None:
     with pytest.raises(RcpError, match="cannot start the server"):
         await connect_stdio(["/nonexistent/rcp-server"])
@@ -173,7 +174,8 @@ async def test_cancelling_the_task_sends_notifications_cancel(scripted: list[str
 async def test_late_result_after_cancel_is_discarded(scripted: list[str]) -> None:
     async with await connect_stdio(scripted) as client:
         task = asyncio.create_task(client.retrieve("stubborn:0.3"))
-        await asyncio.sleep(0.1)
+        while client.session.in_flight == 0:
+            await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -204,6 +204,7 @@ def test_certify_and_eval_tabs(page: Any, tmp_path: Path) -> None:
     _screenshot(page, tmp_path, "inspector-eval.png")
 
 
+@pytest.mark.wire
 def test_cancel_abandons_a_slow_call(browser: Any) -> None:
     """The page's Cancel closes the call's stream; the inspector then sends
     ``notifications/cancel`` for it (§7.14)."""

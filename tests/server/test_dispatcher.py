@@ -338,9 +338,11 @@ async def test_a_body_naming_another_method_than_its_path_is_refused() -> None:
 async def test_cancel_sync_handler_and_unknown_ids() -> None:
     d, sink = await streaming_dispatcher()
     d.feed(frame("notifications/cancel", {"id": 12345}, id_=None))  # unknown: a no-op
-    d.feed(frame("x-test/busy", {"seconds": 5}, id_=3))
+    d.feed(frame("x-test/busy", {"seconds": 5, "_meta": {"progressToken": "busy"}}, id_=3))
     d.feed(frame("notifications/cancel", {"id": "3"}, id_=None))  # "3" is not 3
-    await asyncio.sleep(0.05)
+    # progress comes only after the handler's first cancellation check passed
+    await asyncio.wait_for(_until(lambda: any(
+        f.get("method") == "notifications/progress" for f in sink.frames)), 5)
     assert 3 not in sink.replies()
     d.feed(frame("notifications/cancel", {"id": 3}, id_=None))
     d.feed(frame("notifications/cancel", {"id": 3}, id_=None))  # twice: still one reply
@@ -470,8 +472,12 @@ async def test_a_call_cancelled_while_its_work_waits_for_a_thread_leaves_the_lin
 async def test_concurrency_is_bounded() -> None:
     d, sink = await streaming_dispatcher(max_concurrency=2)
     for i in range(3):
-        d.feed(frame("x-test/sleep", {"seconds": 0.3}, id_=i + 10))
-    await asyncio.sleep(0.15)
+        d.feed(frame("x-test/sleep", {"seconds": 0.3, "_meta": {"progressToken": i + 10}},
+                     id_=i + 10))
+    # the first two report progress as they start; the third waits for a place
+    await asyncio.wait_for(_until(lambda: {f["params"]["progressToken"] for f in sink.frames
+                                           if f.get("method") == "notifications/progress"}
+                                  == {10, 11}), 5)
     d.feed(frame("notifications/cancel", {"id": 12}, id_=None))  # still queued: never runs
     await asyncio.wait_for(d.drain(), 5)
     replies = sink.replies()

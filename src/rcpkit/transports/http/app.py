@@ -291,7 +291,8 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
                collection: str | None = None, log_bodies: bool = False,
                gate: Gate | None = None, authorize: Authorize | None = None,
                admit_member: AdmitMember | None = None, tracing: Tracing | None = None,
-               access_log: AccessLog | None = None) -> RcpApp:
+               access_log: AccessLog | None = None,
+               clock: Callable[[], float] = time.monotonic) -> RcpApp:
     """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`), with
     ``/healthz`` and ``/readyz`` beside the base, and ``/metrics`` when ``metrics`` is given
     (its requests labelled ``collection``, by default the server's name). ``log_bodies``
@@ -301,7 +302,7 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
     first, which the gate admitted with the POST (:class:`~rcpkit.server.dispatcher.Dispatcher`).
     ``tracing`` (default: the process's, :func:`rcpkit.tracing.active`) traces every request,
     its span labelled ``collection``. ``access_log`` writes one line per request
-    (:mod:`..access`)."""
+    (:mod:`..access`). ``clock`` (monotonic seconds) times token sessions' idleness."""
     base = "/" + base.strip("/")
     label = collection or server.name
     refused: Callable[[str], None] = _uncounted
@@ -314,7 +315,8 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
         metrics.watch(label, server)
         options["observer"] = functools.partial(_observe, metrics, label)
         refused = functools.partial(metrics.refused, label)
-    endpoint = Endpoint(server, Sessions(server, sessions, session_ttl_s, max_sessions, options),
+    endpoint = Endpoint(server,
+                        Sessions(server, sessions, session_ttl_s, max_sessions, options, clock),
                         gate or Authenticator(auth_tokens, api_key_header), max_body_bytes,
                         max_pending, refused, access_log, label)
     middleware = cors_middleware(cors_origins, api_key_header)
