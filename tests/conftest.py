@@ -19,7 +19,7 @@ from support.schema import schema_status
 # Fixtures that start a process or open a socket (or hand a test the argv it starts).
 WIRE_FIXTURES = frozenset({
     "gateway_argv", "http_engine", "loopback", "new_schema", "pg_dsn", "pg_server",
-    "processes", "ref_http", "ref_stdio", "sample_data", "scripted", "serve",
+    "processes", "raw", "ref_http", "ref_stdio", "sample_data", "scripted", "serve",
 })
 
 

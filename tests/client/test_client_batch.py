@@ -134,6 +134,7 @@ async def test_each_member_gets_its_own_result_or_error(
     assert bool(events) is not isinstance(client.session.transport, HttpTransport)
 
 
+@pytest.mark.wire
 async def test_a_batch_is_one_post_to_the_base_path(monkeypatch: pytest.MonkeyPatch) -> None:
     paths: list[str | None] = []
     original = HttpPool.post

@@ -74,6 +74,7 @@ async def test_server_errors_arrive_as_typed_exceptions(client: AsyncClient) -> 
     assert "passwd" not in caught.value.message  # the server never leaks internals
 
 
+@pytest.mark.wire
 async def test_log_notifications_are_routed_over_stdio() -> None:
     received: list[dict[str, object]] = []
     async with await connect_stdio([sys.executable, str(EXAMPLE)],
