@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from rcpkit.engine.core import open_engine
-from rcpkit.engine.folders import read_folder
+from rcpkit.ingest.folders import read_folder
 
 WORDS = ("bee", "hive", "honey", "tide", "harbour", "kite", "wind", "glacier", "valley",
          "moraine", "compost", "worm", "bread", "starter", "oven", "moon", "star", "comet",

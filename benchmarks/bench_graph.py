@@ -36,11 +36,11 @@ from _common import percentiles, stamp
 
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
-from rcpkit.engine.graph import GRAPH_FILE, ConceptGraph
-from rcpkit.engine.memory import MEMORY_FILE, KnowledgeMemory
+from rcpkit.engine.knowledge.graph import GRAPH_FILE, ConceptGraph
+from rcpkit.engine.knowledge.memory import MEMORY_FILE, KnowledgeMemory
+from rcpkit.engine.knowledge.transform import TRANSFORM_METHODS, QueryTransformer
+from rcpkit.engine.knowledge.tree import TREE_FILE, SummaryTree
 from rcpkit.engine.models.embedding import minilm
-from rcpkit.engine.transform import TRANSFORM_METHODS, QueryTransformer
-from rcpkit.engine.tree import TREE_FILE, SummaryTree
 from rcpkit.engine.types import DocumentIn, SearchRequest
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact-train"

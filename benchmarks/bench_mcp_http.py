@@ -29,7 +29,7 @@ import httpx
 from _net import free_port
 
 from rcpkit.engine.core import open_engine
-from rcpkit.engine.sample import sample_documents
+from rcpkit.ingest.sample import sample_documents
 
 RCPKIT = [sys.executable, "-c", "from rcpkit.cli import main; main()"]
 HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}

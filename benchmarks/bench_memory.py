@@ -31,8 +31,8 @@ from _common import percentiles, stamp
 
 from rcpkit import fusion
 from rcpkit.engine.core import open_engine
-from rcpkit.engine.graph import ConceptGraph
-from rcpkit.engine.memory import CONCEPTS, MEMORY_FILE, KnowledgeMemory
+from rcpkit.engine.knowledge.graph import ConceptGraph
+from rcpkit.engine.knowledge.memory import CONCEPTS, MEMORY_FILE, KnowledgeMemory
 from rcpkit.engine.types import SearchRequest
 from rcpkit.eval.datasets import load_beir
 from rcpkit.eval.metrics import evaluate

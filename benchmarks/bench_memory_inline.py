@@ -24,8 +24,8 @@ from _common import stamp
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import Cancelled
-from rcpkit.engine.graph import ConceptGraph
-from rcpkit.engine.memory import KnowledgeMemory
+from rcpkit.engine.knowledge.graph import ConceptGraph
+from rcpkit.engine.knowledge.memory import KnowledgeMemory
 from rcpkit.interrupts import checked_by
 
 DOCUMENT_WORDS = 600

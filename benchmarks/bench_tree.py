@@ -21,7 +21,7 @@ import numpy as np
 from _common import percentiles, stamp
 
 from rcpkit.engine.core import open_engine
-from rcpkit.engine.tree import TREE_FILE, SummaryTree
+from rcpkit.engine.knowledge.tree import TREE_FILE, SummaryTree
 from rcpkit.engine.types import SearchRequest
 from rcpkit.eval.datasets import load_beir
 

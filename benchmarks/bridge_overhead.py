@@ -28,7 +28,7 @@ from llama_index.core.schema import QueryBundle
 from mcp import Client, StdioServerParameters
 
 from rcpkit.engine.core import open_engine
-from rcpkit.engine.sample import sample_documents
+from rcpkit.ingest.sample import sample_documents
 from rcpkit.integrations import langchain, llama_index
 from rcpkit.integrations.engines import open_engine as open_rcp
 from rcpkit.integrations.mcp import McpBridge

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from rcpkit.engine.core import open_engine
-from rcpkit.engine.sample import sample_documents
+from rcpkit.ingest.sample import sample_documents
 
 HERE_SRC = Path(__file__).resolve().parents[1] / "src"
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

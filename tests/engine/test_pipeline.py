@@ -26,7 +26,6 @@ from rcpkit.engine.errors import (
     UnknownCursor,
     Unsupported,
 )
-from rcpkit.engine.sample import sample_documents
 from rcpkit.engine.types import (
     DocumentIn,
     FeedbackSignal,
@@ -34,6 +33,7 @@ from rcpkit.engine.types import (
     RerankOptions,
     SearchRequest,
 )
+from rcpkit.ingest.sample import sample_documents
 from support.schema import load_schema
 
 CORPUS = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rcpkit.engine.cli import _ProgressLines
+from rcpkit.cli.index import _ProgressLines
 from support.clock import FakeClock
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rcpkit.cli.serve import ConfigError, _engine_server
 from rcpkit.engine import Engine, EngineConfig
 from rcpkit.engine.store import ChunkWrite, DocumentWrite, SqliteStore, StoreVersionError
 from rcpkit.engine.store.sqlite import SCHEMA_VERSION
 from rcpkit.engine.types import DocumentIn, SearchRequest
-from rcpkit.transports.cli import ConfigError, _engine_server
 
 
 def user_version(path: Path) -> int:

@@ -15,11 +15,11 @@ from typer.testing import CliRunner, Result
 
 from rcpkit.cli import app
 from rcpkit.engine import Engine, EngineConfig
-from rcpkit.engine.graph import ConceptGraph
-from rcpkit.engine.memory import _SQLITE_SCHEMA as MEMORY_SCHEMA
+from rcpkit.engine.knowledge.graph import ConceptGraph
+from rcpkit.engine.knowledge.memory import _SQLITE_SCHEMA as MEMORY_SCHEMA
+from rcpkit.engine.knowledge.tree import SummaryTree
 from rcpkit.engine.sidecar import SidecarDatabase
 from rcpkit.engine.store import SqliteStore
-from rcpkit.engine.tree import SummaryTree
 from rcpkit.engine.types import DocumentIn, SearchRequest
 from rcpkit.tenancy.collections import CollectionRegistry
 

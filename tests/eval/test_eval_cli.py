@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rcpkit.eval.cli import build_app, register
+from rcpkit.cli.eval import build_app, register
 from support.net import free_port, wait_listening
 
 SERVER = Path(__file__).with_name("bm25_rcp_server.py")

@@ -15,7 +15,7 @@ from rcpkit.binding import bind
 from rcpkit.client import AsyncClient
 from rcpkit.client.memory import connect_memory
 from rcpkit.engine.core import open_engine
-from rcpkit.engine.sample import sample_documents
+from rcpkit.ingest.sample import sample_documents
 
 
 @pytest.fixture(scope="session")

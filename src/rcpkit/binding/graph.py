@@ -1,6 +1,6 @@
-"""``graph`` (§7.9) served from :class:`~rcpkit.engine.graph.ConceptGraph`.
+"""``graph`` (§7.9) served from :class:`~rcpkit.engine.knowledge.graph.ConceptGraph`.
 
-With a language model configured (:mod:`rcpkit.engine.llm`), the ``global`` summary is
+With a language model configured (:mod:`rcpkit.engine.knowledge.llm`), the ``global`` summary is
 written by it from the ranked communities' extractive summaries (those, joined, when it
 fails); ``graph.summaries`` says which.
 
@@ -22,7 +22,7 @@ import msgspec
 from rcpkit.binding.convert import reply, wire_hit
 from rcpkit.binding.errors import answering
 from rcpkit.engine.core import Engine
-from rcpkit.engine.llm import LanguageModel, community_summary
+from rcpkit.engine.knowledge.llm import LanguageModel, community_summary
 from rcpkit.engine.search.stages import record_hit
 from rcpkit.protocol.errors import InvalidParams, OptionUnsupported
 from rcpkit.protocol.types import (
@@ -38,7 +38,7 @@ from rcpkit.protocol.types import (
 from rcpkit.server import Context, Server
 
 if TYPE_CHECKING:
-    from rcpkit.engine.graph import ConceptGraph, GraphHit, RankedCommunity
+    from rcpkit.engine.knowledge.graph import ConceptGraph, GraphHit, RankedCommunity
 
 __all__ = ["DEFAULT_HOPS", "GRAPH_OPS", "register", "required_query"]
 

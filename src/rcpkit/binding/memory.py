@@ -1,5 +1,5 @@
 """``memory/build`` and ``memory/recall`` (§7.17) served from
-:class:`~rcpkit.engine.memory.KnowledgeMemory`, over the engine's concept graph.
+:class:`~rcpkit.engine.knowledge.memory.KnowledgeMemory`, over the engine's concept graph.
 
 Advertised as ``memory: {scopes, clues: true}`` with the bounds beside the spec's keys
 (§15.5): ``maxN`` (``n`` above it is -32602), ``maxDocuments`` (inline documents per
@@ -28,9 +28,9 @@ from rcpkit.protocol.types import MemoryBuildParams, MemoryRecallParams
 from rcpkit.server import Context, Server
 
 if TYPE_CHECKING:
-    from rcpkit.engine.graph import ConceptGraph
-    from rcpkit.engine.graph.view import GraphView
-    from rcpkit.engine.memory import KnowledgeMemory, Recall
+    from rcpkit.engine.knowledge.graph import ConceptGraph
+    from rcpkit.engine.knowledge.graph.view import GraphView
+    from rcpkit.engine.knowledge.memory import KnowledgeMemory, Recall
 
 __all__ = ["register"]
 
@@ -42,7 +42,7 @@ def register(server: Server, engine: Engine, graph: ConceptGraph) -> None:
     """Serve §7.17 on ``server``; the memory file stays open for the engine's lifetime.
     Called only once the ``graph`` extra imported (the memory is built on the concept
     graph), so its engine module is imported here, not with this one."""
-    from rcpkit.engine.memory import MEMORY_SCOPES, KnowledgeMemory
+    from rcpkit.engine.knowledge.memory import MEMORY_SCOPES, KnowledgeMemory
 
     def live_view() -> tuple[GraphView, str]:
         seq = engine.snapshot()

@@ -31,7 +31,7 @@ from rcpkit.binding.capabilities import capabilities, conformance, filter_capabi
 from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine, open_engine
 from rcpkit.engine.errors import EngineError, Unavailable
-from rcpkit.engine.llm import open_language_model
+from rcpkit.engine.knowledge.llm import open_language_model
 from rcpkit.engine.models.embedding import minilm_files
 from rcpkit.engine.models.sparse import SparseEncoder
 from rcpkit.engine.search.rewrite import Rewriter
@@ -41,7 +41,7 @@ from rcpkit.server import Server
 from rcpkit.server.framework import Conformance
 
 if TYPE_CHECKING:
-    from rcpkit.engine.graph import ConceptGraph
+    from rcpkit.engine.knowledge.graph import ConceptGraph
 
 __all__ = ["SERVER_NAME", "bind", "build_server", "grant_trust"]
 
@@ -97,8 +97,8 @@ def _bind_knowledge(server: Server, engine: Engine) -> retrieve.Knowledge | None
     version, and stays open for the engine's lifetime; a configured language model
     (``llm_url``) writes ``hyde`` passages and ``global`` summaries when asked."""
     try:
-        from rcpkit.engine.graph import ConceptGraph
-        from rcpkit.engine.transform import TRANSFORM_METHODS, QueryTransformer
+        from rcpkit.engine.knowledge.graph import ConceptGraph
+        from rcpkit.engine.knowledge.transform import TRANSFORM_METHODS, QueryTransformer
     except ImportError:
         return None
     concepts: ConceptGraph = ConceptGraph.open(engine.config.data_dir, engine.store)

@@ -1,5 +1,6 @@
-"""``query/transform`` (§7.8) served from :class:`~rcpkit.engine.transform.QueryTransformer`;
-``transform.maxN`` is advertised (§15.5: ``n`` above it is -32602)."""
+"""``query/transform`` (§7.8) served from
+:class:`~rcpkit.engine.knowledge.transform.QueryTransformer`; ``transform.maxN`` is
+advertised (§15.5: ``n`` above it is -32602)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from rcpkit.protocol.types import TransformParams, TransformResult
 from rcpkit.server import Context, Server
 
 if TYPE_CHECKING:
-    from rcpkit.engine.transform import QueryTransformer
+    from rcpkit.engine.knowledge.transform import QueryTransformer
 
 __all__ = ["register"]
 

@@ -24,8 +24,8 @@ from rcpkit.protocol.types import RetrieveParams
 from rcpkit.server import Context, Server
 
 if TYPE_CHECKING:
-    from rcpkit.engine.graph import ConceptGraph
-    from rcpkit.engine.tree import SummaryTree
+    from rcpkit.engine.knowledge.graph import ConceptGraph
+    from rcpkit.engine.knowledge.tree import SummaryTree
 
 __all__ = ["HIERARCHICAL_UNITS", "UnitRetriever", "register"]
 
@@ -38,7 +38,7 @@ def register(server: Server, engine: Engine, graph: ConceptGraph) -> UnitRetriev
     """Advertise the hierarchical units in ``retrieve`` and return what serves them (only
     once the ``graph`` extra imported: the tree clusters with scipy, so it is imported
     here, not with this module)."""
-    from rcpkit.engine.tree import SummaryTree
+    from rcpkit.engine.knowledge.tree import SummaryTree
 
     tree = SummaryTree(engine.config.data_dir, engine.store, levels=graph.levels)
     retrieve = dict(server.capabilities["retrieve"])

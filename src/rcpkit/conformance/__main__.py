@@ -2,7 +2,7 @@
 
 import typer
 
-from rcpkit.conformance.cli import register
+from rcpkit.cli.certify import register
 
 app = typer.Typer(add_completion=False, help="RCP/1 conformance harness (§14.5).")
 

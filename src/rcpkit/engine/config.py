@@ -152,8 +152,9 @@ class EngineConfig:
     collections (docs/benchmarks.md): better nDCG@10 on every one and Recall@100 back above
     RRF's. Not applied by PostgreSQL ``pg_recall = "database"``."""
     llm_url: str | None = None
-    """API base of an OpenAI-compatible chat-completions endpoint (:mod:`rcpkit.engine.llm`);
-    with ``llm_model`` it turns on generated ``hyde`` passages and ``global`` summaries."""
+    """API base of an OpenAI-compatible chat-completions endpoint
+    (:mod:`rcpkit.engine.knowledge.llm`); with ``llm_model`` it turns on generated ``hyde``
+    passages and ``global`` summaries."""
     llm_model: str | None = None
     llm_key: str | None = None
     llm_timeout_seconds: float = 30.0

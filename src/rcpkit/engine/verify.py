@@ -344,8 +344,8 @@ def _repair(data_dir: Path, findings: list[Finding], report: DataDirReport) -> N
     with Engine.open(load_config(data_dir)) as engine:  # no saved state: rebuilt, then saved
         if GRAPH_FILE in places:
             # Only here: the graph needs the optional `graph` extra, the rest of verify not.
-            from rcpkit.engine.graph.component import ConceptGraph
-            from rcpkit.engine.graph.storage import GraphStorage
+            from rcpkit.engine.knowledge.graph.component import ConceptGraph
+            from rcpkit.engine.knowledge.graph.storage import GraphStorage
             if not damaged_graph:
                 storage = GraphStorage.open(data_dir, engine.store)
                 storage.reset({})  # unlike any record's settings: the open rebuilds it all

@@ -1,5 +1,5 @@
 """``python -m rcpkit.eval``: the ``eval`` command group on its own."""
 
-from rcpkit.eval.cli import build_app
+from rcpkit.cli.eval import build_app
 
 build_app()(prog_name="python -m rcpkit.eval")

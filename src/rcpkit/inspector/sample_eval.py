@@ -1,6 +1,6 @@
 """A tiny test collection over the bundled sample notes, for the inspector's eval tab.
 
-The corpus is :func:`rcpkit.engine.sample.sample_documents` (what ``rcpkit demo``
+The corpus is :func:`rcpkit.ingest.sample.sample_documents` (what ``rcpkit demo``
 indexes); the queries are written for it, each judged against the notes that
 answer it (grade 2: the note is about it, 1: it helps). Small on purpose: it
 shows what the eval tab does against a demo engine in a second, it is no
@@ -9,8 +9,8 @@ benchmark.
 
 from __future__ import annotations
 
-from rcpkit.engine.sample import sample_documents
 from rcpkit.eval.datasets import CorpusDocument, Dataset
+from rcpkit.ingest.sample import sample_documents
 
 __all__ = ["SAMPLE_NAME", "sample_dataset"]
 

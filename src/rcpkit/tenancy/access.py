@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from ..binding.graph import DEFAULT_HOPS
-from ..engine.transform import default_n
+from ..engine.knowledge.transform import default_n
 from ..protocol.errors import InvalidParams, PayloadTooLarge, RateLimited, Unauthorized
 from ..protocol.methods import ALWAYS_ALLOWED
 from ..server.context import Context

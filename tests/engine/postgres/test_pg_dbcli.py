@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
+from rcpkit.cli.db import register
 from rcpkit.engine import pgserver
-from rcpkit.engine.dbcli import register
 
 
 def cli() -> typer.Typer:

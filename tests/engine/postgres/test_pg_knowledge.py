@@ -14,12 +14,12 @@ import pytest
 pytest.importorskip("scipy")
 pytest.importorskip("igraph")
 
-from engine.graph.graph_corpus import DOCUMENTS, spy_on_extraction
+from engine.knowledge.graph_corpus import DOCUMENTS, spy_on_extraction
 from engine.test_pipeline import make_config
 from engine.wire.engine_wire import HASHING_CONFIG, HttpEngine, make_data_dir
 from rcpkit.engine.core import Engine
-from rcpkit.engine.graph import GRAPH_FILE, ConceptGraph
-from rcpkit.engine.memory import MEMORY_FILE, KnowledgeMemory, Recall
+from rcpkit.engine.knowledge.graph import GRAPH_FILE, ConceptGraph
+from rcpkit.engine.knowledge.memory import MEMORY_FILE, KnowledgeMemory, Recall
 from rcpkit.engine.models.embedding import HashingEmbedder
 from rcpkit.engine.store.postgres import PostgresStore
 from rcpkit.engine.types import DocumentIn

@@ -19,7 +19,7 @@ from rcpkit.engine.types import SearchRequest, SearchResult
 
 if TYPE_CHECKING:
     from rcpkit.engine.core import Engine
-    from rcpkit.engine.transform import QueryTransformer
+    from rcpkit.engine.knowledge.transform import QueryTransformer
 
 __all__ = ["Rewriter"]
 

@@ -1,0 +1,33 @@
+"""Fixtures: an engine on the three-topic corpus with its concept graph."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("scipy")
+pytest.importorskip("igraph")
+
+from graph_corpus import DOCUMENTS
+
+from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.core import Engine
+from rcpkit.engine.knowledge.graph import ConceptGraph
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing",
+                                  hashing_dimension=32)) as opened:
+        opened.add(DOCUMENTS)
+        yield opened
+
+
+@pytest.fixture
+def graph(engine: Engine) -> Iterator[ConceptGraph]:
+    opened = ConceptGraph.open(engine.config.data_dir, engine.store)
+    engine.on_publish(opened.sync)
+    yield opened
+    opened.close()
