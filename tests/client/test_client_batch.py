@@ -38,6 +38,7 @@ from rcpkit.protocol.errors import (
 from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
 from support.http import LoopbackServer
+from support.waiting import until_async
 
 DOCUMENTS = [{"id": "eiffel", "text": "the eiffel tower stands in paris"},
              {"id": "colosseum", "text": "the colosseum stands in rome"}]
@@ -195,8 +196,7 @@ async def test_cancelling_send_cancels_the_members(client: AsyncClient) -> None:
     batch = client.batch()
     slow = batch.call("x-test/sleep", {"seconds": 1})
     sending = asyncio.create_task(batch.send())
-    while client.session.in_flight == 0:
-        await asyncio.sleep(0.01)
+    await until_async(lambda: client.session.in_flight, what="the batch is in flight")
     sending.cancel()
     with pytest.raises(asyncio.CancelledError):
         await sending
