@@ -20,6 +20,16 @@ def test_info_shows_identity_and_capabilities(ref_stdio: list[str]) -> None:
         assert expected in outcome.output
 
 
+def test_info_prints_the_advertised_methods_as_openrpc(ref_stdio: list[str]) -> None:
+    """A server of another SDK: the document comes from what it advertised (§6)."""
+    outcome = runner.invoke(app, ["info", "--stdio", shlex.join(ref_stdio), "--openrpc"])
+    assert outcome.exit_code == 0, outcome.output
+    document = json.loads(outcome.stdout)
+    assert document["openrpc"].startswith("1.3.") and document["info"]["title"] == "ref-demo"
+    assert {method["name"] for method in document["methods"]} == {
+        "initialize", "info", "ping", "shutdown", "notifications/cancel", "retrieve", "embed"}
+
+
 def test_call_prints_json(ref_http: tuple[str, subprocess.Popen[bytes]]) -> None:
     url, _ = ref_http
     outcome = runner.invoke(app, ["call", "--http", url, "retrieve",

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from rcpkit.client import AsyncClient, Client, connect_stdio
-from rcpkit.protocol.types import PARAMS
+from rcpkit.protocol.methods import PARAMS
 
 # Every §7 method that takes keyword options, called with a misspelt one.
 MISSPELT: list[tuple[str, Callable[[Any], Any], str | None]] = [

@@ -1,5 +1,6 @@
-"""The engine is protocol-free: no module under ``rcpkit.engine`` imports the server, the binding, the transports, the client or any part of
-``rcpkit.protocol`` but the §8 filter language, or names a §12 code.
+"""The engine is protocol-free: no module under ``rcpkit.engine`` imports the server, the
+binding, the transports, the client or any part of ``rcpkit.protocol`` but the §8
+filter language, or names a §12 code.
 
 The filter language stays shared because it is the engine's query language too: the
 engine compiles the same normalised tree the wire validates, and its validator raises

@@ -9,7 +9,8 @@ import pytest
 
 from rcpkit.federation import Federation, Registry
 from rcpkit.protocol.errors import NotFound
-from rcpkit.protocol.types import RetrieveParams, decode_params
+from rcpkit.protocol.methods import decode_params
+from rcpkit.protocol.types import RetrieveParams
 from support.net import free_port
 
 from .conftest import Processes, engine, http_entry, ref_engine, stdio_entry

@@ -7,7 +7,8 @@ import pytest
 
 from rcpkit.federation import Hop
 from rcpkit.protocol.errors import BackendUnavailable, NotFound, OptionUnsupported, Timeout
-from rcpkit.protocol.types import RetrieveParams, decode_params
+from rcpkit.protocol.methods import decode_params
+from rcpkit.protocol.types import RetrieveParams
 
 from .fakes import FakeClient, federation, hits
 

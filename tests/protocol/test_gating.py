@@ -15,8 +15,8 @@ from rcpkit.protocol.capabilities import (
 )
 from rcpkit.protocol.errors import CapabilityMissing, InvalidParams, OptionUnsupported
 from rcpkit.protocol.filters import MAX_NODES, All, Condition
-from rcpkit.protocol.gating import check_options, validate_filter
-from rcpkit.protocol.types import decode_params
+from rcpkit.protocol.gating import validate_filter
+from rcpkit.protocol.methods import check_options, decode_params
 
 PNG = {"type": "image", "mimeType": "image/png", "data": "eA=="}
 

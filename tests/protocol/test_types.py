@@ -12,17 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rcpkit.protocol import codec
+from rcpkit.protocol import methods as M
 from rcpkit.protocol import types as P
 from rcpkit.protocol.content import ContentBlock
 from rcpkit.protocol.errors import InvalidParams, ProtocolViolation
-from rcpkit.protocol.methods import CANCEL, CORE_METHODS, LOG, PROGRESS
+from rcpkit.protocol.methods import CANCEL, LOG, METHODS, PROGRESS
 from support.schema import load_schema
 
 MAX = 2**53 - 1
 
 
 def decode(method: str, params: Any) -> Any:
-    return P.decode_params(method, params)
+    return M.decode_params(method, params)
 
 
 def field_of(method: str, params: Any) -> str | None:
@@ -35,8 +36,8 @@ def field_of(method: str, params: Any) -> str | None:
 # ── coverage of the roster ──────────────────────────────────────────────────
 
 def test_every_method_has_params_and_every_request_a_result() -> None:
-    assert set(CORE_METHODS) | {CANCEL, PROGRESS, LOG} == set(P.PARAMS)
-    assert set(CORE_METHODS) == set(P.RESULTS)
+    assert set(METHODS) | {CANCEL, PROGRESS, LOG} == set(M.PARAMS)
+    assert set(METHODS) == set(M.RESULTS)
 
 
 # ── valid params ────────────────────────────────────────────────────────────
@@ -90,7 +91,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("method", "params"), VALID)
 def test_valid_params_decode_and_round_trip(method: str, params: dict[str, Any]) -> None:
     typed = decode(method, params)
-    assert isinstance(typed, P.PARAMS[method])
+    assert isinstance(typed, M.PARAMS[method])
     assert decode(method, codec.to_builtins(typed)) == typed
 
 
@@ -363,12 +364,12 @@ def test_rerank_result_from_scores_is_best_first() -> None:
 
 
 def test_decode_result_blames_the_peer() -> None:
-    assert P.decode_result("index/delete", {"deleted": 2}) == P.IndexDeleteResult(deleted=2)
+    assert M.decode_result("index/delete", {"deleted": 2}) == P.IndexDeleteResult(deleted=2)
     with pytest.raises(ProtocolViolation) as info:
-        P.decode_result("retrieve", {"hits": [{"id": "a"}]})
+        M.decode_result("retrieve", {"hits": [{"id": "a"}]})
     assert info.value.data == {"field": "hits[0].score"}
     with pytest.raises(ProtocolViolation):
-        P.decode_result("retrieve", [])
+        M.decode_result("retrieve", [])
 
 
 HIT = P.Hit(
@@ -435,7 +436,7 @@ def test_results_match_the_normative_schema(schema: dict[str, Any], method: str,
                                                  "$defs": schema["$defs"]})
     wire = json.loads(json.dumps(codec.to_builtins(result), allow_nan=False))
     validator.validate({"method": method, "result": wire})
-    assert P.decode_result(method, wire) == msgspec.convert(wire, P.RESULTS[method])
+    assert M.decode_result(method, wire) == msgspec.convert(wire, M.RESULTS[method])
 
 
 SCHEMA_PARAMS = {"initialize": "InitializeParams", "embed": "EmbedParams",
@@ -474,7 +475,7 @@ def test_graph_result_types_rcpkit_extra_keys_beside_the_spec_fields() -> None:
             "unknownSeedIds": ["nope"],
             "communities": [{"id": "c1", "level": 0, "summary": "bees", "size": 3,
                              "concepts": ["bee"], "chunks": ["a#0"]}]}
-    result = P.decode_result("graph", wire)
+    result = M.decode_result("graph", wire)
     assert result.nodes[0].kind == "concept" and result.nodes[0].label == "bee"
     assert result.unknown_seed_ids == ["nope"]
     assert result.communities[0].size == 3 and result.communities[0].chunks == ["a#0"]

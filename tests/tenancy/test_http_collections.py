@@ -389,3 +389,33 @@ def test_metrics_never_name_a_collection_the_scraper_may_not_see(
         assert 'rcpkit_refusals_total{collection="alpha",reason="unauthenticated"} 1.0' \
             in as_alice
         assert 'rcpkit_refusals_total{collection="beta",reason="forbidden"} 1.0' in as_bob
+
+
+def _method_names(response: httpx.Response) -> set[str]:
+    assert response.status_code == 200, response.text
+    return {method["name"] for method in response.json()["methods"]}
+
+
+def test_each_collection_documents_its_methods_to_who_may_see_it(
+        deployment: Deployment) -> None:
+    """``<base>/<name>/openrpc.json`` behind that collection's gate, a hidden collection's
+    answering exactly like a missing one's (§15.6); the server's own at ``<base>``."""
+    alice = deployment.key("alice", "alpha:read")
+    bob = deployment.key("bob", "beta:read,write")
+    for _app, client in deployment.serve():
+        reader, other = Tenant(client, alice), Tenant(client, bob)
+        names = _method_names(client.get("/rcp/alpha/openrpc.json", headers=reader.headers))
+        advertised = reader.ok("/rcp/alpha", "info")["capabilities"]
+        assert "retrieve" in names and ("index/add" in names) == ("index" in advertised)
+        assert "catalog/list" not in names
+        hidden = client.get("/rcp/alpha/openrpc.json", headers=other.headers)
+        missing = client.get("/rcp/gamma/openrpc.json", headers=other.headers)
+        assert hidden.status_code == missing.status_code == 403
+        assert hidden.content == missing.content
+        anonymous = [client.get(f"/rcp/{name}/openrpc.json") for name in ("alpha", "gamma")]
+        assert [answer.status_code for answer in anonymous] == [401, 401]
+        assert anonymous[0].content == anonymous[1].content
+        own = _method_names(client.get("/rcp/openrpc.json", headers=reader.headers))
+        assert own == {"initialize", "info", "ping", "shutdown", "notifications/cancel",
+                       "catalog/list"}
+        assert client.get("/rcp/openrpc.json").status_code == 401

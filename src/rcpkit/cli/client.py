@@ -20,6 +20,7 @@ from rich.table import Table
 
 from ..client.client import AsyncClient, connect_http, connect_stdio
 from ..protocol.errors import CODE_NAMES, RcpError, UsageError
+from ..protocol.openrpc import openrpc_document
 from .support import fail
 
 __all__ = ["register"]
@@ -92,13 +93,20 @@ def call(
 
 
 def info(stdio: StdioOption = None, http: HttpOption = None, header: HeaderOption = None,
-         timeout: TimeoutOption = 30.0, raw_json: JsonOption = False) -> None:
+         timeout: TimeoutOption = 30.0, raw_json: JsonOption = False,
+         openrpc: Annotated[bool, typer.Option(
+             "--openrpc", help="Print the methods the server advertises as an OpenRPC "
+                               "document (JSON).")] = False) -> None:
     """Show a server's identity, protocol version, conformance level and capabilities."""
 
     async def run(client: AsyncClient) -> AsyncClient:
         return client
 
     client = _run("info", stdio, http, header, timeout, run)
+    if openrpc:
+        typer.echo(json.dumps(openrpc_document(client.server.name, client.server.version or "",
+                                               client.capabilities), ensure_ascii=False))
+        return
     if raw_json:
         typer.echo(json.dumps({
             "server": {"name": client.server.name, "version": client.server.version},

@@ -54,11 +54,15 @@ from ..protocol.errors import (
     UsageError,
     VersionMismatch,
 )
-from ..protocol.gating import check_options
 from ..protocol.lifecycle import PROTOCOL_VERSION
-from ..protocol.methods import ALWAYS_ALLOWED, capability_for
-from ..protocol.types import (
+from ..protocol.methods import (
+    ALWAYS_ALLOWED,
     PARAMS,
+    capability_for,
+    check_options,
+    decode_result,
+)
+from ..protocol.types import (
     CatalogListResult,
     EmbedResult,
     FeedbackResult,
@@ -85,7 +89,6 @@ from ..protocol.types import (
     SparseEmbedResult,
     TransformResult,
     check_funnel,
-    decode_result,
 )
 from ..protocol.vectors import decode_vectors
 from .retry import NO_RETRY, RetryPolicy, is_retry_safe

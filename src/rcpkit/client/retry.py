@@ -6,8 +6,8 @@ Timeout; ``-32603`` InternalError once. Everything else is final. The wait is
 exponential backoff with "equal jitter", never shorter than the server's
 ``retryAfterMs`` / ``Retry-After`` hint.
 
-A write is retried only when repeating it cannot fork the corpus (§7.10,
-§13.1): ``index/delete`` is idempotent (§7.11); ``index/add`` and
+A write (``Method.writes``) is retried only when repeating it cannot fork the corpus
+(§7.10, §13.1): ``index/delete`` is idempotent (§7.11); ``index/add`` and
 ``memory/build`` only when every document carries an explicit ``id``;
 any write carrying ``_meta.idempotencyKey`` is safe; ``feedback`` otherwise is not.
 """
@@ -27,10 +27,9 @@ from ..protocol.errors import (
     Timeout,
     TransportClosed,
 )
+from ..protocol.methods import METHODS
 
-__all__ = ["NO_RETRY", "WRITE_METHODS", "RetryPolicy", "is_retry_safe"]
-
-WRITE_METHODS = frozenset({"index/add", "index/delete", "feedback", "memory/build"})
+__all__ = ["NO_RETRY", "RetryPolicy", "is_retry_safe"]
 
 _ALWAYS_RETRYABLE = (RateLimited, BackendUnavailable, Timeout, TransportClosed)
 
@@ -64,7 +63,8 @@ def _retryable(error: RcpError, attempt: int) -> bool:
 
 def is_retry_safe(method: str, params: Mapping[str, Any]) -> bool:
     """Whether repeating ``method(params)`` after an unknown outcome is harmless (§7.10)."""
-    if method not in WRITE_METHODS or method == "index/delete":
+    row = METHODS.get(method)
+    if row is None or not row.writes or row.idempotent:
         return True
     meta = params.get("_meta")
     if isinstance(meta, Mapping) and meta.get("idempotencyKey"):

@@ -45,9 +45,8 @@ from ..protocol.errors import (
     RcpError,
     Timeout,
 )
-from ..protocol.gating import check_options
-from ..protocol.methods import capability_for
-from ..protocol.types import FusionOptions, Hit, RetrieveParams, RetrieveResult, decode_result
+from ..protocol.methods import capability_for, check_options, decode_result
+from ..protocol.types import FusionOptions, Hit, RetrieveParams, RetrieveResult
 from .registry import EngineGroup, Registry
 from .selector import Connector, Selector, connect_engine
 

@@ -30,8 +30,7 @@ from ..conformance.runner import Target, run_checks
 from ..eval.datasets import Dataset, load_beir
 from ..eval.runner import ClientTarget, EvalConfig, run_eval
 from ..protocol.errors import ProtocolViolation, RcpError, UsageError
-from ..protocol.methods import CORE_METHODS, capability_for
-from ..protocol.types import PARAMS, decode_result
+from ..protocol.methods import METHODS, decode_result
 from .frames import Frame, FrameLog, TappedHttpTransport, TappedStdioTransport
 from .sample_eval import SAMPLE_NAME, sample_dataset
 
@@ -45,24 +44,13 @@ ENGINE_COMMAND = (sys.executable, "-c", "from rcpkit.cli import main; main()", "
 
 #: Params (``method.path``) whose acceptable values the server advertises (capability path):
 #: the forms offer these values (§6.1); the server still has the last word (§7.7 ``strict``).
-CHOICES: dict[str, str] = {
-    "retrieve.mode": "retrieve.modes",
-    "retrieve.fusion.method": "retrieve.fusion",
-    "retrieve.unit": "retrieve.units",
-    "retrieve.modality": "retrieve.modalities",
-    "retrieve.rerank.method": "rerank.methods",
-    "retrieve.encoding": "embed.encodings",
-    "rerank.method": "rerank.methods",
-    "embed.encoding": "embed.encodings",
-    "embed/multi.encoding": "multiVector.encodings",
-    "graph.op": "graph.ops",
-    "query/transform.method": "transform.methods",
-    "memory/build.scope": "memory.scopes",
-}
+CHOICES: dict[str, str] = {f"{method.name}.{param}": capability
+                           for method in METHODS.values()
+                           for param, capability in method.choices.items()}
 
 #: Methods the forms offer: every request of §7 except ``initialize`` (the inspector's
 #: client is already initialised; a second one is a lifecycle error, §13).
-FORM_METHODS = tuple(method for method in CORE_METHODS if method != "initialize")
+FORM_METHODS = tuple(method for name, method in METHODS.items() if name != "initialize")
 
 _DEFAULT_DEADLINE_MS = 60_000
 
@@ -143,11 +131,11 @@ class Inspector:
         client = self.client
         capabilities = client.capabilities.to_wire()
         schemas, definitions = msgspec.json.schema_components(
-            [PARAMS[method] for method in FORM_METHODS], ref_template="#/$defs/{name}")
+            [method.params for method in FORM_METHODS], ref_template="#/$defs/{name}")
         methods = []
         for method, schema in zip(FORM_METHODS, schemas, strict=True):
-            capability = capability_for(method)
-            methods.append({"name": method, "capability": capability, "schema": schema,
+            capability = method.capability
+            methods.append({"name": method.name, "capability": capability, "schema": schema,
                             "advertised": capability is None or client.capabilities.has(
                                 capability)})
         return {

@@ -59,7 +59,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..protocol.errors import RateLimited, RcpError, Unauthorized, UsageError
-from ..protocol.types.roster import decode_params
+from ..protocol.methods import decode_params
 from ..tenancy.keys import KeyStore, KeyStoreError
 from ..tenancy.scopes import ACTIONS, Action
 from ..transports.http.workers import _listen
@@ -237,7 +237,7 @@ class ScopedBridge(McpBridge):
         if wait is not None:
             return _error_result(RateLimited("rate limit", retryAfterMs=math.ceil(wait * 1000)))
         try:
-            method = self.tools[params.name].method
+            method = self.tools[params.name].row.name
             arguments = params.arguments or {}
             self.access.authorizer(self.collection)(principal.caller, method, arguments)
             params = params.model_copy(update={

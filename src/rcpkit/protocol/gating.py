@@ -1,6 +1,8 @@
 """Option gating (§6, §7, §12): one rule set for the server and the client pre-flight.
 
-:func:`check_options` compares typed params with the advertised capabilities.
+:class:`OptionGate` and one options check per method, which the method table
+(:mod:`.methods`, ``Method.options``) names and runs: typed params against the advertised
+capabilities.
 An option value outside what was advertised is ``-32005`` (``data.option``
 names the option, ``data.value`` the requested value) unless the request set
 ``strict: false``, in which case the server may fall back and the returned
@@ -25,7 +27,7 @@ reserved for option values of an available method (§12).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .capabilities import (
@@ -50,7 +52,22 @@ from .types import (
     TransformParams,
 )
 
-__all__ = ["EMBED_KINDS", "Gated", "check_options", "gate_options", "validate_filter"]
+__all__ = [
+    "EMBED_KINDS",
+    "Gated",
+    "OptionGate",
+    "embed_options",
+    "graph_options",
+    "index_add_options",
+    "index_writable",
+    "memory_build_options",
+    "multi_embed_options",
+    "rerank_options",
+    "retrieve_options",
+    "sparse_embed_options",
+    "transform_options",
+    "validate_filter",
+]
 
 EMBED_KINDS: tuple[str, ...] = ("query", "document")
 _DEFAULT_UNITS: tuple[str, ...] = ("chunk", "passage")
@@ -64,8 +81,8 @@ def _refusal(option: str, value: Any, message: str) -> OptionUnsupported:
     return OptionUnsupported(message, option=named, param=option)
 
 
-class _Gate:
-    """Collects degrade notes, or raises, for one request."""
+class OptionGate:
+    """Collects degrade notes, or raises, for one request (``strict``: §7.7)."""
 
     def __init__(self, strict: bool) -> None:
         self.strict = strict
@@ -92,26 +109,6 @@ class Gated(NamedTuple):
     filter: FilterNode | None
 
 
-def gate_options(method: str, params: Any, caps: Capabilities) -> Gated:
-    """Gate the options of typed ``params`` against ``caps``.
-
-    Raises ``OptionUnsupported`` (or ``CapabilityMissing`` for a read-only
-    ``index/add``, ``InvalidParams`` for a malformed filter). A ``retrieve`` filter is
-    validated here once, and the tree handed on, so no later stage validates it again.
-    """
-    checker = _CHECKERS.get(method)
-    if checker is None:
-        return Gated([], None)
-    gate = _Gate(strict=getattr(params, "strict", True))
-    checker(params, caps, gate)
-    return Gated(gate.notes, gate.filter)
-
-
-def check_options(method: str, params: Any, caps: Capabilities) -> list[str]:
-    """The degrade notes of :func:`gate_options` (methods without options: ``[]``)."""
-    return gate_options(method, params, caps).notes
-
-
 def validate_filter(params: RetrieveParams, caps: Capabilities) -> FilterNode | None:
     """The normalised §8 filter tree of ``params``, or None without a filter.
 
@@ -134,13 +131,14 @@ def validate_filter(params: RetrieveParams, caps: Capabilities) -> FilterNode | 
                             data=None if exc.limit is None else {"limit": exc.limit}) from None
 
 
-def _check_encoding(encoding: str | None, advertised: Sequence[str] | None, gate: _Gate) -> None:
+def _check_encoding(encoding: str | None, advertised: Sequence[str] | None,
+                    gate: OptionGate) -> None:
     """§7.3.1: ``json`` is always allowed; anything else must be advertised."""
     if encoding is not None and encoding != "json" and encoding not in (advertised or ()):
         gate.unsupported("encoding", encoding, f"vector encoding {encoding!r} is not advertised")
 
 
-def _check_kind(kind: str | None, gate: _Gate) -> None:
+def _check_kind(kind: str | None, gate: OptionGate) -> None:
     if kind is not None and kind not in EMBED_KINDS:
         gate.unsupported("kind", kind, f"embedding kind {kind!r} is not supported")
 
@@ -155,26 +153,28 @@ def _check_inputs(inputs: Sequence[Any], modalities: Sequence[str] | None, path:
         check_modalities(normalize_content(item, item_path), modalities, item_path)
 
 
-def _embed(params: EmbedParams, caps: Capabilities, gate: _Gate) -> None:
+def embed_options(params: EmbedParams, caps: Capabilities, gate: OptionGate) -> None:
     embed = caps.embed or EmbedCap()
     _check_inputs(params.inputs, embed.modalities, "inputs")
     _check_kind(params.kind, gate)
     _check_encoding(params.encoding, embed.encodings, gate)
 
 
-def _embed_sparse(params: SparseEmbedParams, caps: Capabilities, gate: _Gate) -> None:
+def sparse_embed_options(params: SparseEmbedParams, caps: Capabilities,
+                         gate: OptionGate) -> None:
     _check_inputs(params.inputs, None, "inputs")
     _check_kind(params.kind, gate)
 
 
-def _embed_multi(params: MultiEmbedParams, caps: Capabilities, gate: _Gate) -> None:
+def multi_embed_options(params: MultiEmbedParams, caps: Capabilities,
+                        gate: OptionGate) -> None:
     multi = caps.multi_vector
     _check_inputs(params.inputs, multi.modalities if multi else None, "inputs")
     _check_kind(params.kind, gate)
     _check_encoding(params.encoding, multi.encodings if multi else None, gate)
 
 
-def _rerank(params: RerankParams, caps: Capabilities, gate: _Gate) -> None:
+def rerank_options(params: RerankParams, caps: Capabilities, gate: OptionGate) -> None:
     query = normalize_content(params.query, "query")
     check_modalities(query, None, "query")
     _check_inputs(params.passages, None, "passages")
@@ -183,7 +183,8 @@ def _rerank(params: RerankParams, caps: Capabilities, gate: _Gate) -> None:
         gate.reject("method", params.method, f"rerank method {params.method!r} is not advertised")
 
 
-def _retrieve(params: RetrieveParams, caps: Capabilities, gate: _Gate) -> None:
+def retrieve_options(params: RetrieveParams, caps: Capabilities,
+                     gate: OptionGate) -> None:
     retrieve = caps.retrieve or RetrieveCap()
     check_modalities(normalize_content(params.query, "query"), retrieve.modalities, "query")
     if (params.modality is not None
@@ -199,7 +200,7 @@ def _retrieve(params: RetrieveParams, caps: Capabilities, gate: _Gate) -> None:
 
 
 def _retrieve_pipeline(params: RetrieveParams, caps: Capabilities, retrieve: RetrieveCap,
-                       gate: _Gate) -> None:
+                       gate: OptionGate) -> None:
     """Mode, fusion, rerank, mmr and rewrite stages (§3.1, §7.7)."""
     modes = retrieve.modes or ([retrieve.default_mode] if retrieve.default_mode else None)
     if params.mode is not None and modes is not None and params.mode not in modes:
@@ -229,7 +230,7 @@ def _retrieve_pipeline(params: RetrieveParams, caps: Capabilities, retrieve: Ret
 
 
 def _retrieve_granularity(params: RetrieveParams, caps: Capabilities, retrieve: RetrieveCap,
-                          gate: _Gate) -> None:
+                          gate: OptionGate) -> None:
     """Unit, level, token budget and pagination (§7.7.2, §10)."""
     if params.unit is not None and params.unit not in (retrieve.units or _DEFAULT_UNITS):
         gate.unsupported("unit", params.unit, f"retrieval unit {params.unit!r} is not advertised")
@@ -242,14 +243,15 @@ def _retrieve_granularity(params: RetrieveParams, caps: Capabilities, retrieve: 
         gate.unsupported("cursor", params.cursor, "pagination is not advertised")
 
 
-def _transform(params: TransformParams, caps: Capabilities, gate: _Gate) -> None:
+def transform_options(params: TransformParams, caps: Capabilities,
+                      gate: OptionGate) -> None:
     methods = caps.transform.methods if caps.transform else None
     if params.method not in (methods or []):
         gate.reject("method", params.method, f"transform method {params.method!r} is not "
                     "advertised")
 
 
-def _graph(params: GraphParams, caps: Capabilities, gate: _Gate) -> None:
+def graph_options(params: GraphParams, caps: Capabilities, gate: OptionGate) -> None:
     ops = caps.graph.ops if caps.graph else None
     if params.op not in (ops or []):
         gate.reject("op", params.op, f"graph op {params.op!r} is not advertised")
@@ -257,9 +259,16 @@ def _graph(params: GraphParams, caps: Capabilities, gate: _Gate) -> None:
         gate.unsupported("cursor", params.cursor, "pagination is not advertised")
 
 
-def _index_add(params: IndexAddParams, caps: Capabilities, gate: _Gate) -> None:
+def index_writable(caps: Capabilities) -> bool:
+    """§7 roster: ``index/add`` needs ``index`` advertised with ``writable: true``."""
     index = caps.index
-    if index is None or index.writable is not True:
+    return index is not None and index.writable is True
+
+
+def index_add_options(params: IndexAddParams, caps: Capabilities,
+                      gate: OptionGate) -> None:
+    index = caps.index
+    if index is None or not index_writable(caps):
         raise CapabilityMissing("the index is not writable (index.writable)")
     if params.chunk and not index.chunking:
         gate.unsupported("chunk", True, "server-side chunking is not advertised")
@@ -267,21 +276,9 @@ def _index_add(params: IndexAddParams, caps: Capabilities, gate: _Gate) -> None:
         gate.unsupported("contextual", True, "contextual chunking is not advertised")
 
 
-def _memory_build(params: MemoryBuildParams, caps: Capabilities, gate: _Gate) -> None:
+def memory_build_options(params: MemoryBuildParams, caps: Capabilities,
+                         gate: OptionGate) -> None:
     scopes = caps.memory.scopes if caps.memory else None
     if params.scope is not None and scopes is not None and params.scope not in scopes:
         gate.unsupported("scope", params.scope, f"memory scope {params.scope!r} is not "
                          "advertised")
-
-
-_CHECKERS: dict[str, Callable[[Any, Capabilities, _Gate], None]] = {
-    "embed": _embed,
-    "embed/sparse": _embed_sparse,
-    "embed/multi": _embed_multi,
-    "rerank": _rerank,
-    "retrieve": _retrieve,
-    "query/transform": _transform,
-    "graph": _graph,
-    "index/add": _index_add,
-    "memory/build": _memory_build,
-}

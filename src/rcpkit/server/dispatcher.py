@@ -44,8 +44,7 @@ from typing import Any
 import msgspec
 
 from ..interrupts import checked_by
-from ..protocol import codec, gating, messages
-from ..protocol import types as wire_types
+from ..protocol import codec, messages
 from ..protocol.capabilities import Capabilities
 from ..protocol.errors import (
     Cancelled,
@@ -60,7 +59,7 @@ from ..protocol.errors import (
 from ..protocol.filters import FilterNode
 from ..protocol.lifecycle import PROTOCOL_VERSION, Event, negotiate
 from ..protocol.messages import Id, Invalid, Message, Notification, Request
-from ..protocol.methods import CANCEL
+from ..protocol.methods import CANCEL, PARAMS, decode_params, gate_options
 from ..tracing import RequestTrace, Tracing, active
 from .context import Context, Notify, ServerSession
 from .framework import Handler, Server
@@ -365,11 +364,11 @@ class Dispatcher:
         """
         if handler.params_type is not None:
             return codec.convert(params, handler.params_type), [], None
-        if handler.method not in wire_types.PARAMS:
+        if handler.method not in PARAMS:
             return params, [], None
-        typed = wire_types.decode_params(handler.method, params)  # includes the §3.3 funnel
+        typed = decode_params(handler.method, params)  # includes the §3.3 funnel
         caps = self._capabilities()
-        notes, tree = gating.gate_options(handler.method, typed, caps)
+        notes, tree = gate_options(handler.method, typed, caps)
         return typed, notes, tree
 
     def _capabilities(self) -> Capabilities:

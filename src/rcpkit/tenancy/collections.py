@@ -8,7 +8,8 @@ no collection key in its queries, and dropping a collection is one ``DROP SCHEMA
 
 A name is lower-case letters, digits, ``-`` and ``_``, and never the first segment of an RCP
 method (``retrieve``, ``index``, ``x-…``), so ``<base>/<name>/…`` cannot be mistaken for a
-method of the server's own ``<base>`` (§7.13 ``catalog/list`` lives there).
+method of the server's own ``<base>`` (§7.13 ``catalog/list`` lives there) nor for its
+``openrpc.json``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..files import private_dir, write_new
-from ..protocol.methods import CORE_METHODS
+from ..protocol.methods import METHODS
+from ..protocol.openrpc import DOCUMENT
 
 __all__ = [
     "COLLECTIONS_DIR",
@@ -35,7 +37,7 @@ __all__ = [
 
 COLLECTIONS_DIR = "collections"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-_RESERVED = frozenset(method.split("/", 1)[0] for method in CORE_METHODS)
+_RESERVED = frozenset(method.split("/", 1)[0] for method in METHODS) | {DOCUMENT}
 
 
 class CollectionError(ValueError):

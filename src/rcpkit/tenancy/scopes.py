@@ -11,18 +11,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ACTIONS", "ANY_COLLECTION", "WRITE_METHODS", "Action", "Scopes", "action_of"]
+from ..protocol.methods import WRITE_METHODS
+
+__all__ = ["ACTIONS", "ANY_COLLECTION", "Action", "Scopes", "action_of"]
 
 Action = Literal["read", "write"]
 ACTIONS: tuple[Action, ...] = ("read", "write")
 ANY_COLLECTION = "*"
 
-WRITE_METHODS = frozenset({"index/add", "index/delete", "feedback", "memory/build"})
-"""The methods that change what later callers see (§15.3): they need ``write``."""
-
 
 def action_of(method: str) -> Action:
-    """The scope a method needs."""
+    """The scope a method needs: ``write`` for the methods that change what later callers
+    see (§15.3)."""
     return "write" if method in WRITE_METHODS else "read"
 
 

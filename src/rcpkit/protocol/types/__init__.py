@@ -58,12 +58,9 @@ from .retrieve import (
     RetrieveResult,
     check_funnel,
 )
-from .roster import PARAMS, RESULTS, decode_params, decode_result
 from .transform import TransformParams, TransformResult
 
 __all__ = [
-    "PARAMS",
-    "RESULTS",
     "CancelParams",
     "CatalogEngine",
     "CatalogListParams",
@@ -127,6 +124,4 @@ __all__ = [
     "Trust",
     "Usage",
     "check_funnel",
-    "decode_params",
-    "decode_result",
 ]

@@ -3,11 +3,13 @@ and served by the lean server of :mod:`.server` (optionally in several worker pr
 
 Modules: :mod:`.app` (the endpoint and the app), :mod:`.direct` (the one route decision
 and the buffered direct route), :mod:`.sessions`, :mod:`.auth` (credentials, CORS),
-:mod:`.sse`, :mod:`.replies`, :mod:`.workers` (:func:`serve_http`, pre-fork), :mod:`.server`.
+:mod:`.sse`, :mod:`.replies`, :mod:`.discovery`, :mod:`.workers` (:func:`serve_http`,
+pre-fork), :mod:`.server`.
 
 Routes: ``POST <base>/<method>`` for one message (the body's method must match
 the path, else ``-32600``) and ``POST <base>`` for a batch or any single
-message. Status mapping (§5.2):
+message. ``GET <base>/openrpc.json`` is the endpoint's OpenRPC document (:mod:`.discovery`),
+behind the same credentials. Status mapping (§5.2):
 
 =====  ==================================================================
 200    every JSON-RPC response, errors included (JSON, or SSE on request)

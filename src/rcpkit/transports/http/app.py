@@ -24,6 +24,7 @@ from ...tracing import Tracing
 from ..access import AccessLog, outcome_code, request_summary
 from .auth import Authenticator, Gate, cors_middleware
 from .direct import EndpointDirectRoute, Routing
+from .discovery import openrpc_route
 from .metrics import Metrics
 from .operations import operational_routes
 from .replies import JSON_HEADERS, error_reply, respond, shed
@@ -294,7 +295,8 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
                access_log: AccessLog | None = None,
                clock: Callable[[], float] = time.monotonic) -> RcpApp:
     """The ASGI app serving ``server`` at ``base`` (see :mod:`rcpkit.transports.http`), with
-    ``/healthz`` and ``/readyz`` beside the base, and ``/metrics`` when ``metrics`` is given
+    ``/healthz`` and ``/readyz`` beside the base, ``<base>/openrpc.json`` (:mod:`.discovery`),
+    and ``/metrics`` when ``metrics`` is given
     (its requests labelled ``collection``, by default the server's name). ``log_bodies``
     lets failure logs quote queries and documents (§15.6; off by default). ``gate``
     replaces the ``auth_tokens`` check; ``authorize`` is the dispatcher's check of each
@@ -323,6 +325,7 @@ def create_app(server: Server, *, base: str = "/rcp", sessions: SessionPolicy = 
     routing = Routing(base, max_body_bytes=max_body_bytes, cors=bool(middleware))
     return RcpApp(routing, endpoint, middleware=middleware, routes=[
         *operational_routes(base, server, metrics),
+        openrpc_route(base, server, endpoint.auth),
         StarletteRoute(base, endpoint, methods=["POST"]),
         StarletteRoute(base + "/{method:path}", endpoint, methods=["POST"])])
 

@@ -83,7 +83,8 @@ class Authenticator:
 
 
 def cors_middleware(origins: Iterable[str], api_key_header: str | None) -> list[Middleware]:
-    """The CORS layer for ``origins`` (none: no CORS at all), allowing the RCP headers."""
+    """The CORS layer for ``origins`` (none: no CORS at all), allowing the RCP headers, POST
+    and the ``GET`` of the OpenRPC document (:mod:`.discovery`)."""
     allowed_origins = list(origins)
     if not allowed_origins:
         return []
@@ -91,4 +92,4 @@ def cors_middleware(origins: Iterable[str], api_key_header: str | None) -> list[
     if api_key_header:
         allowed_headers.append(api_key_header)
     return [Middleware(CORSMiddleware, allow_origins=allowed_origins,
-                       allow_methods=["POST", "OPTIONS"], allow_headers=allowed_headers)]
+                       allow_methods=["GET", "POST", "OPTIONS"], allow_headers=allowed_headers)]
