@@ -2,7 +2,10 @@
 the bridge (stdio) to the answer, bridging an engine already served over HTTP (the
 sample notes, hashing embedder), median of several launches::
 
-    python benchmarks/mcp_initialize.py [--runs 5] [--baseline SRC]
+    python benchmarks/mcp_initialize.py [--runs 5] [--baseline SRC] [--data]
+
+``--data`` launches ``rcpkit mcp --data DIR`` instead (the bridge opens the engine in its own
+process) on the same notes.
 
 ``--baseline SRC`` also launches the bridge with another tree's ``src`` first on the path
 (e.g. ``git archive main src | tar -x -C /tmp/main``) and prints this tree's time over it,
@@ -62,6 +65,8 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline", type=Path, help="another tree's src directory")
+    parser.add_argument("--data", action="store_true",
+                        help="bridge the engine in-process (rcpkit mcp --data DIR)")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         data = Path(directory)
@@ -77,7 +82,8 @@ async def main() -> None:
             # The engine announces its address (with the port it bound) on stderr.
             announced = re.search(r"at (http://\S+/rcp)", served.stderr.readline())
             assert announced, "the engine did not announce its address"
-            bridge = [*rcpkit, "mcp", "--http", announced.group(1)]
+            bridge = [*rcpkit, "mcp", *(["--data", str(data)] if options.data
+                                        else ["--http", announced.group(1)])]
             trees = {"this tree": HERE_SRC, **({"baseline": options.baseline}
                                                if options.baseline else {})}
             times: dict[str, list[float]] = {name: [] for name in trees}

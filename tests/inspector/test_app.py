@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,8 +13,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from rcpkit.eval.datasets import write_beir
+from rcpkit.eval.datasets import CorpusDocument, Dataset, write_beir
 from rcpkit.eval.runner import EvalConfig
+from rcpkit.federation.registry import Registry
 from rcpkit.inspector import Inspector, TargetSpec, create_app
 from rcpkit.inspector.app import TOKEN_HEADER
 from rcpkit.inspector.sample_eval import sample_dataset
@@ -21,8 +23,9 @@ from rcpkit.protocol.errors import RcpError
 from rcpkit.transports.http import create_app as create_rcp_app
 from support.example_server import build_test_server
 from support.http import LoopbackServer
+from support.mcp_stdio import mcp_stdio_replies
 
-from .conftest import engine_dir, sse_events
+from .conftest import RCPKIT, engine_dir, sse_events
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -123,6 +126,8 @@ async def test_overview_describes_the_server_and_its_forms(web: httpx.AsyncClien
     assert methods["retrieve"]["schema"] == {"$ref": "#/$defs/RetrieveParams"}
     assert set(retrieve["required"]) == {"query", "k"} and "candidateK" in retrieve["properties"]
     assert view["choices"]["retrieve.mode"] == "retrieve.modes"
+    assert "reranking" in methods["retrieve"]["help"]["candidateK"]  # the forms' hints
+    assert methods["retrieve"]["help"]["fusion.method"] and "nonce" in methods["ping"]["help"]
     handshake = [frame["frame"].get("method") for frame in view["frames"][:1]]
     assert handshake == ["initialize"]
 
@@ -226,6 +231,35 @@ async def test_eval_reports_a_missing_collection_and_bad_configs(
 
 
 @pytest.mark.wire
+async def test_eval_warns_when_the_engine_holds_none_of_the_collection(
+        web: httpx.AsyncClient, tmp_path: Path) -> None:
+    """The sample collection under other ids against the test server (other data): it
+    returns only documents the qrels do not know, and the report says why every score is 0;
+    the matching collection on the sample engine gets no warning."""
+    sample = sample_dataset()
+    renamed = Dataset(name="renamed", corpus=[CorpusDocument(id=f"other-{doc.id}", text=doc.text)
+                                              for doc in sample.corpus],
+                      queries=sample.queries,
+                      qrels={query: {f"other-{doc}": grade for doc, grade in judged.items()}
+                             for query, judged in sample.qrels.items()})
+    write_beir(renamed, tmp_path / "renamed")
+    configs = ['bm25={"mode": "sparse"}']
+    matching = (await _events(web, "/api/eval", {"configs": configs}))[-1]["report"]
+    assert matching["warnings"] == []
+    events: list[dict[str, Any]] = []
+    opened = await Inspector.open(EXAMPLE_SERVER, eval_root=tmp_path)
+    try:
+        await opened.evaluate(events.append, dataset="renamed",
+                              configs=[EvalConfig(name="bm25", params={})])
+    finally:
+        await opened.close()
+    report = events[-1]["report"]
+    assert report["configs"][0]["metrics"]["nDCG@10"] == 0.0
+    [warning] = report["warnings"]
+    assert "absent from the engine" in warning and "'renamed'" in warning
+
+
+@pytest.mark.wire
 async def test_eval_without_index_never_writes_to_the_engine(tmp_path: Path) -> None:
     """The corpus goes into the inspected engine only when the user asks for it."""
     empty = await Inspector.open(TargetSpec(data=engine_dir(tmp_path / "empty",
@@ -240,6 +274,8 @@ async def test_eval_without_index_never_writes_to_the_engine(tmp_path: Path) -> 
                 if frame.direction == "sent"]
         assert "index/add" not in sent
         assert report["configs"][0]["metrics"]["nDCG@10"] == 0.0
+        [warning] = report["warnings"]  # 0.000 everywhere, and why
+        assert "returned no hits" in warning
     finally:
         await empty.close()
 
@@ -345,3 +381,83 @@ async def test_a_call_can_ask_for_its_own_server_logs() -> None:
     assert frames[0]["frame"]["params"]["_meta"]["logLevel"] == "info"
     assert not any(f["frame"].get("method") == "notifications/log" for f in quiet)
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "logLevel"
+
+
+# ── connecting elsewhere from the page, and exporting the connection ─────────
+
+SLOPPY = TargetSpec(stdio=[sys.executable, str(Path(__file__).with_name("sloppy_server.py"))])
+
+
+async def test_the_page_connects_to_an_http_server_and_to_allowed_commands_only(
+        tmp_path: Path) -> None:
+    """HTTP: any URL; stdio: only a command of the allow-list (and the first target); any
+    other command is refused before anything starts, and a failed connect keeps the old
+    connection."""
+    marker = tmp_path / "launched"
+    with LoopbackServer(create_rcp_app(build_test_server())) as upstream:
+        async with _served(EXAMPLE_SERVER, allowed_stdio=[SLOPPY]) as (_, web):
+            first = (await web.get("/api/overview")).json()
+            assert first["allowedStdio"] == [EXAMPLE_SERVER.describe()["address"],
+                                             SLOPPY.describe()["address"]]
+            for body, field in [({"stdio": f"touch {marker}"}, "stdio"),
+                                ({"stdio": SLOPPY.describe()["address"] + " --more"}, "stdio"),
+                                ({"http": "file:///etc/passwd"}, "http"),
+                                ({}, "http"),
+                                ({"http": upstream.url + "/rcp", "headers": {"A": 1}}, "headers")]:
+                refused = await web.post("/api/connect", json=body)
+                assert refused.status_code == 400, body
+                assert refused.json()["error"]["field"] == field, body
+            unreachable = await web.post("/api/connect", json={"http": "http://127.0.0.1:9/rcp"})
+            assert unreachable.status_code == 502
+            _, pong = await _outcome(web, "ping", {"nonce": "still here"})
+            assert pong["result"] == {"nonce": "still here"}
+
+            over_http = await web.post("/api/connect", json={"http": upstream.url + "/rcp"})
+            assert over_http.status_code == 200
+            assert over_http.json()["target"] == {"transport": "http",
+                                                  "address": upstream.url + "/rcp"}
+            _, slept = await _outcome(web, "x-test/sleep", {"seconds": 0.01})
+            assert slept["result"] == {"slept": 0.01}
+
+            sloppy = await web.post("/api/connect",
+                                    json={"stdio": SLOPPY.describe()["address"]})
+            assert sloppy.status_code == 200 and sloppy.json()["server"]["name"] == "sloppy"
+            _, hits = await _outcome(web, "retrieve", {"query": "x", "k": 1})
+            assert hits["result"]["hits"][0]["id"] == "a"
+            back = await web.post("/api/connect",
+                                  json={"stdio": EXAMPLE_SERVER.describe()["address"]})
+            assert back.status_code == 200 and back.json()["server"]["name"] != "sloppy"
+    assert not marker.exists()
+
+
+async def test_the_export_is_a_working_mcp_host_entry_and_a_valid_registry_entry(
+        web: httpx.AsyncClient, sample_data: Path) -> None:
+    exported = (await web.get("/api/overview")).json()["export"]
+    registry = Registry.from_dict(exported["rcpJson"])  # the federation's own rcp.json parser
+    [engine] = registry.engines
+    assert engine.id == "rcpkit-engine"
+    assert list(engine.replicas[0].command) == ["rcpkit", "serve", "--stdio", "--data",
+                                                str(sample_data.resolve())]
+    server = exported["mcpHost"]["mcpServers"]["rcpkit-engine"]
+    assert server["command"] == "rcpkit" and server["args"][0] == "mcp"
+    # What a host would run answers MCP's initialize and lists the retrieve tool.
+    answers, process = await mcp_stdio_replies([*RCPKIT, *server["args"]],
+                                               [{"method": "tools/list"}])
+    process.kill()
+    await process.communicate()
+    assert answers[0]["result"]["serverInfo"]["name"]
+    assert "retrieve" in {tool["name"] for tool in answers[1]["result"]["tools"]}
+
+
+async def test_an_http_export_keeps_the_credentials_out() -> None:
+    secret = "sekret-never-exported"
+    spec = TargetSpec(http="http://127.0.0.1:1/rcp", headers={"Authorization": f"Bearer {secret}"})
+    exported = spec.export("Acme Search 2")
+    assert secret not in json.dumps(exported)
+    [entry] = exported["rcpJson"]["engines"]
+    assert entry == {"id": "acme-search-2", "transport": "http", "url": "http://127.0.0.1:1/rcp",
+                     "headers": {"Authorization": "<Authorization value>"}}
+    Registry.from_dict(exported["rcpJson"])
+    assert exported["mcpHost"]["mcpServers"]["acme-search-2"]["args"] == [
+        "mcp", "--http", "http://127.0.0.1:1/rcp", "--header",
+        "Authorization: <Authorization value>"]

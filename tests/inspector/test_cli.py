@@ -11,6 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from rcpkit.transports.http import create_app as create_rcp_app
+from support.example_server import build_test_server
+from support.http import LoopbackServer
+
 from .conftest import RCPKIT, assert_cancel_sent
 
 URL = re.compile(r"^http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]{20,})$")
@@ -49,6 +53,7 @@ def test_prints_its_address_first_serves_the_page_and_stops_cleanly(sample_data:
     ["--http", "http://127.0.0.1:9/rcp", "--header", "no-colon"],
     ["--http", "http://127.0.0.1:9/rcp", "--listen", "127.0.0.1:http"],
     ["--http", "http://127.0.0.1:9/rcp", "--eval-root", "/no/such/directory"],
+    ["--http", "http://127.0.0.1:9/rcp", "--allow-stdio", " "],
 ])
 def test_usage_errors_exit_2(args: list[str]) -> None:
     run = subprocess.run([*RCPKIT, "inspect", "--no-open", *args], capture_output=True,
@@ -93,6 +98,40 @@ def test_a_call_whose_page_goes_away_is_cancelled_on_the_server() -> None:
                              for line in response.iter_lines())
         assert progressed
         assert_cancel_sent(url, "x-test/sleep")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+
+
+def test_connect_and_reconnect_over_the_inspectors_own_server() -> None:
+    """``/api/connect`` and ``/api/reconnect`` through the lean HTTP server (which starts an
+    app outside a task): a 200 with the new overview, not a 500; only ``--allow-stdio``
+    commands (and the first target) are offered."""
+    example = f"{sys.executable} {Path(__file__).parents[1] / 'support' / 'example_server.py'}"
+    sloppy = f"{sys.executable} {Path(__file__).with_name('sloppy_server.py')}"
+    process = subprocess.Popen([*RCPKIT, "inspect", "--stdio", example, "--allow-stdio", sloppy,
+                                "--no-open"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        assert process.stdout is not None
+        match = URL.match(process.stdout.readline().strip())
+        assert match
+        base = f"http://127.0.0.1:{match.group(1)}"
+        headers = {"x-inspector-token": match.group(2)}
+        overview = httpx.get(f"{base}/api/overview", headers=headers, timeout=30).json()
+        assert overview["allowedStdio"] == [example, sloppy]
+        with LoopbackServer(create_rcp_app(build_test_server())) as upstream:
+            over_http = httpx.post(f"{base}/api/connect", json={"http": upstream.url + "/rcp"},
+                                   headers=headers, timeout=60)
+            assert over_http.status_code == 200, over_http.text
+        gone = httpx.post(f"{base}/api/connect", json={"http": upstream.url + "/rcp"},
+                          headers=headers, timeout=60)
+        assert gone.status_code == 502 and "cannot connect" in gone.json()["error"]["message"]
+        switched = httpx.post(f"{base}/api/connect", json={"stdio": sloppy}, headers=headers,
+                              timeout=60)
+        assert switched.status_code == 200 and switched.json()["server"]["name"] == "sloppy"
+        again = httpx.post(f"{base}/api/reconnect", json={}, headers=headers, timeout=60)
+        assert again.status_code == 200 and again.json()["connected"] is True
     finally:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=60)

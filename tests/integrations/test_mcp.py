@@ -38,6 +38,7 @@ from rcpkit.client.memory import connect_memory
 from rcpkit.integrations.engines import open_engine
 from rcpkit.integrations.mcp import McpBridge
 from rcpkit.server import Server
+from support.mcp_stdio import mcp_stdio_replies
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -555,3 +556,22 @@ async def test_stdio_stdout_carries_only_mcp_frames(sample_kb: Path) -> None:
     assert all(reply["jsonrpc"] == "2.0" for reply in replies)
     answer = next(reply for reply in replies if reply.get("id") == 2)
     assert answer["result"]["structuredContent"]["hits"][0]["id"]
+
+
+async def test_stdio_answers_initialize_before_the_engine_opens(tmp_path: Path) -> None:
+    """``--data``: the engine opens while MCP is served, so ``initialize`` does not wait for
+    it; here it never opens (a bad config), yet the handshake completes, each later request
+    gets the engine's error, and at EOF the bridge exits 2 with one line."""
+    (tmp_path / "rcpkit.toml").write_text("bogus_key = 3\n", encoding="utf-8")
+    replies, process = await mcp_stdio_replies(rcpkit("mcp", "--data", str(tmp_path)),
+                                               [{"method": "tools/list"}])
+    assert process.stdin is not None
+    process.stdin.close()
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert replies[0]["result"]["serverInfo"]["name"] == "rcpkit-mcp"
+    assert replies[1]["error"]["code"] == -32603
+    assert "the engine did not open" in replies[1]["error"]["message"]
+    assert "bogus_key" in replies[1]["error"]["message"]
+    assert process.returncode == 2
+    assert err.decode().startswith("rcpkit mcp: error: ") and "bogus_key" in err.decode()
+    assert "Traceback" not in err.decode()

@@ -70,6 +70,9 @@ def inspect(
     eval_root: Annotated[Path | None, typer.Option(
         "--eval-root", metavar="DIR", help="Evaluations read datasets under this directory "
                                           "only (default: the current directory).")] = None,
+    allow_stdio: Annotated[list[str] | None, typer.Option(
+        "--allow-stdio", metavar="CMD", help="A server command the page may start "
+                                             "(repeatable; no other can be).")] = None,
 ) -> None:
     """Open a web inspector on an RCP server: identity, capabilities, method forms, raw
     frames, retrieve results, certification and evaluation."""
@@ -84,6 +87,9 @@ def inspect(
                           headers=headers)
     except UsageError as exc:
         _usage(str(exc))
+    allowed = [TargetSpec(stdio=shlex.split(command)) for command in allow_stdio or []]
+    if not all(target.command for target in allowed):
+        _usage("--allow-stdio needs a command")
     if eval_root is not None and not eval_root.is_dir():
         _usage(f"--eval-root {eval_root} is not a directory")
     host, port = _address(listen)
@@ -98,7 +104,8 @@ def inspect(
         typer.echo(f"warning: listening on {host}, reachable beyond this machine; the token "
                    "is the only protection", err=True)
     try:
-        asyncio.run(_serve(spec, listener, timeout, eval_root, open_browser=not no_open))
+        asyncio.run(_serve(spec, listener, timeout, eval_root, allowed,
+                           open_browser=not no_open))
     except (RcpError, OSError) as exc:
         fail("inspect", f"cannot inspect {spec.describe()['address']}: {exc}", code=1)
     finally:
@@ -106,8 +113,10 @@ def inspect(
 
 
 async def _serve(spec: TargetSpec, listener: socket.socket, timeout: float,
-                 eval_root: Path | None, *, open_browser: bool) -> None:
-    inspector = await Inspector.open(spec, timeout=timeout, eval_root=eval_root)
+                 eval_root: Path | None, allowed: list[TargetSpec], *,
+                 open_browser: bool) -> None:
+    inspector = await Inspector.open(spec, timeout=timeout, eval_root=eval_root,
+                                     allowed_stdio=allowed)
     try:
         host, port = listener.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host

@@ -116,8 +116,7 @@ def mcp(
 ) -> None:
     """Serve an RCP engine to MCP hosts: its retrieval as tools, its documents as resources."""
     try:
-        from ..integrations.mcp import McpBridge, serve_stdio
-        from ..integrations.mcp_http import McpHttp, OAuth, serve_http
+        from ..integrations.mcp import McpBridge, serve_stdio, serve_stdio_opening
     except ModuleNotFoundError as exc:
         if exc.name is None or not exc.name.startswith("mcp"):
             raise
@@ -142,6 +141,9 @@ def mcp(
                               "headers": headers or None, "auth": auth_token}
 
     if address is not None:
+        # Only here: a stdio bridge does not pay for the HTTP server's imports.
+        from ..integrations.mcp_http import McpHttp, OAuth, serve_http
+
         host, port = address
         shown = f"[{host}]" if ":" in host else host
         oauth = None if oauth_issuer is None or oauth_jwks is None else OAuth(
@@ -154,8 +156,12 @@ def mcp(
         serve: Callable[[], None] = functools.partial(serve_http, settings)
     else:
         async def run_stdio() -> None:
-            async with open_engine(**engine, client_info={"name": "rcpkit-mcp",
-                                                          "version": __version__}) as client:
+            opening = open_engine(**engine, client_info={"name": "rcpkit-mcp",
+                                                         "version": __version__})
+            if data is not None and stdio is None and http is None:  # opening it takes a while
+                await serve_stdio_opening(opening, engine=data.name, allow_writes=not read_only)
+                return
+            async with opening as client:
                 await serve_stdio(McpBridge(client, allow_writes=not read_only))
 
         serve = functools.partial(asyncio.run, run_stdio())

@@ -57,13 +57,16 @@ class EvalReport:
     index_version: str | None
     results: list[ConfigResult]
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """What makes the figures meaningless (the engine holds none of the judged documents)."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document."""
         return {"dataset": self.dataset, "engine": self.engine, "indexing": self.indexing,
                 "seed": self.seed, "indexVersion": self.index_version,
                 "metricNames": metric_names(),
-                "configs": [result.to_json() for result in self.results], "notes": self.notes}
+                "configs": [result.to_json() for result in self.results], "notes": self.notes,
+                "warnings": self.warnings}
 
 
 def render_table(report: EvalReport) -> Table:
@@ -71,7 +74,8 @@ def render_table(report: EvalReport) -> Table:
 
     A failed configuration shows dashes; its error is listed in the caption.
     """
-    caption = [f"indexing: {report.indexing}", f"seed: {report.seed}",
+    caption = [*(f"WARNING: {warning}" for warning in report.warnings),
+               f"indexing: {report.indexing}", f"seed: {report.seed}",
                f"indexVersion: {report.index_version}", *report.notes,
                *(f"{r.name} failed: {r.error}" for r in report.results if r.error)]
     table = Table(title=escape(f"{report.dataset} @ {report.engine}"),

@@ -50,6 +50,7 @@ __all__ = [
     "ProgressCallback",
     "RetrievalTarget",
     "corpus_is_loaded",
+    "corpus_mismatch",
     "index_corpus",
     "open_target",
     "run_config",
@@ -237,8 +238,31 @@ async def run_eval(target: RetrievalTarget, dataset: Dataset, configs: Sequence[
         notes.append("engine does not advertise retrieve.snapshots: indexVersion not pinned")
     elif any(r.index_version not in (None, pinned) for r in results):
         notes.append("engine served an indexVersion other than the pinned one")
+    mismatch = corpus_mismatch(dataset, results)
     return EvalReport(dataset=dataset.name, engine=engine, indexing=indexing, seed=report_seed,
-                      index_version=pinned, results=results, notes=notes)
+                      index_version=pinned, results=results, notes=notes,
+                      warnings=[mismatch] if mismatch else [])
+
+
+def corpus_mismatch(dataset: Dataset, results: Sequence[ConfigResult]) -> str | None:
+    """Why the scores say nothing about the engine, when the documents it returned are none
+    of the collection's: the judged ids are then absent from the engine and every metric
+    is 0 (it holds other data, or the corpus was never added). None when they overlap."""
+    runs = [result for result in results if result.error is None and result.run]
+    if not runs:
+        return None
+    known = {document.id for document in dataset.corpus}
+    known.update(doc for judged in dataset.qrels.values() for doc in judged)
+    returned = {doc for result in runs for ranking in result.run.values() for doc, _ in ranking}
+    if returned & known:
+        return None
+    if not returned:
+        return ("the engine returned no hits for any query: it holds none of the "
+                f"collection's {len(known)} documents, so every score is 0")
+    example = sorted(returned)[0]
+    return (f"none of the {len(returned)} documents the engine returned (e.g. {example!r}) is "
+            f"in the collection {dataset.name!r}: the judged documents are absent from the "
+            "engine (it holds other data, or the corpus was never added), so every score is 0")
 
 
 def _default_k(retrieve_meta: dict[str, Any]) -> int:

@@ -167,6 +167,12 @@ class EventStream(Response):
             emit(None)
 
 
+async def _in_task(operation: Awaitable[None]) -> None:
+    """Await ``operation`` in a task of its own: the lean server runs a handler outside any
+    task up to its first suspension, and the client's ``asyncio.timeout`` needs one."""
+    await asyncio.ensure_future(operation)
+
+
 async def _disconnected(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
@@ -219,9 +225,25 @@ def create_app(inspector: Inspector, token: str, *,
 
     async def reconnect(request: Request) -> Response:
         try:
-            await inspector.reconnect()
+            await _in_task(inspector.reconnect())
         except (RcpError, OSError) as exc:
             return Response(orjson.dumps({"error": {"message": f"cannot reconnect: {exc}"}}),
+                            502, media_type="application/json")
+        return Response(orjson.dumps(inspector.overview()), media_type="application/json")
+
+    async def connect(request: Request) -> Response:
+        body = await _body(request)
+        http = _typed(body, "http", str, None) if body.get("http") is not None else None
+        stdio = _typed(body, "stdio", str, None) if body.get("stdio") is not None else None
+        headers = _typed(body, "headers", dict, {})
+        if not all(isinstance(value, str) for value in headers.values()):
+            raise BadRequest("`headers` maps names to strings", field="headers")
+        try:
+            await _in_task(inspector.connect(http=http, headers=headers, stdio=stdio))
+        except UsageError as exc:
+            raise BadRequest(str(exc), field="http" if stdio is None else "stdio") from None
+        except (RcpError, OSError) as exc:
+            return Response(orjson.dumps({"error": {"message": f"cannot connect: {exc}"}}),
                             502, media_type="application/json")
         return Response(orjson.dumps(inspector.overview()), media_type="application/json")
 
@@ -256,6 +278,7 @@ def create_app(inspector: Inspector, token: str, *,
         Route("/api/overview", overview),
         Route("/api/call", call, methods=["POST"]),
         Route("/api/reconnect", reconnect, methods=["POST"]),
+        Route("/api/connect", connect, methods=["POST"]),
         Route("/api/certify", certify, methods=["POST"]),
         Route("/api/eval", evaluate, methods=["POST"]),
         Route("/static/{name}", asset),

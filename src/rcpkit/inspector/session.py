@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import re
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +33,7 @@ from ..eval.datasets import Dataset, load_beir
 from ..eval.runner import ClientTarget, EvalConfig, run_eval
 from ..protocol.errors import ProtocolViolation, RcpError, UsageError
 from ..protocol.methods import METHODS, decode_result
+from ..protocol.param_help import param_help
 from .frames import Frame, FrameLog, TappedHttpTransport, TappedStdioTransport
 from .sample_eval import SAMPLE_NAME, sample_dataset
 
@@ -91,13 +94,40 @@ class TargetSpec:
             return Target(url=self.http, headers=dict(self.headers))
         return Target(argv=tuple(self.command or ()))
 
+    def export(self, name: str) -> dict[str, Any]:
+        """This connection as an MCP host's server entry (``rcpkit mcp …``, the JSON Claude
+        Desktop and similar hosts read) and as an ``rcp.json`` entry (§16.1). Header values
+        become placeholders: credentials never reach the page."""
+        engine_id = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "rcp"
+        placeholders = {header: f"<{header} value>" for header in self.headers}
+        if self.http is not None:
+            bridge = ["--http", self.http, *(item for header, value in placeholders.items()
+                                             for item in ("--header", f"{header}: {value}"))]
+            entry: dict[str, Any] = {"id": engine_id, "transport": "http", "url": self.http,
+                                     **({"headers": placeholders} if placeholders else {})}
+        elif self.data is not None:
+            data = str(self.data.resolve())
+            bridge = ["--data", data]
+            entry = {"id": engine_id, "transport": "stdio",
+                     "command": ["rcpkit", "serve", "--stdio", "--data", data]}
+        else:
+            bridge = ["--stdio", shlex.join(self.command or [])]
+            entry = {"id": engine_id, "transport": "stdio", "command": self.command}
+        return {"mcpHost": {"mcpServers": {engine_id: {"command": "rcpkit",
+                                                       "args": ["mcp", *bridge]}}},
+                "rcpJson": {"engines": [entry]}}
+
 
 class Inspector:
     """One connection to the inspected server plus the operations of the web app."""
 
     def __init__(self, spec: TargetSpec, client: AsyncClient, frames: FrameLog, *,
-                 timeout: float = 30.0, eval_root: Path | None = None) -> None:
+                 timeout: float = 30.0, eval_root: Path | None = None,
+                 allowed_stdio: Sequence[TargetSpec] = ()) -> None:
         self.spec = spec
+        self.allowed_stdio = {target.describe()["address"]: target for target in
+                              [*([spec] if spec.http is None else []), *allowed_stdio]}
+        """The only stdio servers the page may start (``--allow-stdio``, and the first one)."""
         self.eval_root = (eval_root or Path.cwd()).resolve()
         """The only directory tree evaluations read datasets from (``--eval-root``)."""
         self.client = client
@@ -108,12 +138,32 @@ class Inspector:
 
     @classmethod
     async def open(cls, spec: TargetSpec, *, timeout: float = 30.0,
-                   eval_root: Path | None = None) -> Inspector:
+                   eval_root: Path | None = None,
+                   allowed_stdio: Sequence[TargetSpec] = ()) -> Inspector:
         """Connect and initialize (§7.1); a server that cannot be reached is an error.
-        Evaluations read datasets under ``eval_root`` only (default: the current directory)."""
+        Evaluations read datasets under ``eval_root`` only (default: the current directory);
+        the page may switch to an HTTP server or to one of ``allowed_stdio``."""
         frames = FrameLog()
         return cls(spec, await _connect(spec, frames, timeout), frames, timeout=timeout,
-                   eval_root=eval_root)
+                   eval_root=eval_root, allowed_stdio=allowed_stdio)
+
+    async def connect(self, *, http: str | None = None, headers: dict[str, str] | None = None,
+                      stdio: str | None = None) -> None:
+        """Switch to another server: an HTTP base URL, or a stdio server named by its
+        address in :attr:`allowed_stdio` (anything else is refused before anything starts).
+        The current connection is kept until the new one has initialised."""
+        if stdio is not None:
+            if http is not None or headers or stdio not in self.allowed_stdio:
+                raise UsageError("only a stdio server from the allow-list given at start "
+                                 "(rcpkit inspect --allow-stdio CMD) can be started")
+            spec = self.allowed_stdio[stdio]
+        elif http is not None and re.match(r"https?://[^/\s]", http):
+            spec = TargetSpec(http=http, headers=dict(headers or {}))
+        else:
+            raise UsageError("give an http(s):// URL or a stdio server from the allow-list")
+        client = await _connect(spec, self.frames, self.timeout)
+        await self.client.close()
+        self.spec, self.client = spec, client
 
     async def reconnect(self) -> None:
         """A new connection (and, over stdio, a new server process) after the old one died
@@ -136,10 +186,13 @@ class Inspector:
         for method, schema in zip(FORM_METHODS, schemas, strict=True):
             capability = method.capability
             methods.append({"name": method.name, "capability": capability, "schema": schema,
+                            "help": param_help(method.name),
                             "advertised": capability is None or client.capabilities.has(
                                 capability)})
         return {
             "target": self.spec.describe(),
+            "allowedStdio": list(self.allowed_stdio),
+            "export": self.spec.export(client.server.name),
             "connected": not client.is_closed,
             "server": msgspec.to_builtins(client.server),
             "protocolVersion": client.protocol_version,

@@ -5,10 +5,12 @@ in-memory connection, :mod:`rcpkit.client.memory`: stdio's stream semantics, no 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shlex
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..client import AsyncClient, connect_http, connect_stdio
 from ..client.memory import connect_memory
@@ -59,8 +61,13 @@ async def _in_process_engine(data: Path, client_info: Mapping[str, str] | None,
     from ..engine.core import open_engine
     from ..engine.errors import ConfigError, EngineError
 
+    # Opened on a thread: the loop meanwhile answers what needs no engine (MCP's initialize).
+    opening = asyncio.ensure_future(asyncio.to_thread(open_engine, data))
     try:
-        engine = open_engine(data)
+        engine = await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        opening.add_done_callback(_close_opened)
+        raise
     except OSError as exc:
         raise BackendUnavailable(f"cannot open the engine on {data}: {exc}") from None
     except ConfigError as exc:
@@ -76,3 +83,9 @@ async def _in_process_engine(data: Path, client_info: Mapping[str, str] | None,
             await client.close()
     finally:
         engine.close()
+
+
+def _close_opened(opening: asyncio.Future[Any]) -> None:
+    """Close an engine that finished opening after its caller gave up waiting."""
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()

@@ -6,7 +6,7 @@
 const TOKEN = new URLSearchParams(location.search).get("token") || "";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const SERIES = ["#2f5bd3", "#c0571c", "#1a8a4a", "#8e44ad", "#b7791f", "#0f7d8c"];
-const state = { overview: null, defs: {}, frames: [] };
+const state = { overview: null, defs: {}, frames: [], history: [], notifications: 0 };
 
 // ── DOM helpers ─────────────────────────────────────────────────────────────
 
@@ -86,27 +86,116 @@ async function stream(path, body, onEvent, signal) {
 // One RCP call; resolves with the outcome event, frames go to onFrame as they pass.
 // Aborting `signal` closes the stream: the inspector then abandons the request, which
 // sends notifications/cancel to the server (§7.14).
-async function rcpCall(method, params, { streamProgress = false, logLevel = "", onFrame = () => {}, signal } = {}) {
+// Every call lands in the history (replayable) and its notifications in their own pane.
+async function rcpCall(method, params, { streamProgress = false, logLevel = "", deadlineMs = null, onFrame = () => {}, signal } = {}) {
   let outcome = null;
-  await stream("/api/call", { method, params, stream: streamProgress, ...(logLevel ? { logLevel } : {}) }, (event) => {
-    if (event.type === "frame") { rememberFrame(event); onFrame(event); }
-    else if (event.type === "outcome") outcome = event;
-    else if (event.type === "failed") outcome = { error: { message: event.message } };
-  }, signal);
+  const request = { method, params, streamProgress, logLevel, deadlineMs };
+  try {
+    await stream("/api/call", { method, params, stream: streamProgress, ...(logLevel ? { logLevel } : {}), ...(deadlineMs ? { deadlineMs } : {}) }, (event) => {
+      if (event.type === "frame") {
+        rememberFrame(event);
+        if (isNotification(event.frame)) noteNotification(event);
+        onFrame(event);
+      } else if (event.type === "outcome") outcome = event;
+      else if (event.type === "failed") outcome = { error: { message: event.message } };
+    }, signal);
+  } catch (error) {
+    remember(request, { error: { message: signal && signal.aborted ? "cancelled" : error.message } });
+    throw error;
+  }
   if (outcome && "connected" in outcome) {
     setConnected(outcome.connected);
     if (!outcome.connected) api("/api/overview").then((r) => r.json()).then(renderOverview).catch(() => {}); // its last words
   }
-  return outcome || { error: { message: "no answer" } };
+  outcome = outcome || { error: { message: "no answer" } };
+  remember(request, outcome);
+  return outcome;
+}
+
+const isNotification = (message) => Boolean(message && typeof message === "object" && !Array.isArray(message) && message.method && !("id" in message));
+
+// ── history: every call this page made, newest first, each replayable ───────
+
+function remember(request, outcome) {
+  const entry = { n: state.history.length + 1, at: new Date(), request, outcome };
+  state.history.push(entry);
+  const { method, params, streamProgress, logLevel, deadlineMs } = request;
+  const options = [streamProgress ? "progress" : "", logLevel ? `logs ≥ ${logLevel}` : "", deadlineMs ? `timeout ${deadlineMs} ms` : ""].filter(Boolean).join(", ");
+  $("history").prepend(h("div", { class: "entry", "data-entry": entry.n },
+    h("div", { class: "row" }, h("b", { text: `#${entry.n}` }), h("span", { class: "mono", text: method }),
+      outcome.error ? badge(outcome.error.code === undefined || outcome.error.code === null ? "error" : String(outcome.error.code), "bad") : badge("ok", "ok"),
+      typeof outcome.elapsedMs === "number" ? h("span", { class: "muted", text: `${fmt(outcome.elapsedMs, 3)} ms` }) : null,
+      h("span", { class: "muted", text: entry.at.toISOString().slice(11, 19) }), options ? h("span", { class: "muted", text: options }) : null,
+      h("button", { type: "button", class: "replay", text: "Replay", title: "send the same request again", onclick: () => replay(entry, true) }),
+      h("button", { type: "button", class: "edit", text: "Edit", title: "load it into the form", onclick: () => replay(entry, false) })),
+    h("div", { class: "mono muted params", text: JSON.stringify(params) })));
+  $("history-empty").hidden = true;
+}
+
+// Load a past request into Compose, and send it again when `send`.
+function replay(entry, send) {
+  const { method, params, streamProgress, logLevel, deadlineMs } = entry.request;
+  selectTab("compose");
+  const known = [...$("compose-method").options].some((o) => o.value === method);
+  $("compose-custom").value = known ? "" : method;
+  if (known) { $("compose-method").value = method; buildComposeForm(); }
+  $("compose-json-box").open = true;
+  $("compose-json").value = json(params);
+  $("compose-stream").checked = streamProgress;
+  $("compose-logs").value = logLevel || "";
+  $("compose-timeout").value = deadlineMs || "";
+  if (send) sendCompose();
+}
+
+// ── notifications: progress, logs and any other server notification, apart from the responses ──
+
+function noteNotification(frame) {
+  const message = frame.frame;
+  const p = message.params || {};
+  const when = new Date(frame.atMs).toISOString().slice(11, 23);
+  let detail;
+  if (message.method === "notifications/progress") {
+    detail = [p.stage || "progress", typeof p.progress === "number" ? `${Math.round(p.progress * 100)}%` : "", p.message || "",
+      p.partial && Array.isArray(p.partial.hits) ? `(${p.partial.hits.length} partial hits)` : ""].filter(Boolean).join(" ");
+  } else if (message.method === "notifications/log") {
+    detail = `${p.level || "log"} ${p.logger ? p.logger + ": " : ""}${p.message ?? ""}`;
+  } else {
+    detail = JSON.stringify(p);
+  }
+  const token = p.progressToken ?? (p._meta || {}).progressToken;
+  state.notifications += 1;
+  $("notifications").prepend(h("div", { class: "note", "data-method": message.method },
+    h("span", { class: "muted", text: when }), badge(message.method.replace(/^notifications\//, ""), message.method === "notifications/log" && ["error", "warning"].includes(p.level) ? "warn" : ""),
+    token !== undefined ? h("span", { class: "muted mono", text: `request ${token}` }) : null, h("span", { text: detail })));
+  $("notifications-count").textContent = String(state.notifications);
+  $("notifications-empty").hidden = true;
 }
 
 // ── frames ──────────────────────────────────────────────────────────────────
 
+// One line per frame (what it is), its JSON collapsed until asked for.
+function frameSummary(message) {
+  if (Array.isArray(message)) return `batch of ${message.length}`;
+  if (!message || typeof message !== "object") return String(message);
+  const id = "id" in message ? ` id ${JSON.stringify(message.id)}` : "";
+  if (message.method) {
+    const p = message.params || {};
+    const extra = message.method === "notifications/progress" ? ` ${p.stage || ""} ${typeof p.progress === "number" ? Math.round(p.progress * 100) + "%" : ""}` : "";
+    return `${message.method}${id}${extra}`;
+  }
+  if (message.error) return `error ${message.error.code ?? ""}${id}: ${message.error.message ?? ""}`;
+  if (message.result !== undefined) {
+    const hits = message.result && Array.isArray(message.result.hits) ? ` (${message.result.hits.length} hits)` : "";
+    return `result${id}${hits}`;
+  }
+  return JSON.stringify(message).slice(0, 80);
+}
+
 function frameView(frame) {
   const when = new Date(frame.atMs).toISOString().slice(11, 23);
-  const arrow = frame.direction === "sent" ? "→ sent" : frame.direction === "received" ? "← received" : "✕ transport error";
-  return h("div", { class: `frame ${frame.direction}` },
-    h("div", { class: "meta", text: `#${frame.seq} ${arrow} ${when}` }),
+  const arrow = frame.direction === "sent" ? "→" : frame.direction === "received" ? "←" : "✕ transport error";
+  return h("details", { class: `frame ${frame.direction}` },
+    h("summary", { class: "meta" }, h("span", { class: "muted", text: `#${frame.seq} ${arrow} ${when} ` }), h("span", { class: "what", text: frameSummary(frame.frame) })),
     h("pre", { text: json(frame.frame) }));
 }
 
@@ -126,8 +215,7 @@ function setConnected(connected) {
 async function reconnect() {
   $("reconnect").disabled = true;
   try {
-    state.overview = await (await api("/api/reconnect", {})).json();
-    renderOverview(state.overview);
+    applyOverview(await (await api("/api/reconnect", {})).json());
   } catch (error) {
     $("reconnect").title = error.message;
   } finally {
@@ -159,6 +247,52 @@ function renderOverview(view) {
   view.frames.forEach(rememberFrame);
   $("stderr-card").hidden = !view.stderr.length;
   $("stderr").textContent = view.stderr.join("\n");
+  $("export-mcp").textContent = json(view.export.mcpHost);
+  $("export-rcp").textContent = json(view.export.rcpJson);
+  $("connect-stdio").replaceChildren(...view.allowedStdio.map((address) => h("option", { value: address, text: address })));
+  $("connect-stdio").disabled = !view.allowedStdio.length;
+  if (view.allowedStdio.includes(view.target.address)) $("connect-stdio").value = view.target.address;
+  $("connect-stdio-none").hidden = view.allowedStdio.length > 0;
+}
+
+// ── connect: another server, chosen on the page (HTTP, or a stdio command allowed at start) ──
+
+async function connectTo() {
+  const transport = $("connect-transport").value;
+  const body = {};
+  if (transport === "http") {
+    body.http = $("connect-url").value.trim();
+    const headers = {};
+    for (const line of $("connect-headers").value.split("\n").map((s) => s.trim()).filter(Boolean)) {
+      const at = line.indexOf(":");
+      if (at <= 0) { $("connect-status").replaceChildren(h("span", { class: "error", text: `header ${JSON.stringify(line)}: expected Name: value` })); return; }
+      headers[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+    }
+    body.headers = headers;
+  } else {
+    body.stdio = $("connect-stdio").value;
+  }
+  $("connect-go").disabled = true;
+  $("connect-status").replaceChildren(h("span", { class: "muted", text: "connecting…" }));
+  try {
+    const view = await (await api("/api/connect", body)).json();
+    applyOverview(view);
+    $("connect-status").replaceChildren(badge("ok", "ok"), `connected to ${view.target.address}`);
+  } catch (error) {
+    $("connect-status").replaceChildren(h("span", { class: "error", text: error.message }));
+  } finally {
+    $("connect-go").disabled = false;
+  }
+}
+
+function showConnectFields() {
+  const http = $("connect-transport").value === "http";
+  $("connect-http-fields").hidden = !http;
+  $("connect-stdio-fields").hidden = http;
+}
+
+async function copyText(id) {
+  try { await navigator.clipboard.writeText($(id).textContent); } catch (_) { /* no clipboard: the text is selectable */ }
 }
 
 // ── forms generated from the typed params (JSON Schema of rcpkit.protocol.types) ──
@@ -250,6 +384,11 @@ function example(schema, depth = 0) {
   }
 }
 
+function helpFor(method, path) {
+  const entry = state.overview.methods.find((m) => m.name === method);
+  return entry && entry.help ? entry.help[path] : undefined;
+}
+
 function objectControl(method, prefix, schema) {
   const required = new Set(schema.required || []);
   const fields = [];
@@ -258,9 +397,10 @@ function objectControl(method, prefix, schema) {
     const path = prefix ? `${prefix}.${name}` : name;
     const ctl = control(method, path, sub);
     const hint = resolve(sub).default !== undefined && resolve(sub).default !== null ? `default ${JSON.stringify(resolve(sub).default)}` : "";
+    const help = helpFor(method, path);
     box.append(h("div", { class: "field", "data-field": path },
       h("label", { class: "name" }, name, required.has(name) ? h("span", { class: "req", text: " *" }) : null, hint ? h("small", { text: hint }) : null),
-      ctl.el));
+      h("div", { class: "control" }, ctl.el, help ? h("small", { class: "help", text: help }) : null)));
     fields.push([name, ctl]);
   }
   const get = () => {
@@ -383,15 +523,24 @@ function buildComposeForm() {
 async function sendCompose() {
   // A typed method name (e.g. a vendor x-<vendor>/<name>, §6.2) takes its params as JSON.
   const custom = $("compose-custom").value.trim();
+  const timeout = $("compose-timeout").value.trim();
+  const deadlineMs = timeout ? Number(timeout) : null;
+  if (deadlineMs !== null && !(Number.isInteger(deadlineMs) && deadlineMs > 0 && deadlineMs <= 600000)) {
+    $("compose-status").replaceChildren(h("span", { class: "error", text: "timeout: a whole number of milliseconds, 1 to 600000" }));
+    return;
+  }
   const method = custom || $("compose-method").value;
   let params;
   try {
-    params = $("compose-json").value.trim() ? JSON.parse($("compose-json").value) : (custom ? {} : composeForm.get() || {});
+    // The JSON wins when typed or loaded from the history, not when it only shows the last request.
+    const text = $("compose-json").value.trim();
+    params = text && text !== $("compose-json").dataset.shown ? JSON.parse(text) : (custom ? {} : composeForm.get() || {});
   } catch (error) {
     $("compose-status").replaceChildren(h("span", { class: "error", text: `params: ${error.message}` }));
     return;
   }
   $("compose-json").value = json(params);
+  $("compose-json").dataset.shown = json(params);
   const framesBox = $("compose-frames");
   framesBox.replaceChildren();
   $("compose-rendered").replaceChildren();
@@ -404,8 +553,9 @@ async function sendCompose() {
   $("compose-rendered").replaceChildren(progress.el);
   try {
     const outcome = await rcpCall(method, params, {
-      streamProgress: $("compose-stream").checked, logLevel: $("compose-logs").value, signal: abort.signal,
-      onFrame: (frame) => { framesBox.append(frameView(frame)); progress.update(frame); },
+      streamProgress: $("compose-stream").checked, logLevel: $("compose-logs").value, deadlineMs, signal: abort.signal,
+      // Notifications go to their own pane: the raw frames here are the request and its response.
+      onFrame: (frame) => { if (!isNotification(frame.frame)) framesBox.append(frameView(frame)); progress.update(frame); },
     });
     $("compose-status").replaceChildren(outcomeLine(outcome));
     progress.partial.replaceChildren(); // the final response is authoritative (§9)
@@ -551,7 +701,7 @@ function progressView() {
 
 // ── retrieve tab: one or two configurations, the same query ─────────────────
 
-const retrieveFilter = { builder: null };
+const retrieveFilter = { builder: null, a: null, b: null };
 
 function configPanel(box, label, defaults) {
   const modes = getPath(state.overview.capabilities, "retrieve.modes") || [];
@@ -567,12 +717,17 @@ function configPanel(box, label, defaults) {
   } };
 }
 
+// The configurations and the filter follow the connected server's capabilities.
 function setupRetrieve() {
   const modes = getPath(state.overview.capabilities, "retrieve.modes") || [];
-  const a = configPanel($("config-a"), "A", { mode: getPath(state.overview.capabilities, "retrieve.defaultMode") || modes[0] });
-  const b = configPanel($("config-b"), "B", { mode: modes.find((m) => m !== (getPath(state.overview.capabilities, "retrieve.defaultMode") || modes[0])) });
+  const preferred = getPath(state.overview.capabilities, "retrieve.defaultMode") || modes[0];
+  retrieveFilter.a = configPanel($("config-a"), "A", { mode: preferred });
+  retrieveFilter.b = configPanel($("config-b"), "B", { mode: modes.find((m) => m !== preferred) });
   retrieveFilter.builder = filterBuilder();
   $("filter-builder").replaceChildren(retrieveFilter.builder.el);
+}
+
+function bindRetrieve() {
   $("retrieve-compare").addEventListener("change", () => {
     const on = $("retrieve-compare").checked;
     $("config-b").hidden = !on;
@@ -581,6 +736,7 @@ function setupRetrieve() {
   });
   $("retrieve-form").addEventListener("submit", (event) => {
     event.preventDefault();
+    const { a, b } = retrieveFilter;
     runRetrieve([[a, $("column-a"), "A"], ...($("retrieve-compare").checked ? [[b, $("column-b"), "B"]] : [])]);
   });
 }
@@ -666,8 +822,17 @@ function markOverlap(columns, results) {
 
 // ── certify tab ─────────────────────────────────────────────────────────────
 
+// Failures first, then skips, then passes; within each, the order they completed in.
+const OUTCOME_ORDER = { FAIL: 0, SKIP: 1, PASS: 2 };
+
+function placeCheck(row, outcome) {
+  const rank = OUTCOME_ORDER[outcome] ?? 0;
+  const after = [...$("certify-results").children].find((other) => (OUTCOME_ORDER[other.dataset.outcome] ?? 0) > rank);
+  $("certify-results").insertBefore(row, after || null);
+}
+
 function checkRow(check) {
-  return h("div", { class: "check", "data-check": check.id }, badge(check.outcome, check.outcome), h("span", { class: "muted", text: check.level }),
+  return h("div", { class: "check", "data-check": check.id, "data-outcome": check.outcome }, badge(check.outcome, check.outcome), h("span", { class: "muted", text: check.level }),
     h("span", { class: "muted", text: `§${check.section}` }), h("span", {}, h("span", { class: "mono", text: check.id }), ` ${check.title}`),
     check.detail && check.outcome !== "PASS" ? h("pre", { class: check.outcome, text: check.detail }) : null);
 }
@@ -679,7 +844,7 @@ async function runCertify() {
   $("certify-summary").replaceChildren(h("span", { class: "muted", text: "running…" }));
   try {
     await stream("/api/certify", { only }, (event) => {
-      if (event.type === "check") $("certify-results").append(checkRow(event));
+      if (event.type === "check") placeCheck(checkRow(event), event.outcome);
       else if (event.type === "report") $("certify-summary").replaceChildren(...certifySummary(event.report));
       else if (event.type === "failed") $("certify-summary").replaceChildren(h("span", { class: "error", text: event.message }));
     });
@@ -697,14 +862,14 @@ function certifySummary(report) {
     badge(`declared ${report.declaredLevel || "nothing"}`, "level"),
     report.partial ? null : badge(report.declarationHonest ? "declaration honest" : "overclaims", report.declarationHonest ? "ok" : "bad"),
     badge(`${counts.pass} pass`, "PASS"), badge(`${counts.fail} fail`, "FAIL"), badge(`${counts.skip} skip`, "SKIP"),
-  ];
+  ].filter(Boolean);
 }
 
 // ── eval tab ────────────────────────────────────────────────────────────────
 
 function setupEval() {
   $("eval-dataset").value = state.overview.sampleDataset;
-  $("eval-datasets").append(h("option", { value: state.overview.sampleDataset, text: "the bundled sample notes (rcpkit demo)" }));
+  $("eval-datasets").replaceChildren(h("option", { value: state.overview.sampleDataset, text: "the bundled sample notes (rcpkit demo)" }));
   const modes = getPath(state.overview.capabilities, "retrieve.modes") || [];
   $("eval-configs").value = (modes.length ? modes.map((m) => `${m}={"mode": "${m}"}`) : ["default={}"]).join("\n");
 }
@@ -768,7 +933,8 @@ function evalReport(report, latencies) {
     (Object.values(latencies)[0] || []).map((_, i) => names.map((n) => (latencies[n] || [])[i])), { unit: " ms" });
   const caption = [`dataset ${report.dataset}`, `indexing: ${report.indexing}`, `seed ${report.seed ?? "—"}`, `indexVersion ${report.indexVersion ?? "—"}`,
     ...report.notes, ...configs.filter((c) => c.error).map((c) => `${c.name} failed: ${c.error}`)];
-  return h("div", {}, h("div", { class: "doc", text: caption.join("\n") }), table, h("div", { class: "charts" }, quality, latency, perQuery));
+  const warnings = (report.warnings || []).map((text) => h("div", { class: "warning", role: "alert" }, h("b", { text: "These scores say nothing about the engine: " }), text));
+  return h("div", {}, warnings, h("div", { class: "doc", text: caption.join("\n") }), table, h("div", { class: "charts" }, quality, latency, perQuery));
 }
 
 // ── start ───────────────────────────────────────────────────────────────────
@@ -788,19 +954,36 @@ async function start() {
     setConnected(false);
     return;
   }
-  state.defs = state.overview.definitions;
-  renderOverview(state.overview);
   $("compose-all").addEventListener("change", fillMethods);
-  $("compose-vendors").replaceChildren(...Object.keys(state.overview.capabilities).filter((key) => key.startsWith("x-"))
-    .map((key) => h("option", { value: `${key}/` })));
   $("compose-method").addEventListener("change", buildComposeForm);
   $("compose-send").addEventListener("click", sendCompose);
+  $("certify-run").addEventListener("click", runCertify);
+  $("eval-run").addEventListener("click", runEval);
+  $("connect-transport").addEventListener("change", showConnectFields);
+  $("connect-go").addEventListener("click", connectTo);
+  $("notifications-clear").addEventListener("click", () => {
+    $("notifications").replaceChildren();
+    state.notifications = 0;
+    $("notifications-count").textContent = "0";
+    $("notifications-empty").hidden = false;
+  });
+  for (const button of document.querySelectorAll("button[data-copy]")) button.addEventListener("click", () => copyText(button.dataset.copy));
+  bindRetrieve();
+  showConnectFields();
+  applyOverview(state.overview);
+  document.body.dataset.ready = "true";
+}
+
+// A (new) connection: everything drawn from the server's description is drawn again.
+function applyOverview(view) {
+  state.overview = view;
+  state.defs = view.definitions;
+  renderOverview(view);
+  $("compose-vendors").replaceChildren(...Object.keys(view.capabilities).filter((key) => key.startsWith("x-"))
+    .map((key) => h("option", { value: `${key}/` })));
   fillMethods();
   setupRetrieve();
   setupEval();
-  $("certify-run").addEventListener("click", runCertify);
-  $("eval-run").addEventListener("click", runEval);
-  document.body.dataset.ready = "true";
 }
 
 start();
