@@ -388,6 +388,7 @@ async def test_a_call_can_ask_for_its_own_server_logs() -> None:
 SLOPPY = TargetSpec(stdio=[sys.executable, str(Path(__file__).with_name("sloppy_server.py"))])
 
 
+@pytest.mark.wire
 async def test_the_page_connects_to_an_http_server_and_to_allowed_commands_only(
         tmp_path: Path) -> None:
     """HTTP: any URL; stdio: only a command of the allow-list (and the first target); any

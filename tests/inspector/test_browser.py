@@ -30,6 +30,8 @@ from support.schema import IN_CI
 
 from .conftest import RCPKIT, assert_cancel_sent, sse_events
 
+pytestmark = pytest.mark.wire  # every test drives a browser process
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not Path(CHROMIUM).exists():
     # Under CI a missing browser is a broken install step, not a reason to pass quietly.
@@ -230,7 +232,6 @@ def test_certify_and_eval_tabs(page: Any, tmp_path: Path) -> None:
     _screenshot(page, tmp_path, "inspector-eval.png")
 
 
-@pytest.mark.wire
 def test_cancel_abandons_a_slow_call(browser: Any) -> None:
     """The page's Cancel closes the call's stream; the inspector then sends
     ``notifications/cancel`` for it (§7.14)."""

@@ -103,6 +103,7 @@ def test_a_call_whose_page_goes_away_is_cancelled_on_the_server() -> None:
         process.communicate(timeout=60)
 
 
+@pytest.mark.wire
 def test_connect_and_reconnect_over_the_inspectors_own_server() -> None:
     """``/api/connect`` and ``/api/reconnect`` through the lean HTTP server (which starts an
     app outside a task): a 200 with the new overview, not a 500; only ``--allow-stdio``

@@ -558,6 +558,7 @@ async def test_stdio_stdout_carries_only_mcp_frames(sample_kb: Path) -> None:
     assert answer["result"]["structuredContent"]["hits"][0]["id"]
 
 
+@pytest.mark.wire
 async def test_stdio_answers_initialize_before_the_engine_opens(tmp_path: Path) -> None:
     """``--data``: the engine opens while MCP is served, so ``initialize`` does not wait for
     it; here it never opens (a bad config), yet the handshake completes, each later request
