@@ -1,5 +1,6 @@
 """The package's layers only import downwards: the command line (``rcpkit.cli``) sits above
-every other layer, and reading files (``rcpkit.ingest``) sits above the engine it feeds."""
+every other layer, and reading files (``rcpkit.ingest``) sits above the engine it feeds.
+Inside the engine, no import cycle, and the system of record at the bottom."""
 
 from __future__ import annotations
 
@@ -60,3 +61,71 @@ def test_ingest_reads_files_without_the_wire() -> None:
     offenders = {name: hits for layer in wire
                  for name, hits in _importers_of(layer, outside="rcpkit.ingest").items()}
     assert offenders == {}
+
+
+STORE = "rcpkit.engine.store"
+STORE_MAY_IMPORT = ("rcpkit.engine.errors", "rcpkit.engine.text")
+"""All the system of record uses of the engine: the components built on it (the side files,
+the graph, the memories) depend on the store, never the reverse."""
+
+
+def _engine_graph() -> dict[str, set[str]]:
+    """Engine module → the engine modules it imports (those under ``TYPE_CHECKING`` too: a
+    cycle hidden from the interpreter by a deferred import still counts)."""
+    modules = {_module_name(path): path for path in (PACKAGE / "engine").rglob("*.py")}
+    return {name: {i for i in _imports(path) if i in modules} - {name}
+            for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while (member := stack.pop()) != node:
+                component.append(member)
+            if component:
+                found.append(sorted([node, *component]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _in_store(module: str) -> bool:
+    return module == STORE or module.startswith(f"{STORE}.")
+
+
+def test_the_engine_has_no_import_cycle() -> None:
+    assert _cycles(_engine_graph()) == []
+
+
+def test_the_store_imports_no_component_built_on_it() -> None:
+    outside = {f"{name} imports {target}" for name, targets in _engine_graph().items()
+               if _in_store(name) for target in targets
+               if not _in_store(target) and target not in STORE_MAY_IMPORT}
+    assert outside == set()
+
+
+def test_the_checks_see_a_cycle_and_the_side_files_import_of_the_store() -> None:
+    graph = _engine_graph()
+    assert "rcpkit.engine.store.sql" in graph["rcpkit.engine.store.sqlite"]
+    assert "rcpkit.engine.store.side" in graph["rcpkit.engine.sidecar"]
+    looped = {**graph, "rcpkit.engine.store.base": {*graph["rcpkit.engine.store.base"],
+                                                    "rcpkit.engine.sidecar"}}
+    assert any({"rcpkit.engine.sidecar", "rcpkit.engine.store.base"} <= set(cycle)
+               for cycle in _cycles(looped))

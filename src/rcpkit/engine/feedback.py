@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rcpkit.engine.errors import InvalidInput
-from rcpkit.engine.store import FeedbackRecord, Store
+from rcpkit.engine.store import FeedbackLog, FeedbackRecord, RecordReads
 from rcpkit.engine.types import WRITE_STAMP, FeedbackSignal
 
 __all__ = ["SOURCE_FIELDS", "Feedback", "Poisoned", "SourceState", "doc_id_of",
@@ -28,6 +28,10 @@ __all__ = ["SOURCE_FIELDS", "Feedback", "Poisoned", "SourceState", "doc_id_of",
 
 SOURCE_FIELDS = ("source", WRITE_STAMP[0])
 """The metadata naming a document's sources: where it came from and who wrote it."""
+
+
+class FeedbackStore(FeedbackLog, RecordReads, Protocol):
+    """What feedback reads and writes: the signals, and the documents they name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +67,7 @@ class Feedback:
     """Records signals and keeps the poison set current; the set is swapped in whole, so
     only searches that start later see a change."""
 
-    def __init__(self, store: Store, *, threshold: int, max_signals: int,
+    def __init__(self, store: FeedbackStore, *, threshold: int, max_signals: int,
                  source_threshold: int = 0,
                  source_thresholds: Mapping[str, int] | None = None) -> None:
         self._store = store

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from rcpkit.engine.errors import SnapshotUnavailable
 from rcpkit.engine.feedback import Feedback
 from rcpkit.engine.indexes.derived import DerivedIndexes
-from rcpkit.engine.store import Store
+from rcpkit.engine.store import RecordReads
 
 __all__ = ["Snapshots", "after_commit"]
 
@@ -36,7 +36,7 @@ def after_commit(what: str, step: Callable[[], object]) -> None:
 class Snapshots:
     """The latest published version, the §8 schema at it, and the publish listeners."""
 
-    def __init__(self, store: Store, indexes: DerivedIndexes | None, feedback: Feedback,
+    def __init__(self, store: RecordReads, indexes: DerivedIndexes | None, feedback: Feedback,
                  write_lock: threading.Lock) -> None:
         self._store = store
         self._indexes = indexes

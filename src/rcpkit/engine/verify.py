@@ -25,19 +25,20 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from rcpkit.engine.config import load_config
 from rcpkit.engine.core import Engine
-from rcpkit.engine.errors import EngineError
+from rcpkit.engine.errors import EngineError, Unavailable
 from rcpkit.engine.indexes.columns import FilterColumns
 from rcpkit.engine.indexes.derived import INDEX_DIR, current_state, index_lock, state_problems
 from rcpkit.engine.indexes.lexical import LexicalIndex
 from rcpkit.engine.indexes.records import ChunkFields
 from rcpkit.engine.indexes.windows import SentenceWindowIndex
 from rcpkit.engine.sidecar import GRAPH_FILE, MEMORY_FILE, TREE_FILE
-from rcpkit.engine.store.sql import SqlStore
+from rcpkit.engine.store.sql import fold_log
 from rcpkit.engine.store.sqlite import SqliteStore
 from rcpkit.files import rename_durably
 
@@ -45,6 +46,10 @@ __all__ = ["DataDirReport", "Finding", "verify_data_dir"]
 
 _SHOWN = 5
 """Row ids named in one finding (the count says how many)."""
+POSTGRES = "postgres"
+"""Where a finding in a PostgreSQL record is (its search tables: ``postgres/<part>``)."""
+GRAPH_TABLES = "graph tables"
+"""Where a finding in the concept graph's tables in a PostgreSQL schema is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +82,14 @@ class _Record:
     log_position: int
     log_floor: int
     stored: frozenset[int]
-    log: list[tuple[int, str, str]]
+    log: list[tuple[int, list[int], list[int]]]
     chunk_names: dict[int, str]
 
     def rows_at(self, position: int) -> frozenset[int] | None:
         """The stored rows at write-log ``position``; None when the log no longer reaches it."""
         if position < self.log_floor or position > self.log_position:
             return None
-        delta = SqlStore._fold_log(position, [row for row in self.log if row[0] > position],
-                                   json.loads)
+        delta = fold_log(position, [row for row in self.log if row[0] > position], list)
         return (self.stored - frozenset(delta.added)) | frozenset(delta.removed)
 
 
@@ -104,50 +108,69 @@ def _sqlite_problems(path: Path) -> list[str]:
 
 
 _REFERENCES = (
-    ("chunks without a vector", "SELECT COUNT(*) FROM chunks c LEFT JOIN vectors v "
-     "ON v.chunk_id = c.chunk_id WHERE v.chunk_id IS NULL"),
-    ("vectors without a chunk", "SELECT COUNT(*) FROM vectors v LEFT JOIN chunks c "
-     "ON c.chunk_id = v.chunk_id WHERE c.chunk_id IS NULL"),
     ("chunks without a document", "SELECT COUNT(*) FROM chunks c LEFT JOIN documents d "
      "ON d.row = c.doc_row WHERE d.row IS NULL"),
     ("live chunks of deleted documents", "SELECT COUNT(*) FROM chunks c JOIN documents d "
      "ON d.row = c.doc_row WHERE c.deleted_seq IS NULL AND d.deleted_seq IS NOT NULL"),
     ("rows newer than the recorded version", "SELECT COUNT(*) FROM chunks WHERE added_seq > "
-     "(SELECT CAST(value AS INTEGER) FROM settings WHERE key = 'seq')"),
+     "(SELECT CAST(value AS BIGINT) FROM settings WHERE key = 'seq')"),
 )
+"""References between the record's tables that every backend keeps (SQL both speak)."""
 
 
-def _read_record(path: Path, report: DataDirReport) -> _Record | None:
+@dataclass(frozen=True, slots=True)
+class _RecordSql:
+    """How one backend's record is read by :func:`_read_record`."""
+
+    where: str
+    begin: str
+    references: tuple[tuple[str, str], ...]
+    log_position: str
+    stored_chunks: str
+    ids: Callable[[Any], Iterable[int]]
+    errors: tuple[type[Exception], ...]
+    """What reading it raises when it is damaged (a missing setting included)."""
+
+
+_SQLITE = _RecordSql(
+    where=SqliteStore.FILE_NAME, begin="BEGIN",
+    references=(
+        ("chunks without a vector", "SELECT COUNT(*) FROM chunks c LEFT JOIN vectors v "
+         "ON v.chunk_id = c.chunk_id WHERE v.chunk_id IS NULL"),
+        ("vectors without a chunk", "SELECT COUNT(*) FROM vectors v LEFT JOIN chunks c "
+         "ON c.chunk_id = v.chunk_id WHERE c.chunk_id IS NULL"),
+        *_REFERENCES),
+    log_position="SELECT seq FROM sqlite_sequence WHERE name = 'write_log'",
+    stored_chunks="SELECT c.chunk_id, c.doc_id, c.idx FROM chunks c JOIN documents d "
+                  "ON d.row = c.doc_row JOIN vectors v ON v.chunk_id = c.chunk_id",
+    ids=json.loads, errors=(sqlite3.DatabaseError, KeyError, ValueError))
+
+
+def _read_record(db: Any, sql: _RecordSql, report: DataDirReport) -> _Record | None:
     """The record's references checked, and what the derived stores are compared with, in
-    one read transaction (call after reading them: their positions are then at or below
-    the record's)."""
-    where = SqliteStore.FILE_NAME
-    db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    one read transaction on ``db`` (call after reading them: their positions are then at or
+    below the record's)."""
     try:
-        db.execute("PRAGMA query_only=ON")
-        db.execute("BEGIN")  # one snapshot for every read below
-        for what, query in _REFERENCES:
+        db.execute(sql.begin)  # one snapshot for every read below
+        for what, query in sql.references:
             count = int(db.execute(query).fetchone()[0])
             if count:
-                report.add(where, f"{count} {what}", derived=False)
+                report.add(sql.where, f"{count} {what}", derived=False)
         settings = dict(db.execute("SELECT key, value FROM settings").fetchall())
-        sequence = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'write_log'"
-                              ).fetchone()
-        names = {int(rowid): f"{doc_id}#{index}" for rowid, doc_id, index in db.execute(
-            "SELECT c.chunk_id, c.doc_id, c.idx FROM chunks c JOIN documents d "
-            "ON d.row = c.doc_row JOIN vectors v ON v.chunk_id = c.chunk_id")}
-        log = [(int(pos), added, removed) for pos, added, removed in db.execute(
-            "SELECT pos, added, removed FROM write_log ORDER BY pos")]
+        position = db.execute(sql.log_position).fetchone()
+        names = {int(rowid): f"{doc_id}#{index}"
+                 for rowid, doc_id, index in db.execute(sql.stored_chunks)}
+        log = [(int(pos), list(sql.ids(added)), list(sql.ids(removed)))
+               for pos, added, removed in db.execute(
+                   "SELECT pos, added, removed FROM write_log ORDER BY pos")]
         db.execute("COMMIT")
-        record = _Record(settings["database_id"], 0 if sequence is None else int(sequence[0]),
+        record = _Record(settings["database_id"], 0 if position is None else int(position[0]),
                          int(settings.get("log_floor", 0)), frozenset(names), log, names)
         report.checked.append(f"record: {len(names)} stored chunks at version "
                               f"{int(settings['seq'])}")
-    except (sqlite3.DatabaseError, KeyError, ValueError) as exc:
-        report.add(where, f"unreadable ({type(exc).__name__}: {exc})", derived=False)
+    except sql.errors as exc:
+        report.add(sql.where, f"unreadable ({type(exc).__name__}: {exc})", derived=False)
         return None
-    finally:
-        db.close()
     return record
 
 
@@ -219,6 +242,23 @@ def _saved_indexes(data_dir: Path, report: DataDirReport) -> _Derived | None:
     return _Derived(where, state.get("database_id"), position, parts)
 
 
+def _graph_rows(db: Any, where: str, sql: _RecordSql,
+                report: DataDirReport) -> _Derived | None:
+    """The concept graph's rows and position, read in one transaction on ``db``."""
+    try:
+        db.execute(sql.begin)
+        meta = dict(db.execute("SELECT key, value FROM graph_meta").fetchall())
+        chunks = {int(rowid): hit_id for rowid, hit_id in
+                  db.execute("SELECT rowid_, hit_id FROM graph_chunks")}
+        db.execute("COMMIT")
+    except sql.errors as exc:
+        report.add(where, f"unreadable ({exc})", derived=True)
+        return None
+    report.checked.append(f"graph: {len(chunks)} chunks")
+    return _Derived(where, meta.get("database_id"), int(meta.get("position", 0)),
+                    {"": frozenset(chunks)}, chunks)
+
+
 def _graph(data_dir: Path, report: DataDirReport) -> _Derived | None:
     path = data_dir / GRAPH_FILE
     if not path.is_file():
@@ -230,19 +270,9 @@ def _graph(data_dir: Path, report: DataDirReport) -> _Derived | None:
         return None
     db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
     try:
-        db.execute("BEGIN")
-        meta = dict(db.execute("SELECT key, value FROM graph_meta").fetchall())
-        chunks = {int(rowid): hit_id for rowid, hit_id in
-                  db.execute("SELECT rowid_, hit_id FROM graph_chunks")}
-        db.execute("COMMIT")
-    except sqlite3.DatabaseError as exc:
-        report.add(GRAPH_FILE, f"unreadable ({exc})", derived=True)
-        return None
+        return _graph_rows(db, GRAPH_FILE, _SQLITE, report)
     finally:
         db.close()
-    report.checked.append(f"graph: {len(chunks)} chunks")
-    return _Derived(GRAPH_FILE, meta.get("database_id"), int(meta.get("position", 0)),
-                    {"": frozenset(chunks)}, chunks)
 
 
 def _compare_derived(derived: _Derived, record: _Record, report: DataDirReport) -> None:
@@ -283,15 +313,17 @@ def _check_tree(data_dir: Path, database_id: str, report: DataDirReport) -> None
     report.checked.append("tree")
 
 
-def _check(data_dir: Path, report: DataDirReport) -> None:
-    try:
-        config = load_config(data_dir)
-    except EngineError as exc:
-        report.add("rcpkit.toml", str(exc), derived=False)
+def _compare_all(data_dir: Path, record: _Record | None,
+                 derived: Iterable[_Derived | None], report: DataDirReport) -> None:
+    if record is None:
         return
-    if config.backend != "sqlite":
-        report.checked.append(f"record in {config.backend}: checked by its own tools")
-        return
+    for part in derived:
+        if part is not None:
+            _compare_derived(part, record, report)
+    _check_tree(data_dir, record.database_id, report)
+
+
+def _check_sqlite(data_dir: Path, report: DataDirReport) -> None:
     path = data_dir / SqliteStore.FILE_NAME
     if not path.is_file():
         report.checked.append("no record yet")
@@ -309,13 +341,73 @@ def _check(data_dir: Path, report: DataDirReport) -> None:
     # grow) are at or below the one the record is read at, even while processes write.
     indexes = _saved_indexes(data_dir, report)
     graph = _graph(data_dir, report)
-    record = _read_record(path, report)
-    if record is None:
+    db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    try:
+        db.execute("PRAGMA query_only=ON")
+        record = _read_record(db, _SQLITE, report)
+    finally:
+        db.close()
+    _compare_all(data_dir, record, (indexes, graph), report)
+
+
+def _check_postgres(data_dir: Path, dsn: str | None, in_memory: bool,
+                    report: DataDirReport) -> None:
+    """The record's tables, the search tables and indexes it keeps (BM25 postings and
+    statistics, HNSW, GIN), the concept graph's tables in its schema, and the files of the
+    data directory (saved indexes with ``pg_recall = "memory"``, the tree)."""
+    try:
+        from rcpkit.engine.store.postgres import audit, connection
+    except ImportError as exc:
+        report.add(POSTGRES, f"cannot be checked without psycopg ({exc}): pip install "
+                             "'rcpkit[postgres]'", derived=False)
         return
-    for derived in (indexes, graph):
-        if derived is not None:
-            _compare_derived(derived, record, report)
-    _check_tree(data_dir, record.database_id, report)
+    if not dsn:
+        report.add(POSTGRES, "no DSN (dsn in rcpkit.toml or RCPKIT_DSN)", derived=False)
+        return
+    try:
+        db = connection.connect(dsn)
+    except Unavailable as exc:
+        report.add(POSTGRES, str(exc), derived=False)
+        return
+    sql = _postgres_sql()
+    with db:
+        if not connection.relation_exists(db, "versions"):
+            report.checked.append("no record yet")
+            return
+        # With recall in the database no index is saved, unless an earlier memory recall did.
+        indexes = _saved_indexes(data_dir, report) if in_memory or \
+            (data_dir / INDEX_DIR / "CURRENT").exists() else None
+        graph = _graph_rows(db, GRAPH_TABLES, sql, report) \
+            if connection.relation_exists(db, "graph_meta") else None
+        record = _read_record(db, sql, report)
+        if record is not None:
+            for part, problem in audit.audit(db):
+                report.add(f"{POSTGRES}/{part}", problem, derived=True)
+            report.checked.append("search tables and indexes")
+    _compare_all(data_dir, record, (indexes, graph), report)
+
+
+def _postgres_sql() -> _RecordSql:
+    import psycopg
+    return _RecordSql(
+        where=POSTGRES, begin="BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        references=_REFERENCES,
+        log_position="SELECT CAST(value AS BIGINT) FROM settings WHERE key = 'log_pos'",
+        stored_chunks="SELECT c.chunk_id, c.doc_id, c.idx FROM chunks c JOIN documents d "
+                      "ON d.row = c.doc_row",
+        ids=list, errors=(psycopg.Error, KeyError, ValueError))
+
+
+def _check(data_dir: Path, report: DataDirReport) -> None:
+    try:
+        config = load_config(data_dir)
+    except EngineError as exc:
+        report.add("rcpkit.toml", str(exc), derived=False)
+        return
+    if config.backend == "postgres":
+        _check_postgres(data_dir, config.dsn, config.pg_recall == "memory", report)
+    else:
+        _check_sqlite(data_dir, report)
 
 
 def _set_aside(path: Path) -> None:
@@ -333,7 +425,17 @@ def _repair(data_dir: Path, findings: list[Finding], report: DataDirReport) -> N
     if TREE_FILE in places:
         (data_dir / TREE_FILE).unlink(missing_ok=True)
         report.repaired.append(f"{TREE_FILE}: deleted (rebuilt on the next tree query)")
-    if not places & {INDEX_DIR, GRAPH_FILE}:
+    search = {finding.where.partition("/")[2] for finding in findings
+              if finding.derived and finding.where.startswith(f"{POSTGRES}/")}
+    if search:
+        from rcpkit.engine.store.postgres import PostgresStore
+        store = PostgresStore.open(str(load_config(data_dir).dsn))
+        try:
+            report.repaired.extend(f"{POSTGRES}/{done}" for done in store.rebuild_search(search))
+        finally:
+            store.close()
+    graph = places & {GRAPH_FILE, GRAPH_TABLES}
+    if not places & {INDEX_DIR} and not graph:
         return
     if INDEX_DIR in places:
         with index_lock(data_dir, exclusive=True):
@@ -342,7 +444,7 @@ def _repair(data_dir: Path, findings: list[Finding], report: DataDirReport) -> N
     if damaged_graph:
         _set_aside(data_dir / GRAPH_FILE)
     with Engine.open(load_config(data_dir)) as engine:  # no saved state: rebuilt, then saved
-        if GRAPH_FILE in places:
+        if graph:
             # Only here: the graph needs the optional `graph` extra, the rest of verify not.
             from rcpkit.engine.knowledge.graph.component import ConceptGraph
             from rcpkit.engine.knowledge.graph.storage import GraphStorage
@@ -351,7 +453,7 @@ def _repair(data_dir: Path, findings: list[Finding], report: DataDirReport) -> N
                 storage.reset({})  # unlike any record's settings: the open rebuilds it all
                 storage.close()
             ConceptGraph.open(data_dir, engine.store).close()
-            report.repaired.append(f"{GRAPH_FILE}: rebuilt from the record")
+            report.repaired.append(f"{graph.pop()}: rebuilt from the record")
     if INDEX_DIR in places:
         report.repaired.append(f"{INDEX_DIR}: rebuilt from the record and saved")
 

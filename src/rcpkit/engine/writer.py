@@ -20,7 +20,7 @@ from rcpkit.engine.errors import TooLarge
 from rcpkit.engine.indexes.derived import DerivedIndexes
 from rcpkit.engine.models.embedding import Embedder
 from rcpkit.engine.snapshots import Snapshots, after_commit
-from rcpkit.engine.store import DocumentWrite, Store
+from rcpkit.engine.store import DocumentWrite, RecordWrites
 from rcpkit.engine.timing import StageClock
 from rcpkit.engine.types import AddResult, DeleteResult, DocumentIn
 
@@ -34,7 +34,7 @@ _EMBED_SLICE = 128
 class Writer:
     """Adds and deletes documents under one write lock."""
 
-    def __init__(self, config: EngineConfig, store: Store, embedder: Embedder,
+    def __init__(self, config: EngineConfig, store: RecordWrites, embedder: Embedder,
                  snapshots: Snapshots, indexes: DerivedIndexes | None,
                  write_lock: threading.Lock, clock: Callable[[], float]) -> None:
         self._config = config
@@ -151,7 +151,7 @@ class Writer:
         Idempotency keys older than ``idempotency_retention_seconds`` go (§7.10: an expired
         key is new). A write-log row goes once it is older than
         ``write_log_retention_seconds`` — and than ``retain_seconds``, as the §7.7.1 time rule
-        of :meth:`Store.collect_garbage` reads write times from the log — and, with derived
+        of :meth:`RecordWrites.collect_garbage` reads write times from the log — and, with derived
         indexes, at or below the saved state's position. With database recall nothing else
         reads the log: any position goes."""
         config = self._config

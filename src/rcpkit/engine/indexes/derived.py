@@ -32,7 +32,7 @@ from rcpkit.engine.indexes.records import ChunkFields
 from rcpkit.engine.indexes.windows import SentenceWindowIndex, WindowVectors, embed_windows
 from rcpkit.engine.lru import Recent
 from rcpkit.engine.models.embedding import Embedder, available_cores
-from rcpkit.engine.store import ChunkRecord, IndexDelta, RowBatch, Store
+from rcpkit.engine.store import ChunkRecord, IndexDelta, IndexSource, RowBatch
 from rcpkit.engine.text import Analyzer
 from rcpkit.files import PRIVATE_DIR_MODE, atomic_write, locked, private_dir
 from rcpkit.protocol.filters import FilterNode
@@ -112,7 +112,7 @@ class DerivedIndexes:
     """Lexical, dense and filter-column indexes and the chunks' stored fields (but text) at
     one write-log position of ``store``."""
 
-    def __init__(self, config: EngineConfig, store: Store, embedder: Embedder) -> None:
+    def __init__(self, config: EngineConfig, store: IndexSource, embedder: Embedder) -> None:
         self._config = config
         self._store = store
         self._embedder = embedder

@@ -53,7 +53,7 @@ from rcpkit.engine.knowledge.graph.component import distinct_labels
 from rcpkit.engine.knowledge.graph.concepts import ConceptExtractor
 from rcpkit.engine.knowledge.graph.view import CONCEPT_PREFIX, GraphView, Vocabulary
 from rcpkit.engine.sidecar import MEMORY_FILE, SideTables, open_side_tables
-from rcpkit.engine.store import Store
+from rcpkit.engine.store import SideTableHost
 from rcpkit.engine.text import count_tokens
 from rcpkit.interrupts import checkpoint
 
@@ -178,7 +178,7 @@ class KnowledgeMemory:
         self._cache: OrderedDict[str, _Memory] = OrderedDict()
 
     @classmethod
-    def open(cls, data_dir: Path, store: Store, extractor: ConceptExtractor,
+    def open(cls, data_dir: Path, store: SideTableHost, extractor: ConceptExtractor,
              live_view: Callable[[], tuple[GraphView, str]], **options: Any) -> KnowledgeMemory:
         """The memories kept beside ``store`` (see the module docstring); ``options`` are
         the constructor's keywords."""

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from rcpkit.engine.errors import IndexUnavailable, SnapshotUnavailable
 from rcpkit.engine.indexes.derived import DerivedIndexes
 from rcpkit.engine.lru import Recent
-from rcpkit.engine.store import ChunkRecord, DatabaseSearch, Store
+from rcpkit.engine.store import ChunkRecord, DatabaseSearch, RecordReads
 from rcpkit.engine.timing import StageClock
 from rcpkit.engine.types import Citation
 from rcpkit.protocol.filters import FilterNode
@@ -101,7 +101,7 @@ def merge(dense_hits: Scores, sparse_hits: Scores) -> list[Candidate]:
     return list(merged.values())
 
 
-def load(recall: Recall, store: Store, candidates: list[Candidate], seq: int,
+def load(recall: Recall, store: RecordReads, candidates: list[Candidate], seq: int,
          cache: Recent[int, Loaded], cite: Callable[[ChunkRecord], Citation], *,
          text: bool) -> list[Candidate]:
     """``candidates`` with their stored records, vectors and citations (``cite``), read once

@@ -21,7 +21,7 @@ from rcpkit.engine.search.planner import Plan, Planner, checked_filter
 from rcpkit.engine.search.recall import Candidate, Loaded, Recall, load, merge
 from rcpkit.engine.search.sessions import Sessions
 from rcpkit.engine.snapshots import Snapshots
-from rcpkit.engine.store import Store
+from rcpkit.engine.store import RecordReads
 from rcpkit.engine.timing import StageClock
 from rcpkit.engine.types import Hit, SearchRequest, SearchResult, Usage
 
@@ -41,7 +41,7 @@ Progress = Callable[[str, float, list[Hit] | None], None]
 class Searcher:
     """Runs searches over one recall, with this process's query and first-page caches."""
 
-    def __init__(self, config: EngineConfig, store: Store, embedder: Embedder,
+    def __init__(self, config: EngineConfig, store: RecordReads, embedder: Embedder,
                  rerankers: Mapping[str, Reranker], recall: Recall, snapshots: Snapshots,
                  planner: Planner, cursors: Cursors, sessions: Sessions) -> None:
         self._config = config

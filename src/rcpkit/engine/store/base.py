@@ -3,12 +3,19 @@
 A :class:`Store` owns everything durable: documents and their chunks, dense
 vectors, the write log, the filter field schema, idempotency keys, feedback and
 settings. The in-memory lexical/dense indexes are derived from it and can be
-rebuilt from :meth:`Store.iter_rows` at any time.
+rebuilt from :meth:`RowSource.iter_rows` at any time.
+
+:class:`Store` is the sum of small protocols, and callers type against the ones they use:
+:class:`Lifecycle` (identity, settings, close), :class:`RecordReads` (snapshots and their
+rows), :class:`RecordWrites` (each write one transaction), :class:`RowSource` (rows and the
+write log for the derived indexes), :class:`FeedbackLog` (§7.16) and
+:class:`SideTableHost` (the knowledge components' tables); :class:`DatabaseSearch` is
+offered by a backend that recalls in the database.
 
 Versions (MVCC): every write bumps a global sequence ``seq``. A chunk row carries
 ``added_seq`` and ``deleted_seq`` (``None`` while live); the snapshot at version
 ``v`` sees the rows with ``added_seq <= v < deleted_seq``. Versions below
-:meth:`Store.gc_floor` have been garbage-collected and can no longer be served.
+:meth:`RecordReads.gc_floor` have been garbage-collected and can no longer be served.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from rcpkit.engine.errors import Unavailable
 from rcpkit.protocol.filters import All, AnyOf, Condition, FilterNode, Not
 
 if TYPE_CHECKING:
-    from rcpkit.engine.sidecar import SideTables
+    from .side import SideTables
 
 
 class StoreVersionError(Unavailable, ValueError):
@@ -47,10 +54,17 @@ __all__ = [
     "ChunkWrite",
     "DatabaseSearch",
     "DocumentWrite",
+    "FeedbackLog",
     "FeedbackRecord",
     "IndexDelta",
+    "IndexSource",
+    "Lifecycle",
+    "RecordReads",
+    "RecordWrites",
     "RowBatch",
+    "RowSource",
     "ScoredRows",
+    "SideTableHost",
     "Store",
     "StoreCounts",
     "StoreVersionError",
@@ -171,9 +185,8 @@ class StoreCounts:
     bytes_on_disk: int
 
 
-class Store(abc.ABC):
-    """Backend-neutral system of record. Writes are serialised by the caller; reads may
-    run concurrently from any thread."""
+class Lifecycle(Protocol):
+    """Opening and closing the record, its identity and the engine's own settings."""
 
     @property
     @abc.abstractmethod
@@ -189,11 +202,6 @@ class Store(abc.ABC):
     def close(self) -> None:
         """Release connections; the data stays on disk."""
 
-    def side_tables(self, schema: str) -> SideTables | None:
-        """Derived tables in the record's own database, created from ``schema`` (idempotent
-        DDL) when missing; None where they belong in a file beside it (the embedded store)."""
-        return None
-
     @abc.abstractmethod
     def setting(self, key: str) -> str | None:
         """A persisted engine setting (e.g. the embedder identity), if set."""
@@ -202,7 +210,15 @@ class Store(abc.ABC):
     def set_setting(self, key: str, value: str) -> None:
         """Durably store an engine setting."""
 
-    # ── versions ──
+
+class RecordReads(Protocol):
+    """The record at a version (§7.7.1): which rows a snapshot shows, and what they hold."""
+
+    @property
+    @abc.abstractmethod
+    def database_id(self) -> str:
+        """A random id minted with the database, so foreign version tokens are rejected."""
+
     @abc.abstractmethod
     def current_seq(self) -> int:
         """The latest committed version."""
@@ -211,83 +227,11 @@ class Store(abc.ABC):
     def gc_floor(self) -> int:
         """The oldest version still servable (§7.7.1)."""
 
+    @abc.abstractmethod
     def change_marks(self) -> tuple[int, int]:
         """``(current_seq(), feedback_position())``: what any process sharing the record
-        advances. Polled before every engine request, so backends may answer it in one query."""
-        return self.current_seq(), self.feedback_position()
+        advances. Polled before every engine request, so backends answer it in one query."""
 
-    # ── writes (each one durable transaction) ──
-    @abc.abstractmethod
-    def live_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
-        """Content hash of each live document among ``doc_ids``."""
-
-    @abc.abstractmethod
-    def live_meta(self, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Metadata of each live document among ``doc_ids``."""
-
-    @abc.abstractmethod
-    def write(self, upserts: Sequence[DocumentWrite], deletes: Sequence[str], *,
-              new_fields: Mapping[str, str] | None = None,
-              idempotency_key: str | None = None,
-              reply: Mapping[str, Any] | None = None,
-              now: float | None = None) -> WriteOutcome:
-        """Apply upserts and deletes in one committed transaction at a new version.
-
-        A document whose live ``content_hash`` is unchanged is left alone; a write that
-        changes nothing does not create a version. ``reply`` is remembered under
-        ``idempotency_key`` together with the resulting version. ``now`` (epoch seconds,
-        default the wall clock) stamps the log row and the key for the retention windows.
-        """
-
-    @abc.abstractmethod
-    def idempotent_reply(self, key: str, *,
-                         not_before: float = 0.0) -> tuple[dict[str, Any], int] | None:
-        """The reply and version stored for an idempotency key at or after ``not_before``
-        (epoch seconds), if any (§7.10); an older key has expired and counts as new."""
-
-    @abc.abstractmethod
-    def collect_garbage(self, keep_versions: int, keep_seconds: float, now: float) -> list[int]:
-        """Advance the floor per the retention window, physically drop rows invisible at
-        every retained version and return their rowids (logged for the indexes)."""
-
-    # ── derived-index support ──
-    @abc.abstractmethod
-    def log_position(self) -> int:
-        """The write-log position the current row set corresponds to."""
-
-    @abc.abstractmethod
-    def delta_since(self, position: int) -> IndexDelta | None:
-        """Net rows added/removed after ``position`` (catch-up of persisted indexes), or
-        ``None`` when the log was pruned past ``position`` (below :meth:`log_floor`): the
-        caller must start again from a saved state that is not, or from the rows."""
-
-    @abc.abstractmethod
-    def log_floor(self) -> int:
-        """The highest pruned write-log position (0: none); the log is complete above it."""
-
-    @abc.abstractmethod
-    def prune_bookkeeping(self, *, log_up_to: int | None, log_before: float,
-                          keys_before: float) -> tuple[int, int]:
-        """Execute the engine's retention policy in one transaction, through indexes: drop
-        write-log rows at or below ``log_up_to`` (``None``: any position) written before
-        ``log_before``, raising :meth:`log_floor` to the highest dropped, and idempotency keys
-        stored before ``keys_before``. Returns ``(log rows, keys)`` dropped."""
-
-    @abc.abstractmethod
-    def iter_rows(self, rowids: Sequence[int] | None = None,
-                  batch_size: int = 512) -> Iterator[RowBatch]:
-        """All physically stored rows (or the given ones) with indexed text and vectors."""
-
-    def stored_vectors(self, rowids: RowIds) -> tuple[RowIds, npt.NDArray[np.float32]]:
-        """``(rowids, vectors)``, ascending, of those of ``rowids`` still stored (a saved
-        dense index reads its vectors from the record)."""
-        batches = list(self.iter_rows(sorted({int(r) for r in rowids})))
-        if not batches:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        return (np.concatenate([np.asarray(b.rowids, dtype=np.int64) for b in batches]),
-                np.concatenate([b.vectors for b in batches]))
-
-    # ── reads ──
     @abc.abstractmethod
     def visible_rowids(self, seq: int) -> RowIds:
         """Rowids of the snapshot at ``seq``."""
@@ -314,10 +258,92 @@ class Store(abc.ABC):
         """The persisted filter schema: field name → §8 type."""
 
     @abc.abstractmethod
+    def live_meta(self, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Metadata of each live document among ``doc_ids``."""
+
+    @abc.abstractmethod
     def counts(self) -> StoreCounts:
         """Sizes for ``stats``."""
 
-    # ── feedback (§7.16) ──
+
+class RecordWrites(Protocol):
+    """Changes to the record, each one durable transaction (§7.10, §7.11); writes are
+    serialised by the caller."""
+
+    @abc.abstractmethod
+    def live_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """Content hash of each live document among ``doc_ids``."""
+
+    @abc.abstractmethod
+    def write(self, upserts: Sequence[DocumentWrite], deletes: Sequence[str], *,
+              new_fields: Mapping[str, str] | None = None,
+              idempotency_key: str | None = None,
+              reply: Mapping[str, Any] | None = None,
+              now: float | None = None) -> WriteOutcome:
+        """Apply upserts and deletes in one committed transaction at a new version.
+
+        A document whose live ``content_hash`` is unchanged is left alone; a write that
+        changes nothing does not create a version. ``reply`` is remembered under
+        ``idempotency_key`` together with the resulting version. ``now`` (epoch seconds,
+        default the wall clock) stamps the log row and the key for the retention windows.
+        """
+
+    @abc.abstractmethod
+    def idempotent_reply(self, key: str, *,
+                         not_before: float = 0.0) -> tuple[dict[str, Any], int] | None:
+        """The reply and version stored for an idempotency key at or after ``not_before``
+        (epoch seconds), if any (§7.10); an older key has expired and counts as new."""
+
+    @abc.abstractmethod
+    def collect_garbage(self, keep_versions: int, keep_seconds: float, now: float) -> list[int]:
+        """Advance the floor per the retention window, physically drop rows invisible at
+        every retained version and return their rowids (logged for the indexes)."""
+
+    @abc.abstractmethod
+    def prune_bookkeeping(self, *, log_up_to: int | None, log_before: float,
+                          keys_before: float) -> tuple[int, int]:
+        """Execute the engine's retention policy in one transaction, through indexes: drop
+        write-log rows at or below ``log_up_to`` (``None``: any position) written before
+        ``log_before``, raising the log floor to the highest dropped, and idempotency keys
+        stored before ``keys_before``. Returns ``(log rows, keys)`` dropped."""
+
+
+class RowSource(Protocol):
+    """What the derived indexes are built and caught up from: the stored rows and the
+    write log of their changes."""
+
+    @abc.abstractmethod
+    def log_position(self) -> int:
+        """The write-log position the current row set corresponds to."""
+
+    @abc.abstractmethod
+    def delta_since(self, position: int) -> IndexDelta | None:
+        """Net rows added/removed after ``position`` (catch-up of persisted indexes), or
+        ``None`` when the log was pruned past ``position`` (below :meth:`log_floor`): the
+        caller must start again from a saved state that is not, or from the rows."""
+
+    @abc.abstractmethod
+    def log_floor(self) -> int:
+        """The highest pruned write-log position (0: none); the log is complete above it."""
+
+    @abc.abstractmethod
+    def iter_rows(self, rowids: Sequence[int] | None = None,
+                  batch_size: int = 512) -> Iterator[RowBatch]:
+        """All physically stored rows (or the given ones) with indexed text and vectors."""
+
+    def stored_vectors(self, rowids: RowIds) -> tuple[RowIds, npt.NDArray[np.float32]]:
+        """``(rowids, vectors)``, ascending, of those of ``rowids`` still stored (a saved
+        dense index reads its vectors from the record)."""
+        batches = list(self.iter_rows(sorted({int(r) for r in rowids})))
+        if not batches:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        return (np.concatenate([np.asarray(b.rowids, dtype=np.int64) for b in batches]),
+                np.concatenate([b.vectors for b in batches]))
+
+
+class FeedbackLog(Protocol):
+    """§7.16 signals, kept verbatim as untrusted advisory input (§15.2)."""
+
     @abc.abstractmethod
     def record_feedback(self, records: Sequence[FeedbackRecord]) -> int:
         """Store signals durably; returns how many were recorded."""
@@ -334,6 +360,27 @@ class Store(abc.ABC):
     def poison_clears(self, up_to: int) -> dict[str, int]:
         """Source label → mark of its latest operator clear up to ``up_to``: a feedback row
         with an empty ``doc_id`` whose ``hit_id`` is the label (§15.3)."""
+
+
+class SideTableHost(Protocol):
+    """Where the knowledge components keep their derived tables."""
+
+    @abc.abstractmethod
+    def side_tables(self, schema: str) -> SideTables | None:
+        """Derived tables in the record's own database, created from ``schema`` (idempotent
+        DDL) when missing; None where they belong in a file beside it (the embedded store)."""
+
+
+class IndexSource(RecordReads, RowSource, Protocol):
+    """What a derived index or knowledge component reads: snapshots and the rows behind
+    them."""
+
+
+class Store(Lifecycle, RecordReads, RecordWrites, RowSource, FeedbackLog, SideTableHost,
+            Protocol):
+    """The whole system of record, as the engine facade holds it; every other caller types
+    against the one or two small protocols it uses. Reads may run concurrently from any
+    thread."""
 
 
 @runtime_checkable

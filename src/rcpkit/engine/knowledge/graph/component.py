@@ -28,7 +28,7 @@ from rcpkit.engine.knowledge.graph.communities import Community, Hierarchy
 from rcpkit.engine.knowledge.graph.concepts import ConceptExtractor
 from rcpkit.engine.knowledge.graph.storage import GRAPH_FILE, GraphStorage, StoredChunk
 from rcpkit.engine.knowledge.graph.view import GraphView, Vocabulary
-from rcpkit.engine.store import Store
+from rcpkit.engine.store import IndexSource, Store
 
 __all__ = ["GRAPH_FILE", "ConceptGraph", "GraphHit", "GraphNode", "Neighborhood",
            "RankedCommunity", "distinct_labels"]
@@ -82,9 +82,9 @@ class RankedCommunity:
 
 
 class ConceptGraph:
-    """Concepts and co-occurrence over a :class:`Store`'s chunks; see the module docstring."""
+    """Concepts and co-occurrence over a :class:`IndexSource`'s chunks; see the module docstring."""
 
-    def __init__(self, storage: GraphStorage, store: Store, extractor: ConceptExtractor, *,
+    def __init__(self, storage: GraphStorage, store: IndexSource, extractor: ConceptExtractor, *,
                  levels: int = 3, max_hops: int = 3) -> None:
         self.storage = storage
         self.extractor = extractor

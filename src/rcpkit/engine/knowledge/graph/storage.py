@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from rcpkit.engine.sidecar import GRAPH_FILE, SideTables, open_side_tables
-from rcpkit.engine.store import Store
+from rcpkit.engine.store import SideTableHost
 
 __all__ = ["GRAPH_FILE", "GraphStorage", "StoredChunk"]
 
@@ -70,7 +70,7 @@ class GraphStorage:
         self._tables = tables
 
     @classmethod
-    def open(cls, data_dir: Path, store: Store) -> GraphStorage:
+    def open(cls, data_dir: Path, store: SideTableHost) -> GraphStorage:
         """The graph tables beside ``store`` (see the module docstring)."""
         return cls(open_side_tables(store, Path(data_dir) / GRAPH_FILE, _SQLITE_SCHEMA,
                                     _POSTGRES_SCHEMA))

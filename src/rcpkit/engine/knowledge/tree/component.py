@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from rcpkit.engine.documents.chunking import sentence_spans
 from rcpkit.engine.sidecar import TREE_FILE
-from rcpkit.engine.store import Store
+from rcpkit.engine.store import IndexSource
 from rcpkit.files import atomic_write
 
 __all__ = ["TREE_FILE", "SummaryTree", "TreeHit", "TreeLevels"]
@@ -80,9 +80,9 @@ class TreeLevels:
 
 
 class SummaryTree:
-    """Builds, caches and persists :class:`TreeLevels` for the versions of a :class:`Store`."""
+    """Builds, caches and persists :class:`TreeLevels` for the versions of a record."""
 
-    def __init__(self, data_dir: Path, store: Store, *, levels: int = 3) -> None:
+    def __init__(self, data_dir: Path, store: IndexSource, *, levels: int = 3) -> None:
         self.levels = levels
         self._path = Path(data_dir) / TREE_FILE
         self._store = store
