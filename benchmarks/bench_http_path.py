@@ -2,8 +2,8 @@
 
 bench_http_wrk.py measures whole requests over loopback; this one feeds the same keep-alive
 ``POST /rcp/ping`` bytes straight into the server's connection protocol (a transport that
-only counts writes), then times each layer on its own: the HTTP side alone (its direct route
-answering a fixed reply), the bare httptools parser, the route decision, the endpoint, the
+only counts writes), then times each layer on its own: the HTTP side alone (an endpoint
+answering a fixed reply), the bare httptools parser, the route claim, the endpoint, the
 dispatcher and the JSON codec. Thread CPU time, best of ``--rounds`` rounds of ``--requests``
 (the best filters out a busy machine's noise); the rows nest, so the differences are the
 costs of the layers between them.
@@ -60,18 +60,18 @@ class CountingTransport:
         """See :meth:`pause_reading`."""
 
 
-class FixedReply:
-    """A direct route claiming every request and answering a fixed ping reply."""
-
-    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
-        return "ping"
-
-    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Reply:
-        return 200, [(b"content-type", b"application/json")], REPLY
-
-
 class FixedApp:
-    direct = FixedReply()
+    """An app whose endpoint claims every request and answers a fixed ping reply."""
+
+    def __init__(self) -> None:
+        self.endpoints = self
+
+    def claim(self, verb: bytes, target: bytes, headers: dict[bytes, bytes]
+              ) -> tuple[FixedApp, str]:
+        return self, "ping"
+
+    async def answer(self, method: str, headers: dict[bytes, bytes], body: bytes) -> Reply:
+        return 200, [(b"content-type", b"application/json")], REPLY
 
 
 class Callbacks:
@@ -106,7 +106,8 @@ def connection(app: Any, loop: asyncio.AbstractEventLoop) -> tuple[_Connection, 
 async def layers(requests: int, rounds: int) -> None:
     loop = asyncio.get_running_loop()
     app = create_app(build_server())
-    dispatcher = app.endpoint.sessions.dispatcher_for(None)
+    endpoint = app.endpoints.root
+    dispatcher = endpoint.sessions.dispatcher_for(None)
     parsed = messages.parse(BODY)
     whole, whole_transport = connection(app, loop)
     http_only, _ = connection(FixedApp(), loop)
@@ -115,9 +116,9 @@ async def layers(requests: int, rounds: int) -> None:
         ("whole request (server + app)", lambda: whole.data_received(REQUEST)),
         ("server alone (fixed direct reply)", lambda: http_only.data_received(REQUEST)),
         ("  of which httptools parsing", lambda: parser.feed_data(REQUEST)),
-        ("route claim (Routing.decide)", lambda: app.direct.claim(b"POST", b"/rcp/ping",
-                                                                  HEADERS)),
-        ("endpoint (gate, sessions, dispatch)", lambda: finish(app.direct.answer(
+        ("route claim (Endpoints.claim)", lambda: app.endpoints.claim(b"POST", b"/rcp/ping",
+                                                                      HEADERS)),
+        ("endpoint (gate, sessions, dispatch)", lambda: finish(endpoint.answer(
             "ping", HEADERS, BODY))),
         ("  dispatcher, parsed frame in", lambda: finish(dispatcher.handle_message(
             parsed, path_method="ping"))),

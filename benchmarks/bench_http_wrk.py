@@ -3,7 +3,8 @@
 bench_protocol.py drives both servers with its own Python client; this one uses a neutral,
 C load generator (``wrk``, Debian package ``wrk``), so the driver is never what caps the
 faster server. Same servers and handlers as bench_protocol.py (``OURS_HTTP`` and
-``REFERENCE``: built-in ``ping``), a ``POST /rcp/ping`` JSON-RPC body, keep-alive
+``REFERENCE``: built-in ``ping``), a ``POST /rcp/ping`` JSON-RPC body (``--method retrieve``:
+a keyword ``retrieve`` over the same sample documents, a handler that runs), keep-alive
 connections (the reference closes each connection after its response, so wrk reconnects for
 it, as any HTTP/1.1 client would). Each round runs rcpkit then the reference back to back;
 the median of the per-round ratios is printed next to the best rates.
@@ -18,7 +19,7 @@ with a fixed ping reply, with no routing, JSON or dispatch at all.
 worktree add /tmp/base <commit>``), and prints this tree's rate over its, round by round.
 
     python benchmarks/bench_http_wrk.py --seconds 3 --rounds 3 [--workers 2] [--floor]
-                                        [--baseline DIR]
+                                        [--baseline DIR] [--method retrieve]
 """
 
 from __future__ import annotations
@@ -33,16 +34,20 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 from _net import free_port, wait_listening
-from bench_protocol import OURS_HTTP, OURS_HTTP_WORKERS, PING, REFERENCE
+from bench_protocol import INITIALIZE, OURS_HTTP, OURS_HTTP_WORKERS, PING, REFERENCE
 
-LUA = f"""
+BODIES = {"ping": PING.decode(),
+          "retrieve": '{"jsonrpc":"2.0","id":1,"method":"retrieve",'
+                      '"params":{"query":"request over HTTP","k":3}}'}
+LUA = """
 wrk.method = "POST"
-wrk.path = "/rcp/ping"
+wrk.path = "/rcp/%s"
 wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{PING.decode()}'
+wrk.body = '%s'
 """
 FLOOR = """
 import asyncio, socket, sys
@@ -95,14 +100,18 @@ def wrk_rate(code: str, args: list[str], connections: int, threads: int, seconds
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         wait_listening(port)
+        # The reference keeps one session for the process: initialized once, it retrieves.
+        urllib.request.urlopen(urllib.request.Request(
+            f"http://127.0.0.1:{port}/rcp/initialize", INITIALIZE,
+            {"content-type": "application/json"}), timeout=10).read()
         subprocess.run(  # a warm-up, which also lets every worker start before CPU is counted
             ["wrk", "-t1", f"-c{connections}", "-d1s", "-s", str(script),
-             f"http://127.0.0.1:{port}/rcp/ping"], check=True, capture_output=True)
+             f"http://127.0.0.1:{port}/rcp/"], check=True, capture_output=True)
         server_before = process_cpu(server.pid)
         wrk_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(
             ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "-s", str(script),
-             f"http://127.0.0.1:{port}/rcp/ping"],
+             f"http://127.0.0.1:{port}/rcp/"],
             check=True, capture_output=True, text=True, timeout=seconds + 30).stdout
         wrk_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         server_cpu = process_cpu(server.pid) - server_before
@@ -129,6 +138,8 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path,
                         help="also run rcpkit from another checkout (e.g. a git worktree of an "
                              "earlier commit), in the same rounds: this tree's rate over its")
+    parser.add_argument("--method", choices=sorted(BODIES), default="ping",
+                        help="the call every request makes")
     options = parser.parse_args()
     baseline = None if options.baseline is None else options.baseline.resolve() / "src"
     if baseline is not None and not (baseline / "rcpkit").is_dir():
@@ -141,8 +152,9 @@ def main() -> None:
                      [str(options.workers)], 16, 2))
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "ping.lua"
-        script.write_text(LUA)
-        print(f"{'scenario (ping)':34} {'rcpkit/s':>10} {'reference/s':>12} {'best ratio':>11} "
+        script.write_text(LUA % (options.method, BODIES[options.method]))
+        scenario = f"scenario ({options.method})"
+        print(f"{scenario:34} {'rcpkit/s':>10} {'reference/s':>12} {'best ratio':>11} "
               f"{'median ratio':>13}  CPU µs/request: {'rcpkit':>6} {'wrk':>4} | "
               f"{'reference':>9} {'wrk':>4}" + ("  | floor/s  µs  wrk" if options.floor else "")
               + ("  | baseline/s  median rcpkit/baseline" if baseline else ""))

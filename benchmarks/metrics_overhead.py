@@ -1,5 +1,5 @@
 """What ``--metrics`` costs per request: the same app, with and without a Metrics object,
-answering ``ping`` and the example keyword ``retrieve`` through its direct route in process
+answering ``ping`` and the example keyword ``retrieve`` through its endpoint in process
 (the HTTP parsing around it is the same either way, so it is left out), in alternating
 blocks. Prints the best µs per request of each and the median per-block ratio. Not a test.
 
@@ -16,7 +16,7 @@ import time
 
 from rcpkit.server.example import build_server
 from rcpkit.transports.http import create_app
-from rcpkit.transports.http.app import RcpApp
+from rcpkit.transports.http.asgi import RcpApp
 from rcpkit.transports.http.metrics import Metrics
 
 BODIES = {
@@ -27,14 +27,15 @@ BODIES = {
 
 
 async def block_us(app: RcpApp, method: str, requests: int) -> float:
-    """µs per request over ``requests`` calls of ``method`` on ``app``'s direct route."""
+    """µs per request over ``requests`` calls of ``method`` on ``app``'s endpoint."""
     body = BODIES[method]
     headers = {b"content-length": b"%d" % len(body)}
-    route = app.direct.claim(b"POST", f"/rcp/{method}".encode(), headers)
-    assert route == method
+    route = app.endpoints.claim(b"POST", f"/rcp/{method}".encode(), headers)
+    assert route is not None and route[1] == method
+    endpoint = route[0]
     started = time.perf_counter()
     for _ in range(requests):
-        status, _, _ = await app.direct.answer(route, headers, body)
+        status, _, _ = await endpoint.answer(method, headers, body)
         assert status == 200
     return (time.perf_counter() - started) / requests * 1e6
 

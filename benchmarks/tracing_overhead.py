@@ -1,6 +1,6 @@
 """What tracing (:mod:`rcpkit.tracing`, the ``otel`` extra) costs a hybrid ``retrieve``: one
-engine (hashing embedder, synthetic corpus) behind three apps answering through the direct
-route in process (the HTTP parsing around it is the same in all three, so it is left out):
+engine (hashing embedder, synthetic corpus) behind three apps answering through their
+endpoint in process (the HTTP parsing around it is the same in all three, so it is left out):
 
 - ``off``: tracing off — the dispatcher holds ``None``, the path every server runs by default;
 - ``on, no exporter``: an SDK tracer provider without a span processor — the spans (the
@@ -32,7 +32,7 @@ from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.types import DocumentIn
 from rcpkit.transports.http import create_app
-from rcpkit.transports.http.app import RcpApp
+from rcpkit.transports.http.asgi import RcpApp
 
 WORDS = ["honey", "bees", "quokkas", "lagoon", "river", "stone", "forest", "night", "owl",
          "mice", "harbour", "lantern", "copper", "violin", "meadow", "glacier", "ferry",
@@ -47,16 +47,16 @@ def corpus(size: int) -> list[DocumentIn]:
 
 
 async def block(app: RcpApp, requests: int, offset: int) -> list[float]:
-    """µs of each of ``requests`` hybrid retrieves on ``app``'s direct route."""
+    """µs of each of ``requests`` hybrid retrieves on ``app``'s endpoint."""
     took = []
     for n in range(requests):
         body = json.dumps({"jsonrpc": "2.0", "id": n, "method": "retrieve", "params": {
             "query": QUERIES[(offset + n) % len(QUERIES)], "k": 5}}).encode()
         headers = {b"content-length": b"%d" % len(body)}
-        route = app.direct.claim(b"POST", b"/rcp/retrieve", headers)
+        route = app.endpoints.claim(b"POST", b"/rcp/retrieve", headers)
         assert route is not None
         started = time.perf_counter()
-        status, _, _ = await app.direct.answer(route, headers, body)
+        status, _, _ = await route[0].answer(route[1], headers, body)
         took.append((time.perf_counter() - started) * 1e6)
         assert status == 200
     return took

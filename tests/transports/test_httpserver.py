@@ -133,18 +133,24 @@ def _without_date(head: bytes) -> list[bytes]:
     return sorted(line for line in head.split(b"\r\n") if not line.startswith(b"date:"))
 
 
+def _method(route: tuple[Any, str] | None) -> str | None:
+    """The path method of a claimed request's route; None when it is not claimed."""
+    return None if route is None else route[1]
+
+
 @pytest.mark.wire
 def test_direct_route_and_asgi_answer_alike(lean: LoopbackServer) -> None:
-    """A POST under the base is answered by the app's direct route unless it carries a query,
-    an escape, ``Expect`` or SSE in ``Accept`` (then ASGI): both must give the same bytes."""
+    """A POST under the base is read whole and handed to its endpoint unless it carries a
+    query, an escape, ``Expect`` or SSE in ``Accept`` (then ASGI): both must give the same
+    bytes."""
     bodies = [PING, b'{"jsonrpc":"2.0","method":"notifications/x"}', b"{oops",
               b'[{"jsonrpc":"2.0","id":"a","method":"ping"}]', b"x" * 5000]
-    route = lean.server.direct
+    route = lean.server.endpoints
     assert route is not None
-    assert route.claim(b"POST", b"/rcp/ping", {b"content-length": b"40"}) == "ping"
-    assert route.claim(b"POST", b"/rcp", {b"content-length": b"40"}) == ""
+    assert _method(route.claim(b"POST", b"/rcp/ping", {b"content-length": b"40"})) == "ping"
+    assert _method(route.claim(b"POST", b"/rcp", {b"content-length": b"40"})) == ""
     for _ in range(2):  # the second time from the routes kept per target
-        assert route.claim(b"POST", b"/rcp/ping", {b"content-length": b"40"}) == "ping"
+        assert _method(route.claim(b"POST", b"/rcp/ping", {b"content-length": b"40"})) == "ping"
         for method, target, headers in [
                 (b"POST", b"/rcp/ping?via=asgi", {b"content-length": b"40"}),
                 (b"POST", b"/rcp/p%69ng", {b"content-length": b"40"}),
@@ -164,30 +170,30 @@ def test_direct_route_and_asgi_answer_alike(lean: LoopbackServer) -> None:
 
 
 class _Goodbye:
-    """A direct route answering every POST with one shared header tuple that closes."""
+    """An app whose endpoint answers every POST with one shared header tuple that closes."""
 
     HEADERS = ((b"content-type", b"text/plain"), (b"Connection", b"close"))
 
-    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
-        return "bye" if method == b"POST" else None
+    def __init__(self) -> None:
+        self.endpoints = self
 
-    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
-               ) -> tuple[int, Any, bytes]:
+    def claim(self, verb: bytes, target: bytes, headers: dict[bytes, bytes]
+              ) -> tuple[Any, str] | None:
+        return (self, "bye") if verb == b"POST" else None
+
+    async def answer(self, method: str, headers: dict[bytes, bytes], body: bytes
+                     ) -> tuple[int, Any, bytes]:
         return 200, self.HEADERS, b"bye"
 
-
-class _GoodbyeApp:
-    direct = _Goodbye()
-
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        raise AssertionError("every request here is direct")
+        raise AssertionError("every request here is claimed")
 
 
 @pytest.mark.wire
 def test_reply_headers_shared_by_replies_are_encoded_alike_each_time() -> None:
     """A reply's header tuple is encoded once and kept: a ``Connection: close`` in it still
     closes every connection it answers, and it is sent once (the server's own line)."""
-    with LoopbackServer(_GoodbyeApp(), kind="rcpkit") as srv:
+    with LoopbackServer(_Goodbye(), kind="rcpkit") as srv:
         for _ in range(3):
             reply = exchange(srv.port, post("/x", b"hi") + post("/x", b"unread"),
                              until_close=True)
@@ -198,46 +204,30 @@ def test_reply_headers_shared_by_replies_are_encoded_alike_each_time() -> None:
 
 
 class _Echo(_Goodbye):
-    """A direct route answering every POST with its own body."""
+    """An app whose endpoint answers every POST with its own body."""
 
-    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
-               ) -> tuple[int, Any, bytes]:
+    async def answer(self, method: str, headers: dict[bytes, bytes], body: bytes
+                     ) -> tuple[int, Any, bytes]:
         return 200, (), body
 
 
-class _EchoApp:
-    direct = _Echo()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        raise AssertionError("every request here is direct")
-
-
 class _Counting(_Echo):
-    """A direct route echoing each body, that of ``/wait`` after a pause, counting calls."""
+    """An app echoing each body, that of ``/wait`` after a pause, counting calls."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.answered: list[bytes] = []
 
-    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
-        return target.decode()
+    def claim(self, verb: bytes, target: bytes, headers: dict[bytes, bytes]
+              ) -> tuple[Any, str] | None:
+        return self, target.decode()
 
-    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes) -> Any:
+    async def answer(self, method: str, headers: dict[bytes, bytes], body: bytes
+                     ) -> tuple[int, Any, bytes]:
         self.answered.append(body)
-        if route != "/wait":
-            return 200, (), body
-
-        async def later() -> tuple[int, Any, bytes]:
+        if method == "/wait":
             await asyncio.sleep(0.05)
-            return 200, (), body
-        return later()
-
-
-class _CountingApp:
-    def __init__(self) -> None:
-        self.direct = _Counting()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        raise AssertionError("every request here is direct")
+        return 200, (), body
 
 
 @pytest.mark.wire
@@ -245,13 +235,13 @@ class _CountingApp:
 def test_requests_pipelined_behind_a_closing_one_are_not_run(first: list[str]) -> None:
     """RFC 9112 §9.6: after answering a request that closes the connection, the server
     reads no further requests from it (it neither runs nor answers them)."""
-    app = _CountingApp()
+    app = _Counting()
     requests = [post(path, b"first") for path in first] + [
         post("/x", b"closing", b"Connection: close\r\n"), post("/x", b"after")]
     with LoopbackServer(app, kind="rcpkit") as srv:
         replies = _split(exchange(srv.port, b"".join(requests), until_close=True))
     assert [body for _, body in replies] == [b"first"] * len(first) + [b"closing"]
-    assert app.direct.answered == [b"first"] * len(first) + [b"closing"]
+    assert app.answered == [b"first"] * len(first) + [b"closing"]
 
 
 class _Recording:
@@ -280,7 +270,7 @@ def test_replies_made_in_one_round_of_the_loop_go_out_first_at_once_then_togethe
     the other when the round ends. A reply that closes its connection sends what is held
     before it, and the next round starts afresh."""
     async def scenario() -> None:
-        server = HttpServer(_CountingApp())
+        server = HttpServer(_Counting())
         server._loop = asyncio.get_running_loop()
         transports = [_Recording() for _ in range(3)]
         conns = [_Connection(server) for _ in transports]
@@ -309,7 +299,7 @@ def test_a_lone_connections_replies_are_never_held() -> None:
     """With one connection open nothing can share its round: each reply goes out at once,
     and no round is scheduled for it."""
     async def scenario() -> None:
-        server = HttpServer(_CountingApp())
+        server = HttpServer(_Counting())
         server._loop = asyncio.get_running_loop()
         transport = _Recording()
         conn = _Connection(server)
@@ -326,7 +316,7 @@ def test_every_reply_length_is_framed_right() -> None:
     """Small bodies take a ``content-length`` line made once, larger ones one formatted per
     reply: both frame the body exactly, at the boundary (1024) too."""
     lengths = [0, 1, 9, 10, 1023, 1024, 1025, 70_000]
-    with LoopbackServer(_EchoApp(), kind="rcpkit") as srv:
+    with LoopbackServer(_Echo(), kind="rcpkit") as srv:
         bodies = [bytes([65 + n % 26]) * n for n in lengths]
         replies = _split(exchange(srv.port, b"".join(post("/x", body) for body in bodies)))
     assert [body for _, body in replies] == bodies

@@ -12,6 +12,7 @@ and the advertised ``filter`` fields follow each published version.
 from __future__ import annotations
 
 import atexit
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,7 @@ from rcpkit.server.framework import Conformance
 if TYPE_CHECKING:
     from rcpkit.engine.knowledge.graph import ConceptGraph
 
-__all__ = ["SERVER_NAME", "bind", "build_server", "grant_trust"]
+__all__ = ["SERVER_NAME", "bind", "build_server", "grant_trust", "served_engine"]
 
 SERVER_NAME = "rcpkit-engine"
 
@@ -87,6 +88,17 @@ def grant_trust(server: Server, grant: index.TrustGrant) -> None:
     engine's own server has that setting: any other keeps its own rules."""
     if isinstance(server, _EngineServer):
         server.grant = grant
+
+
+def served_engine(server: Server,
+                  gauges: Callable[[], Mapping[str, float]] | None = None) -> Engine | None:
+    """The engine ``server`` serves (None for any other server), for what runs beside it
+    (``serve --watch``), whose ``gauges`` then join the server's metrics."""
+    if not isinstance(server, _EngineServer):
+        return None
+    if gauges is not None:
+        server.gauge_sources.append(gauges)
+    return server.engine
 
 
 def _bind_knowledge(server: Server, engine: Engine) -> retrieve.Knowledge | None:
@@ -141,7 +153,13 @@ class _EngineServer(Server):
         self.multiprocess_safe = True
         self.grant: index.TrustGrant | None = None
         """The operator's trust grants (:func:`grant_trust`); None: nobody holds one."""
+        self.gauge_sources: list[Callable[[], Mapping[str, float]]] = []
+        """More gauges to report, e.g. a folder watcher's progress (``serve --watch``)."""
         engine.on_publish(self._advertise_filter_fields)
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
 
     def trust_grant(self, caller: str | None) -> str | None:
         return None if self.grant is None else self.grant(caller)
@@ -154,6 +172,8 @@ class _EngineServer(Server):
         sizes = {name: float(value) for name, value in self._engine.stats().items()
                  if isinstance(value, int | float) and not isinstance(value, bool)}
         sizes["index_build_running"] = 0.0 if self._engine.wait_for_indexes(0) else 1.0
+        for source in self.gauge_sources:
+            sizes.update(source())
         return sizes
 
     def _advertise_filter_fields(self) -> None:

@@ -12,6 +12,7 @@ import typer
 _AREAS = (
     "rcpkit.cli.serve",
     "rcpkit.cli.index",
+    "rcpkit.cli.watch",
     "rcpkit.cli.db",
     "rcpkit.cli.store",
     "rcpkit.cli.client",

@@ -16,7 +16,7 @@ import json
 import re
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -85,14 +85,15 @@ def _described(exc: Exception) -> str:
 
 @contextmanager
 def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | None = None,
-            create: bool = False, read_only: bool = False,
-            embeds: bool = True) -> Iterator[Engine]:
+            create: bool = False, read_only: bool = False, embeds: bool = True,
+            overrides: Mapping[str, Any] | None = None) -> Iterator[Engine]:
     """The engine on ``data``; a usage or protocol error becomes a one-line exit 2. A read
     command on a directory that holds no index fails rather than creating an empty one, and
     a ``read_only`` one saves nothing on the way out. ``embeds`` says whether the command may
-    need the embedding model (loaded lazily, on its first use)."""
+    need the embedding model (loaded lazily, on its first use); ``overrides`` are settings
+    of this run only."""
     try:
-        config = load_config(data, backend=backend, dsn=dsn)
+        config = load_config(data, backend=backend, dsn=dsn, **(overrides or {}))
         if not create and config.backend == "sqlite" and not _holds_index(data):
             fail(command, f"{data}: no index here (create one with `rcpkit index add DIR "
                  f"--data {data}`)")
@@ -249,6 +250,16 @@ def _stop_between_batches() -> Iterator[Callable[[], bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _prepared(source: str, document: DocumentIn, level: str, stamped: bool,
+              tally: Tally) -> DocumentIn:
+    """``document`` as written: :func:`labelled` and, in a collection, stamped with the local
+    writer (§15.3: who wrote it, as a wire write records it)."""
+    document = labelled(source, document, level, tally)
+    if stamped:
+        document = replace(document, meta=stamp(document.meta, _local_principal(), time.time()))
+    return document
+
+
 def _summary(tally: Tally, data: Path, index_version: str | None, *, sync: bool) -> None:
     table = Table(title=Text(f"index {data}"), show_header=False, box=None)
     rows: list[tuple[str, object]] = [("added", tally.added), ("updated", tally.updated),
@@ -311,12 +322,15 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
            backend: str | None, dsn: str | None, prefix: str, follow_links: bool,
            strict: bool, chunk: bool, contextual: bool, batch_size: int,
            collection: str | None, selection: Selection, skipped_file: Path | None,
-           label: str | None, global_ids: bool, trust: str | None) -> None:
+           label: str | None, global_ids: bool, trust: str | None,
+           overrides: Mapping[str, Any] | None = None, allow_empty: bool = False) -> None:
+    """Read ``paths`` and write their documents (and with ``sync``, delete what their files
+    no longer yield); ``allow_empty``: a folder with nothing to index is no error."""
     data = _collection_data(command, data, collection, backend, dsn)
     if trust is not None and trust not in TRUST_LEVELS:
         fail(command, f"--trust must be one of {', '.join(TRUST_LEVELS)}, not {trust!r}")
     try:
-        config = load_config(data, backend=backend, dsn=dsn)
+        config = load_config(data, backend=backend, dsn=dsn, **(overrides or {}))
         registry = RootRegistry(data)
     except (EngineError, ValueError, KeyError) as exc:
         fail(command, f"{data}: {exc}")
@@ -349,18 +363,16 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
                 tally.warnings.append(Skip(source_file.source, f"id {document.id!r} also in "
                                            f"{seen[document.id]}; the later one is kept"))
             seen[document.id] = source_file.source
-            document = labelled(source_file.source, document, level, tally)
-            if collection is not None:  # §15.3: who wrote it, as a wire write records it
-                document = replace(document, meta=stamp(document.meta, _local_principal(),
-                                                        time.time()))
-            documents.append((source_file.source, document))
+            documents.append((source_file.source, _prepared(source_file.source, document, level,
+                                                            collection is not None, tally)))
     if not documents and not sync:  # nothing to write: do not create an empty index either
         _summary(tally, data, None, sync=False)
         if skipped_file is not None:
             _write_skipped(skipped_file, tally)
         fail(command, "nothing could be indexed", code=1)
     interrupted = False
-    with _engine(command, data, backend=backend, dsn=dsn, create=True) as engine:
+    with _engine(command, data, backend=backend, dsn=dsn, create=True,
+                 overrides=overrides) as engine:
         if backend is not None and collection is None:
             # The backend given once stays with the data, so the next `--data DIR` finds
             # it; a DSN from the environment stays there, out of the file.
@@ -388,7 +400,7 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
         _interrupted(command, tally, len(documents), sync=sync)
     if skipped_file is not None:
         _write_skipped(skipped_file, tally)
-    if tally.indexed == 0 and not tally.deleted:
+    if tally.indexed == 0 and not tally.deleted and not allow_empty:
         fail(command, "nothing could be indexed", code=1)
     if strict and (tally.skipped or tally.warnings):
         fail(command, f"--strict: {len(tally.skipped)} files skipped and "

@@ -11,6 +11,7 @@ is one line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 from collections.abc import Callable
@@ -169,6 +170,9 @@ def serve(
     access_log_format: Annotated[str, typer.Option(
         help="Access log lines: text, or json (JSON lines).")] = "text",
     log_level: LogLevelOption = "warning",
+    watch: Annotated[Path | None, typer.Option(
+        "--watch", metavar="DIR", help="Keep the index in step with this folder while serving "
+        "(as `rcpkit watch`; one worker; its progress is on /metrics).")] = None,
 ) -> None:
     """Serve an RCP server over stdio or HTTP."""
     try:
@@ -207,6 +211,14 @@ def serve(
             raise ConfigError("--data, --create, --embedder, --backend, --dsn and --llm-* "
                               "configure the engine; not with --app")
 
+        if watch is not None and (app is not None or workers != 1 or not watch.is_dir()
+                                  or (data is not None and is_collection_root(data))):
+            raise ConfigError(f"--watch {watch}: needs a folder and the engine of --data served "
+                              "by one process; beside several workers or a collection, run "
+                              "`rcpkit watch DIR --data DATA [--collection NAME]` as its own "
+                              "process")
+        if watch is not None and app is None:  # an edit or a rename embeds only new text
+            _watch_cache(data, engine_options)
         if app is None and data is not None and is_collection_root(data):
             configure_logging("serve", log_level)
             configure_tracing("serve")
@@ -232,6 +244,8 @@ def serve(
         _fail(str(exc))
     configure_logging("serve", log_level)
     configure_tracing("serve")
+    if watch is not None:
+        _watch_beside(source, watch)
     if address is None:
         from ..transports.stdio import serve_stdio
 
@@ -254,6 +268,35 @@ def serve(
     except UsageError as exc:
         _fail(str(exc))
     raise typer.Exit(status)
+
+
+def _watch_cache(data: Path | None, engine_options: dict[str, Any]) -> None:
+    """``--watch``: the data directory's embedding cache, as ``rcpkit watch`` has it."""
+    from ..engine.config import EngineConfig
+    from ..engine.errors import EngineError
+    from .watch import cache_override
+
+    try:
+        engine_options.update(cache_override(data or EngineConfig().data_dir,
+                                             engine_options.get("backend"),
+                                             engine_options.get("dsn")))
+    except EngineError as exc:
+        raise ConfigError(f"cannot open the engine: {exc}") from None
+
+
+def _watch_beside(source: Server | Callable[[], Server], folder: Path) -> None:
+    """``--watch``: the folder synced into the served engine on a thread of this process,
+    stopped at exit before the engine closes (``atexit`` runs the later registration first)."""
+    from ..binding.server import served_engine
+    from .watch import watch_beside
+
+    server = source if isinstance(source, Server) else None
+    engine = served_engine(server) if server is not None else None
+    if server is None or engine is None:
+        _fail("--watch needs the built-in engine (--data)")
+    watcher, stop = watch_beside(engine, folder)
+    served_engine(server, watcher.stats.gauges)
+    atexit.register(stop)
 
 
 def _serve_collections(root: Path, names: list[str], address: tuple[str, int] | None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import InvalidInput
 from rcpkit.engine.types import TRUST_LEVELS, DocumentIn, less_trusted
-from rcpkit.ingest.folders import Folder, Skip, SkipKind
+from rcpkit.ingest.folders import CHOSEN_SKIPS, Folder, Skip
 
 __all__ = ["Tally", "add_batch", "labelled", "stale_documents"]
 
@@ -94,15 +94,10 @@ def _fit(value: object, field_type: str | None) -> int | float | None:
     return number if math.isfinite(number) else None
 
 
-_CHOSEN_SKIPS = (SkipKind.HIDDEN, SkipKind.IGNORED, SkipKind.EXCLUDED)
-"""Skips the user chose: their documents go on ``index sync``; any other skip may be
-transient (a file being written, a permission) and keeps what the file had indexed."""
-
-
 def stale_documents(engine: Engine, folder: Folder, kept: set[str]) -> list[str]:
     """Documents of the synced roots that no file yields any more; a file skipped this run
     (unreadable for now) keeps its documents, so a transient error never deletes data."""
-    unreadable = {skip.source for skip in folder.skipped if skip.kind not in _CHOSEN_SKIPS}
+    unreadable = {skip.source for skip in folder.skipped if skip.kind not in CHOSEN_SKIPS}
     stale = set()
     for root, subtree in folder.roots:
         below = f"{root.prefix}{subtree}/" if subtree else root.prefix

@@ -1,8 +1,9 @@
 """One HTTP server, several collections (§5.2, §7.13, §15.6).
 
 ``<base>/<collection>`` (and ``<base>/<collection>/<method>``) is each collection's own RCP
-endpoint, a full app of :func:`~rcpkit.transports.http.create_app` behind the
-:class:`~.access.CollectionGate` of that collection. ``<base>`` itself is the server's own
+endpoint (:class:`~rcpkit.transports.http.endpoint.Endpoint`) behind the
+:class:`~.access.CollectionGate` of that collection, all in one table
+(:class:`CollectionEndpoints`) served by one app. ``<base>`` itself is the server's own
 endpoint: ``info`` and ``catalog/list``, which lists the collections the caller may see,
 each with its endpoint. A path naming no collection is answered, after the credentials,
 exactly as a collection the caller may not see (403, ``-32012``).
@@ -10,85 +11,62 @@ exactly as a collection the caller may not see (403, ``-32012``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
-
-from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..protocol.errors import UsageError
 from ..server.context import Context
 from ..server.framework import Server
-from ..transports.http import create_app
+from ..transports.http.asgi import RcpApp
+from ..transports.http.endpoint import Endpoint, Endpoints, Route, open_endpoint
 from ..transports.http.metrics import Metrics
-from ..transports.http.server import DirectRoute, Reply
 from .access import Access, CollectionGate, Principal
 from .collections import is_reserved_segment
 
-__all__ = ["DIRECTORY_NAME", "MISSING", "CollectionsApp", "create_collections_app"]
+__all__ = ["DIRECTORY_NAME", "CollectionEndpoints", "CollectionsApp", "create_collections_app"]
 
 DIRECTORY_NAME = "rcpkit-collections"
 
 
-MISSING = "-"
-"""The path segment of the stand-in app answering for every missing collection (no
-collection name starts with ``-``)."""
+class CollectionEndpoints(Endpoints):
+    """The endpoint of each path: ``<base>/<name>[/<method>]`` is collection ``name``'s,
+    a segment naming a method (``<base>/info``…) the server's own (``root``), and any other
+    segment ``missing``'s: a stand-in built like a collection's, whose gate refuses everyone
+    once authenticated, so that no verb, header or status tells a missing collection from a
+    hidden one."""
+
+    def __init__(self, base: str, root: Endpoint, collections: dict[str, Endpoint],
+                 missing: Endpoint) -> None:
+        super().__init__(base, root)
+        self.collections = collections
+        self.missing = missing
+
+    def locate(self, path: str) -> Route | None:
+        if path.startswith(self.prefix):
+            name, _, method = path[len(self.prefix):].partition("/")
+            if name and not is_reserved_segment(name):
+                return self.collections.get(name, self.missing), method
+        return super().locate(path)
 
 
-class CollectionsApp:
-    """The ASGI app (and :class:`~rcpkit.transports.http.server.DirectRoute`) routing to the
-    app of each collection. A missing collection's requests go to a stand-in app built like
-    a collection's, whose gate refuses everyone once authenticated, so that no verb, header
-    or status tells a missing collection from a hidden one. ``public_url``
-    (``http://host:port``) makes ``catalog/list`` give each collection's ``endpoint``; it may
-    be set once the port is known."""
+class CollectionsApp(RcpApp):
+    """The ASGI app of :class:`CollectionEndpoints`, whose root serves ``directory``."""
 
-    def __init__(self, base: str, root: Any, collections: Mapping[str, Any],
-                 missing: Any) -> None:
-        self.base = base
-        self._prefix = base + "/"
-        self.root = root
-        self.collections = dict(collections)
-        self.collections[MISSING] = missing
-        self.public_url: str | None = None
-        self.direct = self
+    def __init__(self, endpoints: CollectionEndpoints, directory: _Directory,
+                 **options: Any) -> None:
+        super().__init__(endpoints, directory, **options)
+        self.directory = directory
 
-    def _pick(self, path: str) -> tuple[str, str]:
-        """(collection, ``path`` as that collection's app sees it); "" for the root."""
-        if not path.startswith(self._prefix):
-            return "", path
-        segment, slash, rest = path[len(self._prefix):].partition("/")
-        if not segment or is_reserved_segment(segment):
-            return "", path
-        if segment in self.collections and segment != MISSING:
-            return segment, path
-        return MISSING, f"{self._prefix}{MISSING}{slash}{rest}"
+    @property
+    def public_url(self) -> str | None:
+        """``http://host:port``: ``catalog/list`` then gives each collection's
+        ``endpoint``; it may be set once the port is known."""
+        return self.directory.public_url
 
-    def _app(self, name: str) -> Any:
-        return self.collections[name] if name else self.root
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.root(scope, receive, send)
-            return
-        name, path = self._pick(scope["path"])
-        if path != scope["path"]:
-            scope = {**scope, "path": path, "raw_path": path.encode()}
-        await self._app(name)(scope, receive, send)
-
-    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
-        path, query, rest = target.partition(b"?")
-        name, routed = self._pick(path.decode("latin-1"))
-        direct = getattr(self._app(name), "direct", None)
-        route = direct.claim(method, routed.encode("latin-1") + query + rest, headers) \
-            if direct is not None else None
-        return None if route is None else f"{name}\n{route}"
-
-    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
-               ) -> Reply | Awaitable[Reply]:
-        name, _, inner = route.partition("\n")
-        direct: DirectRoute = self._app(name).direct
-        return direct.answer(inner, headers, body)
+    @public_url.setter
+    def public_url(self, url: str | None) -> None:
+        self.directory.public_url = url.rstrip("/") if url else None
 
 
 class _Directory(Server):
@@ -97,6 +75,8 @@ class _Directory(Server):
     def __init__(self, collections: Mapping[str, Server]) -> None:
         super().__init__(DIRECTORY_NAME, __version__)
         self.collections = collections
+        self.public_url: str | None = None
+        """See :attr:`CollectionsApp.public_url`."""
 
     def readiness(self) -> str | None:
         for name, server in self.collections.items():
@@ -106,9 +86,9 @@ class _Directory(Server):
         return None
 
 
-def _directory(collections: Mapping[str, Server], access: Access,
-               app: CollectionsApp) -> Server:
-    """The server's own endpoint: ``catalog/list`` of the collections a caller may see."""
+def _directory(collections: Mapping[str, Server], access: Access, base: str) -> _Directory:
+    """The server's own endpoint at ``base``: ``catalog/list`` of the collections a caller
+    may see."""
     directory = _Directory(collections)
     directory.capability("catalog", {})
 
@@ -119,9 +99,9 @@ def _directory(collections: Mapping[str, Server], access: Access,
             entry: dict[str, Any] = {"id": name,
                                      "server": {"name": server.name, "version": server.version},
                                      "capabilities": dict(server.capabilities)}
-            if app.public_url is not None:
+            if directory.public_url is not None:
                 entry["endpoint"] = {"transport": "http",
-                                     "url": f"{app.public_url}{app.base}/{name}"}
+                                     "url": f"{directory.public_url}{base}/{name}"}
             engines.append(entry)
         return {"engines": engines}
 
@@ -145,19 +125,19 @@ def _hidden_from_scraper(access: Access, names: frozenset[str]
 
 def create_collections_app(collections: Mapping[str, Server], access: Access, *,
                            base: str = "/rcp", public_url: str | None = None,
-                           metrics: Metrics | None = None,
-                           **app_options: Any) -> CollectionsApp:
+                           metrics: Metrics | None = None, cors_origins: Iterable[str] = (),
+                           **endpoint_options: Any) -> CollectionsApp:
     """Serve each of ``collections`` (name → its server) at ``<base>/<name>``, and the
     server's own ``catalog/list`` at ``base``, with ``/healthz``, ``/readyz`` (every
     collection ready) and ``/metrics`` beside it (each collection's requests labelled with
-    its name). ``app_options`` go to every :func:`~rcpkit.transports.http.create_app`
-    (stateless sessions only: the caller of each request is what authorisation and
-    provenance look at)."""
-    if app_options.get("sessions", "stateless") != "stateless":
+    its name). ``endpoint_options`` go to every collection's
+    :func:`~rcpkit.transports.http.endpoint.open_endpoint` (stateless sessions only: the
+    caller of each request is what authorisation and provenance look at)."""
+    if endpoint_options.get("sessions", "stateless") != "stateless":
         raise UsageError("collections are served with the stateless session policy")
     for option in ("auth_tokens", "api_key_header", "gate", "authorize", "admit_member",
                    "collection"):
-        if option in app_options:
+        if option in endpoint_options:
             raise UsageError(f"{option} is the Access object's business")
     base = "/" + base.strip("/")
     if metrics is not None:
@@ -165,17 +145,18 @@ def create_collections_app(collections: Mapping[str, Server], access: Access, *,
             access.on_refusal = metrics.rate_limited
         if metrics.hidden_for is None:
             metrics.hidden_for = _hidden_from_scraper(access, frozenset(collections))
-    apps = {name: create_app(server, base=f"{base}/{name}", gate=CollectionGate(access, name),
-                             authorize=access.authorizer(name),
-                             admit_member=access.member_admission(name), metrics=metrics,
-                             collection=name, **app_options)
-            for name, server in collections.items()}
-    missing = create_app(Server(DIRECTORY_NAME, __version__), base=f"{base}/{MISSING}",
-                         gate=CollectionGate(access, None, exists=False), **app_options)
-    routed = CollectionsApp(base, None, apps, missing)
-    routed.root = create_app(_directory(collections, access, routed), base=base,
-                             gate=CollectionGate(access, None),
-                             admit_member=access.member_admission(None), metrics=metrics,
-                             **app_options)
-    routed.public_url = public_url.rstrip("/") if public_url else None
-    return routed
+    endpoints = {name: open_endpoint(server, gate=CollectionGate(access, name),
+                                     authorize=access.authorizer(name),
+                                     admit_member=access.member_admission(name),
+                                     metrics=metrics, collection=name, **endpoint_options)
+                 for name, server in collections.items()}
+    missing = open_endpoint(Server(DIRECTORY_NAME, __version__),
+                            gate=CollectionGate(access, None, exists=False), **endpoint_options)
+    directory = _directory(collections, access, base)
+    root = open_endpoint(directory, gate=CollectionGate(access, None),
+                         admit_member=access.member_admission(None), metrics=metrics,
+                         **endpoint_options)
+    app = CollectionsApp(CollectionEndpoints(base, root, endpoints, missing), directory,
+                         metrics=metrics, cors_origins=cors_origins)
+    app.public_url = public_url
+    return app

@@ -329,12 +329,16 @@ class KnowledgeMemory:
     def _find(self, memory_id: str, caller: str) -> _Memory:
         """The memory, unless it is another caller's, expired, or deleted (by any process:
         a cached body is used only while its row still says the same build)."""
-        built = self._tables.read("SELECT built FROM memories WHERE id = ?", (memory_id,))
+        built = self._tables.read("SELECT built, version FROM memories WHERE id = ?",
+                                  (memory_id,))
         if not built or int(built[0][0]) < self._expired_before(self._clock()):
             raise UnknownMemory(f"unknown memoryId {memory_id!r}")
         with self._lock:
             memory = self._cache.get(memory_id)
-            if memory is None or memory.built != int(built[0][0]):
+            # Seconds alone miss a rebuild within the second (a watcher's, after a write):
+            # a memory of the index is rebuilt at a new version.
+            if memory is None or (memory.built, memory.version) != (int(built[0][0]),
+                                                                    built[0][1]):
                 rows = self._tables.read(
                     "SELECT id, scope, owner, source, version, built, body FROM memories "
                     "WHERE id = ?", (memory_id,))

@@ -307,8 +307,12 @@ def minilm_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
-def minilm(*, threads: int | None = None, batch_size: int = 32) -> OnnxEmbedder:
-    """The bundled all-MiniLM-L6-v2 (int8 ONNX, 384-d, 256 tokens), fully offline."""
+def minilm(*, threads: int | None = None, batch_size: int = 8) -> OnnxEmbedder:
+    """The bundled all-MiniLM-L6-v2 (int8 ONNX, 384-d, 256 tokens), fully offline.
+
+    Eight passages per forward pass: onnxruntime keeps the activations of the largest batch
+    it ran, and 32 passages of 256 tokens took ``index add`` of 600 passages to a 1.06 GB
+    peak (449 MB at 8) for no gain in rate on CPU (docs/benchmarks.md, issue 33)."""
     model, tokenizer = minilm_files()
     return OnnxEmbedder(
         model,

@@ -1,10 +1,16 @@
-"""The HTTP transport, server side (§5.2): a Starlette ASGI app, mountable in any ASGI stack
-and served by the lean server of :mod:`.server` (optionally in several worker processes).
+"""The HTTP transport, server side (§5.2): the RCP endpoints, a Starlette ASGI app around
+them, mountable in any ASGI stack, and the lean server of :mod:`.server` (optionally in
+several worker processes), which hands the endpoints the requests it reads whole.
 
-Modules: :mod:`.app` (the endpoint and the app), :mod:`.direct` (the one route decision
-and the buffered direct route), :mod:`.sessions`, :mod:`.auth` (credentials, CORS),
-:mod:`.sse`, :mod:`.replies`, :mod:`.discovery`, :mod:`.workers` (:func:`serve_http`,
-pre-fork), :mod:`.server`.
+Modules: :mod:`.endpoint` (one POST in, its reply out; the path → endpoint table),
+:mod:`.asgi` (the ASGI adapter, :func:`create_app`), :mod:`.server` (HTTP/1.1),
+:mod:`.workers` (:func:`serve_http`, pre-fork), :mod:`.sessions`, :mod:`.auth` (credentials,
+CORS), :mod:`.sse`, :mod:`.replies`, :mod:`.operations` (``/healthz``, ``/readyz``,
+``/metrics``), :mod:`.discovery` (``<base>/openrpc.json``), :mod:`.metrics`.
+
+A request passes three rooms: the HTTP server (the in-house one, or uvicorn and
+:class:`.asgi.RcpApp`), its :class:`.endpoint.Endpoint` (gate, load, body, session) and
+the session's dispatcher, as over stdio it passes the stdio transport and the dispatcher.
 
 Routes: ``POST <base>/<method>`` for one message (the body's method must match
 the path, else ``-32600``) and ``POST <base>`` for a batch or any single
@@ -35,7 +41,7 @@ anything is parsed, so nothing — not even ``info`` — is revealed without it.
 Scaling out: see :mod:`.workers`.
 """
 
-from .app import create_app
+from .asgi import create_app
 from .auth import Gate
 from .sessions import SESSION_HEADER, SessionPolicy
 from .workers import serve_app, serve_http

@@ -24,15 +24,15 @@ trickling head, else it is answered 503 and closed. An ``Upgrade`` offer (``h2c`
 
 Two shortcuts keep a small request cheap (the RCP hot path is a ~40-byte JSON body):
 
-- an app may offer a :class:`DirectRoute` (its ``direct`` attribute): requests it
-  claims from their head are buffered whole and answered as ``(status, headers,
-  body)`` without building ASGI scopes and messages; when its client disconnects, a
-  direct request still running is cancelled (an ASGI app learns of it from
-  ``http.disconnect`` instead);
+- an app may offer its RCP endpoints (its ``endpoints`` attribute, :class:`Claims`): a
+  request they claim from its head is read whole and handed to its endpoint's ``answer``,
+  which gives ``(status, headers, body)``, with no ASGI scope or message at all; when its
+  client disconnects, such a request still running is cancelled (an ASGI app learns of it
+  from ``http.disconnect`` instead);
 - every request runs eagerly, up to its first suspension, from the parser callback;
   only a request that actually waits becomes a task (what ``asyncio``'s eager task
-  factory does from Python 3.12 on), and a direct request the route answers at once
-  (a reply, not an awaitable, from :meth:`DirectRoute.answer`) costs no coroutine at all.
+  factory does from Python 3.12 on), and one answered on its first step (nothing to wait
+  for) is written from that same callback.
 """
 
 from __future__ import annotations
@@ -45,15 +45,15 @@ import logging
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Coroutine, Generator, Sequence
+from collections.abc import Coroutine, Generator, Sequence
 from http import HTTPStatus
-from typing import Any, Protocol, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 from urllib.parse import unquote
 
 import httptools
 from starlette.types import ASGIApp, Message
 
-__all__ = ["DirectRoute", "HttpServer", "header_map"]
+__all__ = ["Answers", "Claims", "HttpServer", "Reply", "header_map"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -66,6 +66,8 @@ _SWEEP_S = 1.0
 """How often read deadlines are checked (their precision) and the ``Date`` is renewed."""
 _SLOW_HEAD_S = 1.0
 """At the connection cap, a head still arriving after this long gives way to a newcomer."""
+
+T = TypeVar("T")
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
@@ -107,23 +109,31 @@ Reply = tuple[int, Sequence[tuple[bytes, bytes]], bytes]
 body. The headers may be shared by many replies: they are never changed."""
 
 
-class DirectRoute(Protocol):
-    """Requests an app answers from a fully buffered body, bypassing ASGI."""
+class Answers(Protocol):
+    """An endpoint the server hands the requests claimed for it (:class:`Claims`)."""
 
-    def claim(self, method: bytes, target: bytes, headers: dict[bytes, bytes]) -> str | None:
-        """A route key if this request (by its method, raw request target and lower-cased
-        headers) is answered by :meth:`answer`, else None for the ASGI app. Only requests
-        with a ``content-length`` the route accepts may be claimed: the server buffers them."""
+    def answer(self, method: str, headers: dict[bytes, bytes], body: bytes
+               ) -> Coroutine[Any, Any, Reply]:
+        """The response to a claimed request, read whole: a coroutine, which may finish on
+        its first step (stepped from the parser callback; a task only if it waits)."""
 
-    def answer(self, route: str, headers: dict[bytes, bytes], body: bytes
-               ) -> Reply | Awaitable[Reply]:
-        """The response to a claimed request: the reply itself when it is ready at once,
-        else an awaitable of it."""
+
+Route = tuple[Answers, str]
+"""The endpoint of a claimed request and the method its path names."""
+
+
+class Claims(Protocol):
+    """The requests an app has answered from a fully buffered body, bypassing ASGI."""
+
+    def claim(self, verb: bytes, target: bytes, headers: dict[bytes, bytes]) -> Route | None:
+        """The endpoint and method of this request (by its verb, raw request target and
+        lower-cased headers), or None for the ASGI app. Only requests with a
+        ``content-length`` the endpoint accepts may be claimed: the server buffers them."""
 
 
 class _Exchange:
     """One request/response on a connection: the ASGI ``receive``/``send`` pair, or the
-    buffered body of a request claimed by the direct route (``route`` set)."""
+    buffered body of a request its endpoint answers (``route`` set, :class:`Claims`)."""
 
     # Slots: no per-exchange attribute dict or weak-reference list to make and free.
     __slots__ = ("body_delivered", "buffered", "chunked", "chunks", "conn", "disconnected",
@@ -133,12 +143,13 @@ class _Exchange:
 
     def __init__(self, conn: _Connection, scope: dict[str, Any] | None, keep_alive: bool,
                  expect_continue: bool, http_version: str, head_only: bool,
-                 headers: dict[bytes, bytes], route: str | None = None) -> None:
+                 headers: dict[bytes, bytes], route: Route | None = None) -> None:
         self.conn = conn
         self.scope = scope
         self.route = route
         self.headers = headers
-        """The request's headers, names lower-cased; a direct route is handed them."""
+        """The request's headers, names lower-cased; a claimed request's endpoint is handed
+        them."""
         self.keep_alive = keep_alive
         self.http_version = http_version
         self.expect_continue = expect_continue
@@ -307,10 +318,10 @@ class _Connection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.current: _Exchange | None = None
         """The exchange being parsed (its body is still arriving)."""
-        self.claimed: tuple[str, dict[bytes, bytes], bool] | None = None
-        """The direct route key, headers and keep-alive of the request being read when it
-        has no exchange: claimed with nothing queued before it, it is answered as soon as
-        its body is complete (:meth:`_answer_direct`)."""
+        self.claimed: tuple[Route, dict[bytes, bytes], bool] | None = None
+        """The route, headers and keep-alive of the request being read when it has no
+        exchange: claimed with nothing queued before it, it is answered as soon as its body
+        is complete (:meth:`_answer_direct`)."""
         self.claimed_body: list[bytes] = []
         self.queue: collections.deque[_Exchange] = collections.deque()
         """Exchanges parsed or being parsed, answered in order; the first one runs."""
@@ -447,8 +458,8 @@ class _Connection(asyncio.Protocol):
             headers = header_map(pairs)
         # both are rare: a request without either pays two lookups
         expect = (b"expect" in headers or b"upgrade" in headers) and self._expects(headers)
-        direct = self.server.direct
-        route = None if direct is None or expect else direct.claim(method, url, headers)
+        endpoints = self.server.endpoints
+        route = None if endpoints is None or expect else endpoints.claim(method, url, headers)
         if route is not None:
             if not self.queue:  # the usual case: no exchange at all (see ``claimed``)
                 self.claimed = route, headers, keep_alive
@@ -522,7 +533,7 @@ class _Connection(asyncio.Protocol):
 
     # ── running exchanges ───────────────────────────────────────────────────
     def _start(self) -> None:
-        """Run the queued exchanges in order, each once the previous one answered; a direct
+        """Run the queued exchanges in order, each once the previous one answered; a claimed
         one once its body is complete. Called once the received bytes are parsed, so an
         answer written at once still knows whether its request was read whole (keep-alive).
 
@@ -558,49 +569,53 @@ class _Connection(asyncio.Protocol):
         exchange.fail()
         self._next(exchange)
 
-    def _answer_direct(self, route: str, headers: dict[bytes, bytes], keep_alive: bool,
+    def _answer_direct(self, route: Route, headers: dict[bytes, bytes], keep_alive: bool,
                        body: bytes, exchange: _Exchange | None = None) -> None:
-        """Answer a request the direct route claimed, read whole: at once when the route
-        can, else in a task; either way in a context of its own, as :meth:`spawn`.
-        ``exchange`` is the queued one of a request that waited for others; without it (a
-        request ``claimed`` with nothing before it, answered from the parser callback), an
-        exchange is made only if the answer is not at once."""
-        direct = self.server.direct
-        assert direct is not None
+        """Have a claimed request, read whole, answered by its endpoint: its coroutine is
+        stepped once here, and becomes a task only if it waits; either way it runs in a
+        context of its own, as with :meth:`HttpServer.spawn`. ``exchange`` is the queued
+        one of a request that waited for others; without it (a request ``claimed`` with
+        nothing before it, answered from the parser callback), an exchange is made only if
+        the answer waits."""
+        endpoint, method = route
         context = contextvars.copy_context()
         try:
-            outcome = context.run(direct.answer, route, headers, body)
+            answering = endpoint.answer(method, headers, body)
+            pending = context.run(answering.send, None)
+        except StopIteration as done:
+            reply: Reply = done.value
         except Exception:
             self._direct_failed(exchange or self._claimed_exchange(route, headers, keep_alive))
             return
-        if exchange is None and isinstance(outcome, tuple):
-            data, keep_alive = encode_reply(self.server.date_line, outcome, keep_alive)
-            # (no clock read for ``idle_since``: it was read when the request's bytes came,
-            # in this same callback)
-            self.write(data)
-            if not keep_alive or self.server.stopping:
-                self.close()
-                raise _Refused  # nothing more is read (requests pipelined behind it)
-            return
-        if exchange is None:
-            exchange = self._claimed_exchange(route, headers, keep_alive)
-            exchange.started = exchange.request_complete = True
-        if isinstance(outcome, tuple):
-            self._reply_direct(exchange, outcome)
         else:
-            exchange.task = self.server.spawn(self._await_direct(exchange, outcome), context)
+            if exchange is None:
+                exchange = self._claimed_exchange(route, headers, keep_alive)
+                exchange.started = exchange.request_complete = True
+            exchange.task = self.server.track(self.loop.create_task(
+                self._await_direct(exchange, _Resumed(answering, pending)), context=context))
+            return
+        if exchange is not None:
+            self._reply_direct(exchange, reply)
+            return
+        data, keep_alive = encode_reply(self.server.date_line, reply, keep_alive)
+        # (no clock read for ``idle_since``: it was read when the request's bytes came,
+        # in this same callback)
+        self.write(data)
+        if not keep_alive or self.server.stopping:
+            self.close()
+            raise _Refused  # nothing more is read (requests pipelined behind it)
 
-    def _claimed_exchange(self, route: str, headers: dict[bytes, bytes],
+    def _claimed_exchange(self, route: Route, headers: dict[bytes, bytes],
                           keep_alive: bool) -> _Exchange:
-        """The queued exchange of a request the direct route claimed."""
+        """The queued exchange of a claimed request."""
         # its reply has a length, so the version (which only decides chunking) is moot
         exchange = _Exchange(self, None, keep_alive, False, "1.1", False, headers, route)
         self.queue.append(exchange)
         return exchange
 
-    async def _await_direct(self, exchange: _Exchange, outcome: Awaitable[Reply]) -> None:
+    async def _await_direct(self, exchange: _Exchange, answering: _Resumed[Reply]) -> None:
         try:
-            reply = await outcome
+            reply = await answering
         except asyncio.CancelledError:
             return  # the client left, or the graceful stop ran out of time
         except Exception:
@@ -616,7 +631,7 @@ class _Connection(asyncio.Protocol):
         self._next(exchange)
 
     def _direct_failed(self, exchange: _Exchange) -> None:
-        """Called while handling the route's exception: logged, then a 500 (and close)."""
+        """Called while handling the endpoint's exception: logged, then a 500 (and close)."""
         logger.exception("HTTP application failure")
         exchange.fail()
         self._next(exchange)
@@ -726,18 +741,18 @@ class _Refused(Exception):
     """Raised from a parser callback to stop parsing a request already refused."""
 
 
-class _Resumed:
-    """A coroutine already stepped once (by :meth:`HttpServer.spawn`), continued by a task:
-    the task waits on what the first step yielded, then drives the coroutine onwards."""
+class _Resumed(Generic[T]):
+    """A coroutine already stepped once, continued by a task: the task waits on what the
+    first step yielded, then drives the coroutine onwards; awaited, it gives its result."""
 
-    def __init__(self, coro: Coroutine[Any, Any, None], pending: Any) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, T], pending: Any) -> None:
         self.coro = coro
         self.pending = pending
 
     async def run(self) -> None:
         await self
 
-    def __await__(self) -> Generator[Any, Any, None]:
+    def __await__(self) -> Generator[Any, Any, T]:
         coro, pending = self.coro, self.pending
         while True:
             try:
@@ -747,8 +762,8 @@ class _Resumed:
                     pending = coro.throw(exc)
                 else:
                     pending = coro.send(sent)
-            except StopIteration:
-                return
+            except StopIteration as done:
+                return cast(T, done.value)
 
 
 def _address(info: Any) -> tuple[str, int] | None:
@@ -768,7 +783,7 @@ class HttpServer:
                  max_request_line: int = 8 * 1024, max_header_bytes: int = 64 * 1024,
                  header_timeout_s: float = 10.0, body_timeout_s: float = 60.0) -> None:
         self.app = app
-        self.direct: DirectRoute | None = getattr(app, "direct", None)
+        self.endpoints: Claims | None = getattr(app, "endpoints", None)
         self.keep_alive_s = keep_alive_s
         self.graceful_timeout_s = graceful_timeout_s
         self.max_connections = max_connections
@@ -807,7 +822,10 @@ class HttpServer:
             pending = context.run(coro.send, None)
         except StopIteration:
             return None
-        task = self.loop.create_task(_Resumed(coro, pending).run(), context=context)
+        return self.track(self.loop.create_task(_Resumed(coro, pending).run(), context=context))
+
+    def track(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
+        """Keep ``task`` until it ends: the graceful stop waits for it."""
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task

@@ -24,7 +24,7 @@ from typing import Any
 from ...protocol.errors import UsageError
 from ...server.framework import Server
 from ...tracing import active
-from .app import create_app
+from .asgi import create_app
 from .metrics import MULTIPROCESS_ENV, Metrics
 from .server import HttpServer
 
