@@ -9,6 +9,7 @@ mark fail, so a forgotten mark cannot slip into the fast loop.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 
 import pytest
@@ -25,6 +26,15 @@ WIRE_FIXTURES = frozenset({
 
 def pytest_report_header() -> str:
     return schema_status()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        # An xdist worker is started with COLUMNS=80 and LINES=24. The CLI's rich consoles
+        # read COLUMNS when their module is imported, so tests that widen them for one call
+        # would see 80-column tables under xdist only; a serial run has neither variable.
+        for name in ("COLUMNS", "LINES"):
+            os.environ.pop(name, None)
 
 
 def _is_wire(item: pytest.Item) -> bool:
