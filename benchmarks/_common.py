@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EngineConfig, IndexConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.models.embedding import Embedder
 from rcpkit.engine.types import DocumentIn
@@ -73,7 +73,8 @@ def unit_vectors(count: int, seed: int) -> np.ndarray:
 
 def open_engine(data_dir: Path, embedder: Embedder, **overrides: Any) -> Engine:
     """An engine over a fresh SQLite store in ``data_dir`` with index saves deferred to close."""
-    config = EngineConfig(data_dir=data_dir, index_save_every=1_000_000).with_overrides(
+    config = EngineConfig(data_dir=data_dir,
+                          index=IndexConfig(save_every=1_000_000)).with_overrides(
         **overrides)
     return Engine.open(config, embedder=embedder)
 

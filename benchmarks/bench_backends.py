@@ -37,7 +37,7 @@ from _common import LookupEmbedder, ingest, percentiles, stamp, unit_vectors
 from bench_lexical import synthetic_corpus
 
 from rcpkit.engine import pgserver
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EngineConfig, IndexConfig, StoreConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.indexes.lexical import LexicalIndex
 from rcpkit.engine.models.embedding import HashingEmbedder
@@ -103,7 +103,7 @@ def scale(sizes: Sequence[int], query_count: int, server: pgserver.LocalPostgres
 
         for backend in ("sqlite", "pg/database"):
             config = EngineConfig(data_dir=work / f"{backend.replace('/', '-')}-{size}",
-                                  index_save_every=1_000_000)
+                                  index=IndexConfig(save_every=1_000_000))
             store = PostgresStore.open(dsn) if backend != "sqlite" else None
             engine = Engine.open(config, embedder=embedder, store=store)
             start = time.perf_counter()
@@ -113,8 +113,9 @@ def scale(sizes: Sequence[int], query_count: int, server: pgserver.LocalPostgres
             engine.close()
             print_row(size, backend, f"{rate:,.0f}", "-", rows[backend])
         for recall in ("database", "memory"):
-            config = EngineConfig(data_dir=work / f"cold-{recall}-{size}", pg_recall=recall,
-                                  index_save_every=1_000_000)
+            config = EngineConfig(data_dir=work / f"cold-{recall}-{size}",
+                                  store=StoreConfig(pg_recall=recall),
+                                  index=IndexConfig(save_every=1_000_000))
             start = time.perf_counter()
             engine = Engine.open(config, embedder=embedder, store=PostgresStore.open(dsn))
             opened = time.perf_counter() - start

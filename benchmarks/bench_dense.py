@@ -31,22 +31,16 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from rcpkit.engine.indexes.dense import (
-    BUILD_BATCH,
-    GRAPH_DTYPES,
-    SEARCH_WIDTH,
-    DenseIndex,
-    _graph_layout,
-    _insertion_order,
-    _unlinked,
-    _unreachable,
-)
+from rcpkit.engine.config import GRAPH_DTYPES
+from rcpkit.engine.indexes.dense import DenseIndex, usearch_format
+from rcpkit.engine.indexes.dense.hnsw import BUILD_BATCH, insertion_order, unreachable
+from rcpkit.engine.indexes.dense.index import SEARCH_WIDTH
 from rcpkit.engine.models.embedding import minilm
 
 DIMENSION = 384
 SEARCH_CHECK_ROWS = 200_000
 """Past this many rows the build bench skips searching every row for itself (at 1M it takes
-longer than the build); the walk over the links (``_unlinked``) runs at every size."""
+longer than the build); the walk over the links (``usearch_format.unlinked``) runs at every size."""
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -197,12 +191,16 @@ def bench_build(kind: str, n: int, seed: int, thread_counts: list[int],
         published = index._view.graph
         assert published is not None and index.graph_tail == published.orphans
         saved = np.frombuffer(published.index.save(), dtype=np.uint8)
-        layout = _graph_layout(saved)
-        unlinked = "?" if layout is None else int(_unlinked(saved, layout).sum())
+        try:
+            layout = usearch_format.parse(saved)
+        except usearch_format.FormatError:
+            unlinked: int | str = "?"
+        else:
+            unlinked = int(usearch_format.unlinked(saved, layout).sum())
         print(f"  rows no link leads to: {unlinked}; left out by the repair and searched "
               f"exactly: {published.orphans}", end="", flush=True)
         if n <= SEARCH_CHECK_ROWS:
-            lost = int(_unreachable(published.index, np.arange(n), corpus, threads).sum())
+            lost = int(unreachable(published.index, np.arange(n), corpus, threads).sum())
             published.index.expansion_search = index.expansion_search
             print(f"; rows not found by their own vector (ef up to 256): {lost}", end="")
         print(flush=True)
@@ -288,7 +286,7 @@ def bench_usearch_alone(kind: str, n: int, seed: int, threads: int,
 
 def bench_build_order(kind: str, n: int, seed: int, threads: int) -> None:
     """usearch alone (DenseIndex's graph settings) building the same rows in random order and
-    in ``_insertion_order`` (what a fresh bulk build of ``ORDERED_BUILD_ROWS`` or more uses),
+    in ``insertion_order`` (what a fresh bulk build of ``ORDERED_BUILD_ROWS`` or more uses),
     alternately: build time and recall@10 at ef_search 128 and 256. ``kind`` "peers" is
     the peer corpus (MiniLM vectors of real text) with its own queries."""
     rng = np.random.default_rng(seed)
@@ -306,7 +304,7 @@ def bench_build_order(kind: str, n: int, seed: int, threads: int) -> None:
     for name in ("random", "ordered", "random", "ordered"):
         began = time.perf_counter()
         order = (rng.permutation(n) if name == "random"
-                 else _insertion_order(corpus, np.arange(n)))
+                 else insertion_order(corpus, np.arange(n)))
         ordering = time.perf_counter() - began
         graph = DenseIndex(DIMENSION)._new_graph()
         for start in range(0, n, BUILD_BATCH):

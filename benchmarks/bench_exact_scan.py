@@ -1,4 +1,4 @@
-"""Exact dense search's int8 first pass (``engine/indexes/quantised.py``), on the peer corpus.
+"""Exact dense search's int8 first pass (``engine/indexes/dense/quantised.py``), on the peer corpus.
 
 Three tables, every figure a p50 over the same queries, one query at a time:
 
@@ -25,8 +25,7 @@ import numpy as np
 import peer_corpus
 from bench_dense import numpy_top_k
 
-from rcpkit.engine.indexes import quantised
-from rcpkit.engine.indexes.dense import DenseIndex
+from rcpkit.engine.indexes.dense import DenseIndex, quantised
 
 _EVICT = np.ones(48_000_000 // 8)
 

@@ -49,7 +49,7 @@ def main() -> None:
         documents = [doc for source in folder.files for doc in source.documents]
 
         started = time.perf_counter()
-        engine = open_engine(root / "kb", embedder=args.embedder)
+        engine = open_engine(root / "kb", embedder={"name": args.embedder})
         engine.embed(["warm"])  # the model's first forward pass belongs to loading it
         load_s = time.perf_counter() - started
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from _common import percentiles, stamp
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import ChunkingConfig, EmbedderConfig, EngineConfig, IndexConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.knowledge.graph import GRAPH_FILE, ConceptGraph
 from rcpkit.engine.knowledge.memory import MEMORY_FILE, KnowledgeMemory
@@ -135,8 +135,10 @@ def main() -> None:
     queries, relevant = load_queries(query_count)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
-        config = EngineConfig(data_dir=data, embedder="hashing", hashing_dimension=64,
-                              chunk_max_chars=600, index_save_every=1_000_000)
+        config = EngineConfig(data_dir=data,
+                              embedder=EmbedderConfig(name="hashing", hashing_dimension=64),
+                              chunking=ChunkingConfig(max_chars=600),
+                              index=IndexConfig(save_every=1_000_000))
         engine = Engine.open(config)
         start = time.perf_counter()
         taken = 0

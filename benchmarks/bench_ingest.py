@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EngineConfig, IndexConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.models.embedding import minilm
 from rcpkit.engine.types import DocumentIn
@@ -43,7 +43,7 @@ def main() -> None:
     engine_rates, model_rates = [], []
     for _ in range(options.rounds):
         with tempfile.TemporaryDirectory() as tmp:
-            config = EngineConfig(data_dir=Path(tmp), index_save_every=1_000_000)
+            config = EngineConfig(data_dir=Path(tmp), index=IndexConfig(save_every=1_000_000))
             with Engine.open(config, embedder=embedder) as engine:
                 start = time.perf_counter()
                 for first in range(0, len(docs), 100):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from _common import stamp
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import Cancelled
 from rcpkit.engine.knowledge.graph import ConceptGraph
@@ -53,7 +53,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"bench_memory_inline, {stamp()}")
     with tempfile.TemporaryDirectory() as scratch:
-        engine = Engine.open(EngineConfig(data_dir=Path(scratch), embedder="hashing"))
+        engine = Engine.open(EngineConfig(data_dir=Path(scratch),
+                                          embedder=EmbedderConfig(name="hashing")))
         graph = ConceptGraph.open(engine.config.data_dir, engine.store)
         memory = KnowledgeMemory.open(
             Path(scratch), engine.store, graph.extractor,

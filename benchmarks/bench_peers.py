@@ -365,7 +365,7 @@ def _child(name: str, directory: Path) -> None:
 
 def _override_arguments() -> list[str]:
     """The command-line options that recreate this run's rcpkit settings in a child."""
-    threshold = Rcpkit.overrides.get("dense_exact_threshold")
+    threshold = Rcpkit.overrides.get("dense", {}).get("exact_threshold")
     return [] if threshold is None else ["--dense-exact-threshold", str(threshold)]
 
 
@@ -466,7 +466,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, metavar=("ENGINE", "DIR"), help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.dense_exact_threshold is not None:
-        Rcpkit.overrides = {"dense_exact_threshold": options.dense_exact_threshold}
+        Rcpkit.overrides = {"dense": {"exact_threshold": options.dense_exact_threshold}}
     if options.child:
         name, directory = options.child
         _child(name, Path(directory))

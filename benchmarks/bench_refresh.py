@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.models.embedding import HashingEmbedder
 from rcpkit.engine.store import SqliteStore, Store
@@ -35,7 +35,7 @@ def mean_us(action: Callable[[], object], calls: int) -> float:
 
 def measure(name: str, open_store: Callable[[], Store], data_dir: Path, docs: int,
             calls: int) -> None:
-    config = EngineConfig(data_dir=data_dir, embedder="hashing")
+    config = EngineConfig(data_dir=data_dir, embedder=EmbedderConfig(name="hashing"))
     writer = Engine(config, open_store(), HashingEmbedder(64), {})
     reader = Engine(config, open_store(), HashingEmbedder(64), {})
     for start in range(0, docs, 500):

@@ -196,7 +196,7 @@ def part_two(model: OnnxEmbedder, query_count: int, repeat: int, top_ns: Sequenc
     questions = [pair["q"] for pair in pairs][:query_count]
     head = answers[:top_ns[1]]
     long = [(answer + " ") * 5 for answer in head]
-    window = EngineConfig().rerank_passage_tokens
+    window = EngineConfig().rerank.passage_tokens
     lengths = [len(t) for t in model.token_embeddings(answers[:100], "document")]
     print(f"\n== ColBERT rerank, MiniLM {model.model.threads} threads, median wall / CPU ms per "
           f"query; FAQ answers: mean {np.mean(lengths):.0f} tokens, max {max(lengths)}")

@@ -37,7 +37,10 @@ from _common import LookupEmbedder, open_engine
 from peer_corpus import PeerCorpus, load
 
 from rcpkit.engine import EngineConfig
-from rcpkit.engine.indexes.dense import GRAPH_DTYPES, RESCORE, DenseIndex, _load_usearch
+from rcpkit.engine.config import GRAPH_DTYPES
+from rcpkit.engine.indexes.dense import DenseIndex
+from rcpkit.engine.indexes.dense.index import RESCORE
+from rcpkit.engine.indexes.dense.usearch_format import load_usearch
 from rcpkit.engine.types import DocumentIn, SearchRequest
 
 K = 10
@@ -51,7 +54,7 @@ def build(directory: Path, size: int, graph_dtype: str) -> PeerCorpus:
     lookup.register(corpus.texts, corpus.vectors)
     lookup.register(corpus.queries, corpus.query_vectors)
     engine = open_engine(directory, lookup, field_types={"group": "int", "half": "int"},
-                         dense_graph_dtype=graph_dtype)
+                         dense={"graph_dtype": graph_dtype})
     metas = corpus.metas()
     for start in range(0, size, 1000):
         engine.add([DocumentIn(text=text, id=str(start + i), meta=meta) for i, (text, meta)
@@ -90,7 +93,7 @@ def reopen(directory: Path, corpus: PeerCorpus, queries: int | None, graph_dtype
     lookup.register(corpus.queries, corpus.query_vectors)
     started, cpu = time.perf_counter(), time.thread_time()
     engine = open_engine(directory, lookup, field_types={"group": "int", "half": "int"},
-                         dense_graph_dtype=graph_dtype)
+                         dense={"graph_dtype": graph_dtype})
     opened, opened_cpu = time.perf_counter() - started, time.thread_time() - cpu
     assert engine.wait_for_indexes(600) and engine.indexes is not None
     published = time.perf_counter() - started
@@ -161,7 +164,7 @@ def precision(vectors: np.ndarray, queries: np.ndarray) -> None:
                              for c, q in zip(candidates, queries, strict=True)])
         print(f"| int8, top {depth} rescored from float16 | {recall(truth, rescored):.4f} |")
 
-    _load_usearch()  # imports onnxruntime first: the other order crashes the process
+    load_usearch()  # imports onnxruntime first: the other order crashes the process
     from usearch.index import MetricKind, search
 
     query_codes = np.round(queries * scale / np.abs(queries * scale).max(axis=1, keepdims=True)
@@ -178,7 +181,7 @@ def precision(vectors: np.ndarray, queries: np.ndarray) -> None:
 
 def graph(vectors: np.ndarray, queries: np.ndarray, rows: int) -> None:
     defaults = DenseIndex(vectors.shape[1])
-    index_class = _load_usearch()
+    index_class = load_usearch()
     vectors = np.ascontiguousarray(vectors[:rows] / np.linalg.norm(vectors[:rows], axis=1,
                                                                      keepdims=True))
     truth = top(queries @ vectors.T, K)
@@ -209,7 +212,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=None,
                         help="recall over the first N queries (default: all)")
     parser.add_argument("--graph-dtype", choices=GRAPH_DTYPES, default="f16",
-                        help="EngineConfig.dense_graph_dtype of the store")
+                        help="[dense] graph_dtype of the store")
     parser.add_argument("--graph", type=int, default=0, metavar="N",
                         help="also build HNSW graphs over the first N vectors")
     args = parser.parse_args()
@@ -217,7 +220,7 @@ def main() -> None:
         directory = Path(scratch) / "store"
         corpus = build(directory, args.size, args.graph_dtype)
         disk(directory, args.size)
-        if args.size > EngineConfig().dense_exact_threshold:
+        if args.size > EngineConfig().dense.exact_threshold:
             reopen(directory, corpus, args.queries, args.graph_dtype)
         vectors, queries = corpus.vectors, corpus.query_vectors[:args.queries]
     precision(vectors, queries)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine, open_engine
 from rcpkit.engine.models.embedding import Embedder, HashingEmbedder, minilm
 from rcpkit.engine.types import SearchRequest
@@ -106,8 +106,8 @@ def watch(args: argparse.Namespace) -> None:
         rng = _make_folder(folder, args.files)
         counting = CountingEmbedder(minilm() if args.embedder == "minilm"
                                     else HashingEmbedder(dimension=384))
-        config = EngineConfig(data_dir=Path(tmp, "kb"), embedding_cache=Path(tmp, "kb",
-                                                                             "cache.sqlite"))
+        config = EngineConfig(data_dir=Path(tmp, "kb"),
+                              embedder=EmbedderConfig(cache=Path(tmp, "kb", "cache.sqlite")))
         engine = Engine.open(config, embedder=counting)
         watcher = FolderWatcher(engine, Root(folder, "docs"), settle=args.settle)
         started = time.perf_counter()

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from rcpkit.binding import bind
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.types import DocumentIn
 from rcpkit.transports.http import create_app
@@ -83,7 +83,8 @@ def main() -> None:
     parser.add_argument("--off-only", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory, open(os.devnull, "w") as sink:
-        engine = Engine.open(EngineConfig(data_dir=Path(directory), embedder="hashing"))
+        engine = Engine.open(EngineConfig(data_dir=Path(directory),
+                                          embedder=EmbedderConfig(name="hashing")))
         try:
             documents = corpus(args.docs)
             for start in range(0, len(documents), 500):

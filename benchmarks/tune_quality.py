@@ -16,7 +16,10 @@ The chosen configurations are then confirmed end to end over stdio with ``rcpkit
 ``--sweep completion`` and ``--sweep levers`` work on whole score matrices instead (every
 query against every row, dense cosine and BM25, computed once by the engine's own indexes):
 candidate depth per half, score completion, normalisation and the other fusion levers are
-then array operations, seconds a configuration.
+then array operations, seconds a configuration. ``--sweep lexical`` (the BM25 half: analyzer,
+k1/b, BM25+/BM25L, query-term counting, the title as a BM25F field, word pairs) and ``--sweep
+dense-input`` (what the encoder reads: the text past its 256 tokens, the title alone, 512
+tokens) rescore one half on the same matrices and fuse it as the default does.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 from rcpkit import fusion
 from rcpkit.engine.config import load_config
 from rcpkit.engine.core import Engine
-from rcpkit.engine.indexes.lexical import LexicalIndex
+from rcpkit.engine.indexes.lexical import LexicalIndex, leading_title
 from rcpkit.engine.indexes.windows import sentence_windows
 from rcpkit.engine.models.embedcache import CachedEmbedder
 from rcpkit.engine.models.embedding import minilm
@@ -661,6 +664,199 @@ def learned_fusion(m: Matrices, candidates: np.ndarray, dense: np.ndarray, spars
     return fused
 
 
+def bm25_variant(m: Matrices, *, analyzer: Analyzer | None = None, k1: float = 1.2,
+                 b: float = 0.75, title_repeat: int = 2, form: str = "okapi",
+                 delta: float = 0.0, distinct: bool = True, title_field: tuple[float, float]
+                 | None = None, pairs: int = 0) -> np.ndarray:
+    """Every query's BM25 against every row, in a variant of the engine's scoring (its
+    defaults reproduce the engine's index): ``form`` ``okapi``, ``bm25+`` (``delta`` added to
+    every matching term's saturated tf, Lv and Zhai), ``bm25l`` (``delta`` added to the
+    length-normalised tf before saturation) or ``logtf``; ``distinct`` False counts a
+    repeated query term once per occurrence (Lucene); ``title_field`` (weight, b) scores the
+    title as its own BM25F field instead of repeating it; ``pairs`` n indexes the ordered
+    pairs of terms at most n apart instead of the terms."""
+    from scipy import sparse  # a benchmark-only dependency (numpy's companion)
+
+    analyzer = analyzer if analyzer is not None else Analyzer()
+
+    def tokens(text: str) -> list[str]:
+        words = analyzer.tokens(text)
+        if not pairs:
+            return words
+        return [f"{a} {c}" for i, a in enumerate(words) for c in words[i + 1:i + 1 + pairs]]
+
+    def counts(texts: Sequence[str], vocabulary: dict[str, int]) -> sparse.csr_matrix:
+        rows, columns, values = [], [], []
+        for row, text in enumerate(texts):
+            for term, count in Counter(tokens(text)).items():
+                rows.append(row)
+                columns.append(vocabulary.setdefault(term, len(vocabulary)))
+                values.append(count)
+        matrix = sparse.csr_matrix((values, (rows, columns)), shape=(len(texts), 1 << 24))
+        matrix.sum_duplicates()
+        return matrix
+
+    def normalised(frequencies: sparse.csr_matrix, slope: float) -> sparse.csr_matrix:
+        """``tf / (1 - b + b |d| / avgdl)`` entry by entry, on the same sparsity layout."""
+        length = np.asarray(frequencies.sum(1)).ravel()
+        average = length[length > 0].mean() if (length > 0).any() else 1.0  # no titles: 1
+        norm = 1.0 - slope + slope * length / average
+        row_of = np.repeat(np.arange(frequencies.shape[0]), np.diff(frequencies.indptr))
+        result = frequencies.copy()
+        result.data = frequencies.data / norm[row_of]
+        return result
+
+    vocabulary: dict[str, int] = {}
+    if title_field is None:
+        texts = [text + f"\n{title}" * (title_repeat - 1) if (title := leading_title(text))
+                 else text for text in m.texts]
+        frequencies = counts(texts, vocabulary)[:, :len(vocabulary)].astype(np.float64)
+        tf = frequencies.copy()
+        pseudo = normalised(frequencies, b)  # tf / (1 - b + b |d| / avgdl)
+        if form == "bm25l":
+            tf.data = (pseudo.data + delta) / (k1 + pseudo.data + delta)
+        elif form == "logtf":
+            logged = 1.0 + np.log(frequencies.data)
+            tf.data = logged / (logged + k1 * frequencies.data / pseudo.data)
+        else:
+            tf.data = pseudo.data / (pseudo.data + k1) + (delta / (k1 + 1) if form == "bm25+"
+                                                          else 0.0)
+    else:
+        weight, title_b = title_field
+        titles = [leading_title(text) or "" for text in m.texts]
+        bodies = [text.partition("\n\n")[2] if title else text
+                  for text, title in zip(m.texts, titles, strict=True)]
+        title_counts = counts(titles, vocabulary)
+        body_counts = counts(bodies, vocabulary)
+        combined = (weight * normalised(title_counts[:, :len(vocabulary)].astype(np.float64),
+                                        title_b)
+                    + normalised(body_counts[:, :len(vocabulary)].astype(np.float64), b)).tocsr()
+        tf = combined.copy()
+        tf.data = combined.data / (combined.data + k1)
+    present = tf.copy()
+    present.data = np.ones_like(present.data)
+    frequency = np.asarray(present.sum(0)).ravel()
+    idf = np.log1p((len(m.texts) - frequency + 0.5) / (frequency + 0.5))
+    weights = np.zeros((len(m.queries), len(vocabulary)))
+    for number, query in enumerate(m.queries):
+        for term, count in Counter(tokens(query)).items():
+            if term in vocabulary:
+                weights[number, vocabulary[term]] = (1 if distinct else count) * idf[
+                    vocabulary[term]]
+    scores: np.ndarray = np.asarray((tf @ weights.T).T)
+    return scores
+
+
+LEXICAL: dict[str, dict[str, object]] = {
+    "engine default (distinct terms, title 2)": {},
+    "query terms counted per occurrence (Lucene)": {"distinct": False},
+    **{f"k1 {k1} b {b}": {"k1": k1, "b": b}
+       for k1 in (0.6, 0.9, 1.2, 1.5, 2.0) for b in (0.3, 0.5, 0.75, 0.9, 1.0)},
+    **{f"{form} delta {delta}": {"form": form, "delta": delta}
+       for form in ("bm25+", "bm25l") for delta in (0.25, 0.5, 1.0)},
+    "log tf": {"form": "logtf"},
+    "Porter stemmer": {"analyzer": Analyzer("porter")},
+    "no stemming": {"analyzer": Analyzer(stem=False)},
+    "no stop words": {"analyzer": Analyzer(stopwords=False)},
+    **{f"title {repeat}x": {"title_repeat": repeat} for repeat in (1, 3, 4)},
+    **{f"title field w {w} b {tb}": {"title_field": (w, tb)}
+       for w in (1.0, 2.0, 3.0) for tb in (0.0, 0.5, 1.0)},
+}
+
+
+def sweep_lexical(matrices: list[Matrices], alpha: float) -> None:
+    """The BM25 half in variants, each fused with the same dense half as the default does
+    (completed convex, dense weight ``alpha``); BM25 alone in brackets."""
+    header("BM25 variants under the default fusion: nDCG@10 / Recall@100 (BM25 alone "
+           "nDCG@10) per collection")
+    for m in matrices:  # the variant code with its defaults is the engine's index
+        np.testing.assert_allclose(bm25_variant(m), m.sparse, rtol=1e-9, atol=1e-12)
+    pair_rows = {f"+ word pairs within {n}, weight {w}": (n, w)
+                 for n in (1, 2) for w in (0.1, 0.2, 0.3, 0.5)}
+    for label in [*LEXICAL, *pair_rows]:
+        line = f"{label:<44}"
+        for m in matrices:
+            if label in pair_rows:
+                span, weight = pair_rows[label]
+                sparse = m.sparse + weight * bm25_variant(m, pairs=span)
+            else:
+                sparse = bm25_variant(m, **LEXICAL[label])  # type: ignore[arg-type]
+            candidates, dense, lexical = halves(m, sparse=sparse)
+            means = matrix_means(m, alpha * dense + (1 - alpha) * lexical, candidates)
+            alone = matrix_means(m, sparse, sparse > 0)
+            line += (f" | {means['nDCG@10']:.4f} {means['Recall@100']:.4f} "
+                     f"({alone['nDCG@10']:.4f})")
+        print(line, flush=True)
+
+
+DENSE_INPUTS = ("tail 1.0", "tail 0.5", "title 0.1", "title 0.2", "title max", "whole 512")
+
+
+def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEmbedder,
+                      cache: Path, inputs: Sequence[str]) -> None:
+    """What the encoder reads, fused as the default does. MiniLM reads the first 256 tokens;
+    ``tail MIX`` adds one vector per longer row for its text past them (``whole + mix ·
+    max(0, tail - whole)``, mix 1 the max of the two: the cheapest window), ``title BETA``
+    mixes in the cosine of the title alone (``max``: the larger of the two), ``whole 512``
+    re-embeds the longer rows reading 512 tokens (the model's position limit)."""
+    import tokenizers  # installed with the bundled model
+
+    from rcpkit.engine.models.embedding import MINILM_IDENTITY, OnnxEmbedder, minilm_files
+
+    model, tokenizer_file = minilm_files()
+    tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    read = 254  # 256 less [CLS] and [SEP]
+    header("dense inputs under the default fusion: nDCG@10 / Recall@100 (dense alone "
+           "nDCG@10) per collection")
+    rows: dict[str, list[str]] = {label: [] for label in ("first 256 tokens (today)", *inputs)}
+    for m in matrices:
+        encodings = tokenizer.encode_batch(m.texts, add_special_tokens=False)
+        lengths = np.asarray([len(e.ids) for e in encodings])
+        long = np.flatnonzero(lengths > read)
+        unread = np.maximum(lengths - read, 0).sum() / lengths.sum()
+        print(f"{m.name}: {len(long)} of {len(m.texts)} rows longer than {read} tokens "
+              f"(mean {lengths.mean():.0f} tokens), {unread:.1%} of all tokens unread")
+        variants: dict[str, np.ndarray] = {"first 256 tokens (today)": m.dense}
+        if any(label.startswith("tail") for label in inputs) and len(long):
+            tails = [m.texts[i][encodings[i].offsets[read][0]:] for i in long]
+            tail = np.full(m.dense.shape, -np.inf)
+            tail[:, long] = m.query_vectors @ embedder.embed(tails, "document").T
+            for label in inputs:
+                if label.startswith("tail"):
+                    mix = float(label.split()[1])
+                    variants[label] = m.dense + mix * np.maximum(0.0, tail - m.dense)
+        titled = [i for i, text in enumerate(m.texts) if leading_title(text)]
+        if any(label.startswith("title") for label in inputs) and titled:
+            title = m.dense.copy()
+            title[:, titled] = m.query_vectors @ embedder.embed(
+                [leading_title(m.texts[i]) or "" for i in titled], "document").T
+            for label in inputs:
+                if label == "title max":
+                    variants[label] = np.maximum(m.dense, title)
+                elif label.startswith("title"):
+                    beta = float(label.split()[1])
+                    variants[label] = (1 - beta) * m.dense + beta * title
+        if "whole 512" in inputs and len(long):
+            wide = CachedEmbedder(OnnxEmbedder(model, tokenizer_file,
+                                               identity=f"{MINILM_IDENTITY}@512",
+                                               max_tokens=512, dimension=384), cache)
+            whole = m.dense.copy()
+            whole[:, long] = m.query_vectors @ wide.embed([m.texts[i] for i in long],
+                                                          "document").T
+            variants["whole 512"] = whole
+        for label, cells in rows.items():
+            dense_scores = variants.get(label, m.dense)
+            candidates, dense, lexical = halves(m, dense=dense_scores)
+            means = matrix_means(m, alpha * dense + (1 - alpha) * lexical, candidates)
+            alone = matrix_means(m, dense_scores, np.ones(dense_scores.shape, bool))
+            cells.append(f" | {means['nDCG@10']:.4f} {means['Recall@100']:.4f} "
+                         f"({alone['nDCG@10']:.4f})")
+    for label, cells in rows.items():
+        print(f"{label:<30}" + "".join(cells), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -669,7 +865,7 @@ def main() -> None:
     parser.add_argument("--split", default=None, help="qrels split (default test / the only one)")
     parser.add_argument("--sweep", action="append",
                         choices=("fusion", "bm25", "windows", "rm3", "rerank", "latency",
-                                 "completion", "levers"),
+                                 "completion", "levers", "lexical", "dense-input"),
                         default=[])
     parser.add_argument("--embedding-cache", type=Path, default=Path("embedding-cache.sqlite3"),
                         help="content-hash embedding cache (queries, sentence windows)")
@@ -677,6 +873,10 @@ def main() -> None:
                         help="dense weights of the normalised fusions in the fusion sweep")
     parser.add_argument("--levers", nargs="+", choices=LEVERS, default=LEVERS,
                         help="the levers --sweep levers measures")
+    parser.add_argument("--dense-inputs", nargs="+", choices=DENSE_INPUTS,
+                        default=DENSE_INPUTS[:-1],
+                        help="the inputs --sweep dense-input measures (whole 512 re-embeds "
+                             "every long row: minutes of CPU)")
     parser.add_argument("--rerank-queries", type=int, default=100,
                         help="judged queries the rerank sweep runs (about a second of CPU each)")
     parser.add_argument("--hybrid-fusion", default="tm2c2 a=0.5",
@@ -704,12 +904,16 @@ def main() -> None:
         sweep_rerank(collections, args.rerank_queries)
     if "latency" in args.sweep:
         sweep_latency(collections)
-    if {"completion", "levers"} & set(args.sweep):
+    if {"completion", "levers", "lexical", "dense-input"} & set(args.sweep):
         matrices = [Matrices.of(collection) for collection in collections]
         if "completion" in args.sweep:
             sweep_completion(matrices, (0.75, 0.8, 0.81, 0.82, 0.83, 0.85))
         if "levers" in args.sweep:
             sweep_levers(matrices, 0.82, embedder, args.levers)
+        if "lexical" in args.sweep:
+            sweep_lexical(matrices, 0.82)
+        if "dense-input" in args.sweep:
+            sweep_dense_input(matrices, 0.82, embedder, args.embedding_cache, args.dense_inputs)
     for collection in collections:
         collection.engine.close()
 

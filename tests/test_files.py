@@ -86,18 +86,27 @@ def test_private_file_creates_0600_and_leaves_an_existing_file_alone(tmp_path: P
     assert (_mode(existing), existing.read_bytes()) == (0o444, b"SQLite format 3\0")
 
 
+_OWN_COPIES = {("os", "fsync"), ("os", "renames"), ("shutil", "move"), ("tempfile", "mkstemp"),
+               ("tempfile", "mktemp"), ("tempfile", "NamedTemporaryFile")}
+"""Calls that would make a write-then-rename (or its fsync) of their own: the temporary file,
+the move, the flush; ``tempfile.TemporaryDirectory`` (scratch space, never renamed) is not."""
+
+
 def _renames(path: Path) -> list[str]:
     """``os.replace``/``os.rename`` calls and ``x.rename(y)``/``x.replace(y)`` (a path's
-    rename: ``str.replace`` takes two arguments, ``dataclasses.replace`` keywords)."""
+    rename: ``str.replace`` takes two arguments, ``dataclasses.replace`` keywords), and the
+    calls of ``_OWN_COPIES``."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue
+        owner = node.func.value
+        module = owner.id if isinstance(owner, ast.Name) else None
+        if (module, node.func.attr) in _OWN_COPIES:
+            found.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
         if node.func.attr not in ("replace", "rename"):
             continue
-        owner = node.func.value
-        by_os = isinstance(owner, ast.Name) and owner.id == "os"
-        if by_os or (len(node.args) == 1 and not node.keywords):
+        if module == "os" or (len(node.args) == 1 and not node.keywords):
             found.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
     return found
 

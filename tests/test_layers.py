@@ -129,3 +129,26 @@ def test_the_checks_see_a_cycle_and_the_side_files_import_of_the_store() -> None
                                                     "rcpkit.engine.sidecar"}}
     assert any({"rcpkit.engine.sidecar", "rcpkit.engine.store.base"} <= set(cycle)
                for cycle in _cycles(looped))
+
+
+#: What moves bytes or touches the outside world; the sans-I/O core imports none of it.
+_IO_MODULES = ("asyncio", "socket", "selectors", "ssl", "subprocess", "threading", "http",
+               "urllib", "h11", "httptools", "httpx", "starlette", "uvicorn", "sqlite3", "os",
+               "shutil", "tempfile", "io")
+
+
+def test_the_protocol_core_is_sans_io() -> None:
+    offenders = {}
+    for path in (PACKAGE / "protocol").rglob("*.py"):
+        hits = sorted(name for name in _imports(path)
+                      if name.split(".")[0] in _IO_MODULES)
+        if hits:
+            offenders[_module_name(path)] = hits
+    assert offenders == {}
+
+
+def test_transports_and_the_server_know_nothing_of_tenancy() -> None:
+    # Collections and keys plug in through the generic hooks (an endpoint table, a gate,
+    # the dispatcher's ``authorize``), so a user's server gets the same transports.
+    for layer in ("rcpkit.transports", "rcpkit.server"):
+        assert _importers_of("rcpkit.tenancy", outside=layer) == {}

@@ -32,7 +32,7 @@ def _blocks(language: str, text: str = README) -> list[str]:
 def test_the_toml_and_registry_examples_load(tmp_path: Path) -> None:
     (toml,) = _blocks("toml")
     config = EngineConfig.from_mapping(tomllib.loads(toml))
-    assert config.read_only is False and config.field_types == {"published": "date"}
+    assert config.index.read_only is False and config.field_types == {"published": "date"}
     (registry,) = [block for block in _blocks("json") if '"engines"' in block]
     path = tmp_path / "rcp.json"
     path.write_text(registry)
@@ -98,7 +98,7 @@ def test_every_operating_guide_flag_exists_and_its_examples_load(tmp_path: Path)
     assert tomllib.loads(store)["limits_store"]["dsn"].startswith("postgresql://")
     (tmp_path / "rcpkit.toml").write_text(poison)
     policy = EngineConfig.load(tmp_path / "rcpkit.toml")
-    assert (policy.poison_source_threshold, policy.poison_source_thresholds["written_by:ops"]) \
+    assert (policy.poison.source_threshold, policy.poison.source_thresholds["written_by:ops"]) \
         == (2, 0)
     (registry,) = _blocks("json", OPERATING)
     path = tmp_path / "rcp.json"

@@ -4,11 +4,12 @@
 target's directory (created 0600), flushed and fsynced, renamed over the target, then the
 directory fsynced, so that after a crash the path holds the old bytes or the new ones — and,
 once the call returned, the new ones; :func:`replace_durably` does the same for a file another
-library wrote. :func:`write_new` writes a file under a fresh name that a later
-:func:`atomic_write` (a manifest) makes visible. Data roots and their directories are made 0700
-(:func:`private_dir`), the files in them 0600 (every file created here, and
-:func:`private_file` before SQLite opens a database): a store holds documents, a keys file
-access. :func:`locked` serialises read-modify-write cycles across processes with ``flock``.
+library wrote, and :func:`sync_file` flushes one that needs no rename. :func:`write_new`
+writes a file under a fresh name that a later :func:`atomic_write` (a manifest) makes visible.
+Data roots and their directories are made 0700 (:func:`private_dir`), the files in them 0600
+(every file created here, and :func:`private_file` before SQLite opens a database): a store
+holds documents, a keys file access. :func:`locked` serialises read-modify-write cycles
+across processes with ``flock``.
 
 Protocol-free and dependency-free: the engine, the tenancy layer and the tools share it.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 __all__ = ["PRIVATE_DIR_MODE", "atomic_write", "fsync_directory", "locked", "private_dir",
-           "private_file", "rename_durably", "replace_durably", "write_new"]
+           "private_file", "rename_durably", "replace_durably", "sync_file", "write_new"]
 
 PRIVATE_DIR_MODE = 0o700
 _PRIVATE_FILE_MODE = 0o600
@@ -99,10 +100,17 @@ def atomic_write(path: Path, content: bytes | str | Writer) -> None:
 def replace_durably(written: Path, path: Path) -> None:
     """Rename ``written`` (a complete file another library wrote, in ``path``'s directory)
     over ``path``: made 0600 and fsynced first, the directory fsynced after."""
-    with open(written, "rb") as stream:
-        os.fchmod(stream.fileno(), _PRIVATE_FILE_MODE)
-        os.fsync(stream.fileno())
+    sync_file(written, private=True)
     rename_durably(written, path)
+
+
+def sync_file(path: Path, *, private: bool = False) -> None:
+    """Flush a complete file another program wrote (``pg_dump``, SQLite's backup) to disk;
+    ``private`` makes it 0600 first."""
+    with open(path, "rb") as stream:
+        if private:
+            os.fchmod(stream.fileno(), _PRIVATE_FILE_MODE)
+        os.fsync(stream.fileno())
 
 
 def rename_durably(written: Path, path: Path) -> None:

@@ -84,6 +84,9 @@ def zscore(lists: Sequence[RankedList], weights: Sequence[float] | None = None) 
     Each score becomes ``Φ((score - mean) / std)`` over its list's candidates (Φ the standard
     normal CDF): the list's spread, not its two extremes, sets the scale, and the contribution
     stays in [0, 1]. A list whose scores are all equal maps each member to 0.5.
+
+    Not a §7.7 ``fusion.method`` the engine offers: it is measured beside the others by
+    ``benchmarks/tune_quality.py`` (docs/benchmarks.md), where ``convex`` was chosen.
     """
 
     def normaliser(_list_index: int, scores: list[float]) -> Callable[[int, float], float]:

@@ -9,37 +9,22 @@ shard split itself is checked in-process. No timing is asserted.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from support.benchmarks import BENCHMARKS, load_benchmark
+
 SCRIPT = BENCHMARKS / "bench_shards.py"
 pytestmark = pytest.mark.slow
 ROW = re.compile(r"^(sparse|dense|hybrid)\s+gateway (rrf|weighted|convex)\s+"
                  r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([+-][\d.]+)$")
 
 
-def load_script() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_shards", SCRIPT)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses resolve their module by name
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
 def test_split_is_deterministic_disjoint_and_covers_the_corpus() -> None:
-    bench = load_script()
+    bench = load_benchmark("bench_shards")
     corpus = bench.faq_to_beir("en").corpus
     half_a, half_b = bench.split(corpus)
     ids_a, ids_b = {d.id for d in half_a}, {d.id for d in half_b}

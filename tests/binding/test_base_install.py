@@ -23,7 +23,7 @@ import rcpkit.cli  # the console script's module
 from rcpkit.binding import bind
 from rcpkit.engine.core import open_engine
 from rcpkit.engine.types import DocumentIn, SearchRequest
-engine = open_engine(sys.argv[1], embedder="hashing")
+engine = open_engine(sys.argv[1], embedder={{"name": "hashing"}})
 server = bind(engine)
 engine.add([DocumentIn("bees make honey from nectar", id="bees"),
             DocumentIn("stars burn hydrogen", id="stars")])
@@ -60,7 +60,7 @@ try:
     tracing.from_environment({"OTEL_TRACES_EXPORTER": "console"})
 except UsageError as exc:
     refused = str(exc)
-engine = open_engine(sys.argv[1], embedder="hashing")
+engine = open_engine(sys.argv[1], embedder={"name": "hashing"})
 engine.add([DocumentIn("bees make honey", id="bees")])
 dispatcher = Dispatcher(bind(engine), stateless=True)
 parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

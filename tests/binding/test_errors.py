@@ -12,7 +12,7 @@ import pytest
 from rcpkit.binding import bind
 from rcpkit.binding.errors import wire_error
 from rcpkit.engine import errors
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig, RequestsConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.types import DocumentIn
 from rcpkit.server import Dispatcher
@@ -42,8 +42,8 @@ def test_each_engine_error_has_its_section_12_error(error: errors.EngineError, c
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
-    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing",
-                                  max_documents_per_add=2)) as opened:
+    with Engine.open(EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                                  requests=RequestsConfig(max_documents_per_add=2))) as opened:
         opened.add([DocumentIn("honey bees", id="bees", meta={"year": 2020}),
                     DocumentIn("bees and wasps", id="wasps", meta={"year": 2021})])
         yield opened

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rcpkit.binding import bind
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import DenseConfig, EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.search.searcher import TIMED_STAGES
 from rcpkit.engine.types import DocumentIn, SearchRequest
@@ -21,7 +21,8 @@ from rcpkit.transports.http.metrics import Metrics
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
-    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as opened:
+    with Engine.open(EngineConfig(data_dir=tmp_path,
+                                  embedder=EmbedderConfig(name="hashing"))) as opened:
         opened.add([DocumentIn(f"honey bees and quokkas {n}", id=f"d{n}") for n in range(30)])
         yield opened
 
@@ -72,7 +73,8 @@ async def test_retrieve_stage_timings_reach_the_metrics(engine: Engine) -> None:
 
 
 def test_background_graph_build_progress_is_a_gauge(tmp_path: Path) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=10)
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                          dense=DenseConfig(exact_threshold=10))
     with Engine.open(config) as engine:
         server = bind(engine)
         engine.add([DocumentIn(f"note number {n} about bees", id=f"n{n}") for n in range(40)])

@@ -85,7 +85,7 @@ def test_a_key_replays_within_retention_and_is_new_after(tmp_path: Path,
 
 
 def test_expired_keys_are_deleted_by_later_writes(tmp_path: Path, clock: FakeClock) -> None:
-    with open_engine(tmp_path, clock, idempotency_retention_seconds=HOUR) as engine:
+    with open_engine(tmp_path, clock, retention={"idempotency_seconds": HOUR}) as engine:
         engine.add([DocumentIn("Slab poured.", id="slab")], idempotency_key="old")
         clock.now += HOUR / 2
         engine.add([DocumentIn("Rebar tied.", id="rebar")], idempotency_key="young")
@@ -99,7 +99,7 @@ def test_expired_keys_are_deleted_by_later_writes(tmp_path: Path, clock: FakeClo
 
 def test_log_rows_go_only_at_or_below_the_saved_state_and_once_old(tmp_path: Path,
                                                                    clock: FakeClock) -> None:
-    with open_engine(tmp_path, clock, index_save_every=3) as engine:
+    with open_engine(tmp_path, clock, index={"save_every": 3}) as engine:
         for i in range(5):
             engine.add(girders(i, i + 1))
         store = engine._store
@@ -121,8 +121,8 @@ def test_the_log_is_kept_for_the_snapshot_retention_too(tmp_path: Path,
                                                         clock: FakeClock) -> None:
     # write_log_retention_seconds below retain_seconds is raised to it: the §7.7.1 time
     # rule of garbage collection reads write times from the log.
-    with open_engine(tmp_path, clock, index_save_every=1, write_log_retention_seconds=1,
-                     retain_seconds=HOUR) as engine:
+    with open_engine(tmp_path, clock, index={"save_every": 1},
+                     retention={"write_log_seconds": 1, "seconds": HOUR}) as engine:
         engine.add(girders(0, 1))
         clock.now += HOUR / 2
         engine.add(girders(1, 2))
@@ -134,7 +134,7 @@ def test_the_log_is_kept_for_the_snapshot_retention_too(tmp_path: Path,
 
 def test_an_emptied_log_keeps_its_position_and_its_state(
         tmp_path: Path, clock: FakeClock, rebuilds: list[DerivedIndexes]) -> None:
-    with open_engine(tmp_path, clock, index_save_every=1) as engine:
+    with open_engine(tmp_path, clock, index={"save_every": 1}) as engine:
         engine.add(girders(0, 2))
         engine.add(girders(2, 4))
         clock.now += HOUR + 1
@@ -170,8 +170,8 @@ def rebuilds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[DerivedIndexes]]:
 def test_an_idle_engine_reloads_the_saved_state_across_a_pruned_range(
         tmp_path: Path, clock: FakeClock, rebuilds: list[DerivedIndexes],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    with open_engine(tmp_path, clock, index_save_every=4) as writer, \
-            open_engine(tmp_path, clock, index_save_every=4) as reader:
+    with open_engine(tmp_path, clock, index={"save_every": 4}) as writer, \
+            open_engine(tmp_path, clock, index={"save_every": 4}) as reader:
         writer.add(girders(100, 102))
         assert reader.refresh() and results(reader) == results(writer)
         behind = indexes_of(reader).position
@@ -202,10 +202,10 @@ def test_an_idle_engine_reloads_the_saved_state_across_a_pruned_range(
 def test_a_restart_on_a_state_older_than_the_pruned_log_rebuilds(
         tmp_path: Path, clock: FakeClock, rebuilds: list[DerivedIndexes]) -> None:
     data = tmp_path / "data"
-    with open_engine(data, clock, index_save_every=1000) as engine:
+    with open_engine(data, clock, index={"save_every": 1000}) as engine:
         engine.add(girders(0, 6))
     shutil.copytree(data / "indexes", tmp_path / "old-indexes")  # a state at position 1
-    with open_engine(data, clock, index_save_every=2) as engine:
+    with open_engine(data, clock, index={"save_every": 2}) as engine:
         churn(engine, clock, rounds=4)
         expected = results(engine)
         assert engine._store.log_floor() > 1

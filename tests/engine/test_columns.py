@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_store import DOCS, FIELDS, FILTER_CASES, doc
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.indexes.columns import FilterColumns
 from rcpkit.engine.store import SqliteStore
@@ -69,7 +69,8 @@ def test_store_table_matches_sql(filtered: SqliteStore, wire: dict[str, Any]) ->
 
 def test_wire_table_matches_sql(tmp_path: Path) -> None:
     """The wire table's corpus, normalised by the engine (dates as epoch-ms, inferred types)."""
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing").with_overrides(
+    config = EngineConfig(data_dir=tmp_path,
+                          embedder=EmbedderConfig(name="hashing")).with_overrides(
         field_types={"summary": "text"})
     with Engine.open(config) as engine:
         engine.add([DocumentIn(text=f"document {d['id']}", id=d["id"], meta=d["meta"])

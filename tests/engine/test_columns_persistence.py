@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_columns import METAS, SCHEMA, TREES
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig, IndexConfig, RetentionConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.indexes.columns import FilterColumns
 from rcpkit.engine.store import SqliteStore
@@ -191,8 +191,9 @@ def document(i: int, text: str = "common words") -> DocumentIn:
 
 def config(data_dir: Path) -> EngineConfig:
     # Old versions are collected at once, so the saved columns hold removed rows too.
-    return EngineConfig(data_dir=data_dir, embedder="hashing", index_save_every=1000,
-                        retain_versions=1, retain_seconds=0)
+    return EngineConfig(data_dir=data_dir, embedder=EmbedderConfig(name="hashing"),
+                        index=IndexConfig(save_every=1000),
+                        retention=RetentionConfig(versions=1, seconds=0))
 
 
 def filtered_hits(engine: Engine) -> list[list[str]]:

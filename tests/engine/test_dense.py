@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from rcpkit.engine.errors import IndexUnavailable
-from rcpkit.engine.indexes import dense
-from rcpkit.engine.indexes.dense import DenseIndex
+from rcpkit.engine.indexes.dense import DenseIndex, exact, hnsw, usearch_format
+from rcpkit.engine.indexes.dense import index as dense
 
 DIM = 16
 
@@ -97,11 +97,11 @@ def test_allow_mask_by_rowid(small_index: tuple[DenseIndex, np.ndarray]) -> None
 def test_a_mask_over_gapless_rowids_is_read_in_place() -> None:
     rowids = np.arange(5, 25)
     allow = np.arange(40) % 3 == 0
-    view = dense._allowed(rowids, allow)
+    view = exact.allowed_rows(rowids, allow)
     assert np.shares_memory(view, allow) and view.tolist() == allow[5:25].tolist()
     # With a gap, or past the mask's end, each row id is looked up.
     for ids in (np.delete(rowids, 4), np.arange(30, 50)):
-        looked_up = dense._allowed(ids, allow)
+        looked_up = exact.allowed_rows(ids, allow)
         assert not np.shares_memory(looked_up, allow)
         assert looked_up.tolist() == [bool(i < 40 and allow[i]) for i in ids]
 
@@ -335,12 +335,12 @@ def test_every_row_is_reachable_in_the_graph(graph_index: tuple[DenseIndex, np.n
 def test_a_bulk_build_inserts_a_random_skeleton_then_neighbours_together(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(dense, "PIVOTS", 8)
+    monkeypatch.setattr(hnsw, "PIVOTS", 8)
     vectors = unit_vectors(400, seed=3)
     positions = np.arange(400)
-    order = dense._insertion_order(vectors, positions)
+    order = hnsw.insertion_order(vectors, positions)
     assert sorted(order.tolist()) == positions.tolist()
-    assert order.tolist() == dense._insertion_order(vectors, positions).tolist()  # seeded
+    assert order.tolist() == hnsw.insertion_order(vectors, positions).tolist()  # seeded
     head, rest = order[:40], order[40:]  # SKELETON_FRACTION of 400
     assert not np.all(np.diff(head) > 0)  # shuffled, not the rows' own order
     nearest = np.argmax(vectors[rest] @ vectors[head[:8]].T, axis=1)
@@ -353,17 +353,17 @@ def test_an_ordered_bulk_build_reaches_every_row_and_finds_neighbours(
 ) -> None:
     """A fresh build past ``ORDERED_BUILD_ROWS`` goes in :func:`_insertion_order`, with two
     threads (so through the repair): every row finds itself, and recall holds."""
-    monkeypatch.setattr(dense, "ORDERED_BUILD_ROWS", 1000)
-    monkeypatch.setattr(dense, "PIVOTS", 16)
+    monkeypatch.setattr(hnsw, "ORDERED_BUILD_ROWS", 1000)
+    monkeypatch.setattr(hnsw, "PIVOTS", 16)
     ordered: list[int] = []
-    original = dense._insertion_order
+    original = hnsw.insertion_order
 
     def spy(vectors: np.ndarray, positions: np.ndarray) -> np.ndarray:
         result = original(vectors, positions)
         ordered.append(len(result))
         return result
 
-    monkeypatch.setattr(dense, "_insertion_order", spy)
+    monkeypatch.setattr(hnsw, "insertion_order", spy)
     vectors = unit_vectors(3000, seed=1)
     index = DenseIndex(DIM, exact_threshold=1000, build_threads=2)
     index.add(np.arange(3000), vectors)
@@ -609,8 +609,9 @@ def test_close_stops_a_running_build(held_builds: threading.Event) -> None:
 
 
 def test_usearch_is_imported_only_through_the_guarded_loader() -> None:
-    """Importing usearch before onnxruntime crashes the process; only dense.py may import it."""
-    source_root = Path(dense.__file__).parents[2]
+    """Importing usearch before onnxruntime crashes the process; only usearch_format.py may
+    import it."""
+    source_root = Path(dense.__file__).parents[3]
     importers = []
     for path in source_root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -618,7 +619,7 @@ def test_usearch_is_imported_only_through_the_guarded_loader() -> None:
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(name.split(".")[0] == "usearch" for name in names):
                 importers.append(path.relative_to(source_root).as_posix())
-    assert sorted(set(importers)) == ["engine/indexes/dense.py"]
+    assert sorted(set(importers)) == ["engine/indexes/dense/usearch_format.py"]
 
 
 def clustered_vectors(n: int, seed: int, dim: int = 64) -> np.ndarray:
@@ -655,18 +656,23 @@ def test_the_self_check_reports_only_nodes_a_wide_search_cannot_find() -> None:
     graph = index._new_graph()
     graph.add(keys, vectors, threads=1)  # sequential: every node is linked
     graph.expansion_search = 32
-    found = np.asarray(graph.search(vectors, dense.CHECK_K, threads=1).keys)
+    found = np.asarray(graph.search(vectors, hnsw.CHECK_K, threads=1).keys)
     assert (~(found == keys[:, None]).any(axis=1)).sum() > 0  # ef 32 misses some of them
-    assert not dense._unreachable(graph, keys, vectors, 1).any()
+    assert not hnsw.unreachable(graph, keys, vectors, 1).any()
+
+
+def unknown_layout(serialised: np.ndarray) -> usearch_format.Layout:
+    """What :func:`usearch_format.parse` does with the layout of another usearch."""
+    raise usearch_format.FormatError("a layout this reader does not know")
 
 
 def serialised_graph(index: DenseIndex, vectors: np.ndarray, threads: int
-                     ) -> tuple[np.ndarray, dense._Layout]:
+                     ) -> tuple[np.ndarray, usearch_format.Layout]:
     """A usearch graph of ``vectors`` inserted with ``threads`` and no repair, serialised."""
     graph = index._new_graph()
     graph.add(np.arange(len(vectors)), vectors, threads=threads)
     saved = np.frombuffer(graph.save(), dtype=np.uint8)
-    layout = dense._graph_layout(saved)
+    layout = usearch_format.parse(saved)
     assert layout is not None
     return saved, layout
 
@@ -676,19 +682,19 @@ def test_the_links_read_are_those_usearch_counts_on_every_level() -> None:
     saved, layout = serialised_graph(index, unit_vectors(3000, seed=4), 1)
     graph = index._new_graph()
     graph.load(saved.tobytes())
-    links = dense._links(saved, layout)
+    links = usearch_format.links(saved, layout)
     assert len(links) == len(graph.levels_stats) > 2
     for level, (read, stats) in enumerate(zip(links, graph.levels_stats, strict=True)):
         assert len(read.nodes) == stats.nodes and len(read.neighbours) == stats.edges
         assert (layout.levels[read.neighbours] >= level).all()  # links stay on their level
         assert (read.neighbours != np.repeat(read.nodes, np.diff(read.offsets))).all()
     # a node no link leads to is one no search finds, however wide
-    unlinked = np.flatnonzero(dense._unlinked(saved, layout))
-    not_found = dense._unreachable(graph, np.arange(3000), unit_vectors(3000, seed=4), 1)
+    unlinked = np.flatnonzero(usearch_format.unlinked(saved, layout))
+    not_found = hnsw.unreachable(graph, np.arange(3000), unit_vectors(3000, seed=4), 1)
     assert not_found[layout.keys[unlinked].astype(np.int64)].all()
 
 
-def sparse_graph() -> tuple[DenseIndex, dense._Snapshot, object]:
+def sparse_graph() -> tuple[DenseIndex, exact.Snapshot, object]:
     """3000 random rows in a graph of connectivity 4, inserted on one thread (the same graph
     every time): pruning that small leaves some nodes with no incoming link."""
     index = DenseIndex(16, connectivity=4, expansion_add=16)
@@ -699,11 +705,11 @@ def sparse_graph() -> tuple[DenseIndex, dense._Snapshot, object]:
     return index, snapshot, graph
 
 
-def walked(graph: object) -> tuple[np.ndarray, dense._Layout, np.ndarray]:
+def walked(graph: object) -> tuple[np.ndarray, usearch_format.Layout, np.ndarray]:
     saved = np.frombuffer(graph.save(), dtype=np.uint8)  # type: ignore[attr-defined]
-    layout = dense._graph_layout(saved)
+    layout = usearch_format.parse(saved)
     assert layout is not None
-    return saved, layout, dense._unlinked(saved, layout)
+    return saved, layout, usearch_format.unlinked(saved, layout)
 
 
 def test_the_walk_finds_the_nodes_nothing_links_to() -> None:
@@ -711,7 +717,7 @@ def test_the_walk_finds_the_nodes_nothing_links_to() -> None:
     that holds it is shortened past it in the serialised graph."""
     _, _, graph = sparse_graph()
     saved, layout, unlinked = walked(graph)
-    links = dense._links(saved, layout)
+    links = usearch_format.links(saved, layout)
     linked_to = np.zeros(len(layout.keys), dtype=bool)
     for level in links:
         linked_to[level.neighbours] = True
@@ -721,7 +727,7 @@ def test_the_walk_finds_the_nodes_nothing_links_to() -> None:
     victim = int(np.flatnonzero(linked_to & ~unlinked)[1])
     edited = saved.copy()
     for level, read in enumerate(links):
-        count_at = dense._count_at(layout, level)
+        count_at = usearch_format.count_at(layout, level)
         for row, node in enumerate(read.nodes):
             listed = read.neighbours[read.offsets[row]:read.offsets[row + 1]]
             if victim in listed:
@@ -729,13 +735,13 @@ def test_the_walk_finds_the_nodes_nothing_links_to() -> None:
                 at = int(layout.starts[node]) + count_at
                 edited[at:at + 4] = np.array([len(kept)], "<u4").view(np.uint8)
                 edited[at + 4:at + 4 + 4 * len(kept)] = kept.view(np.uint8)
-    assert not unlinked[victim] and dense._unlinked(edited, layout)[victim]
+    assert not unlinked[victim] and usearch_format.unlinked(edited, layout)[victim]
 
 
 def test_the_repair_links_nodes_the_walk_finds() -> None:
     index, snapshot, graph = sparse_graph()
     before = int(walked(graph)[2].sum())
-    index._repair(graph, snapshot, np.arange(3000))  # type: ignore[arg-type]
+    hnsw.repair(graph, snapshot, np.arange(3000), index.build_threads)  # type: ignore[arg-type]
     after = walked(graph)[2]
     assert before > 0 and after.sum() < before / 2
     assert graph.size == 3000  # type: ignore[attr-defined]
@@ -747,9 +753,9 @@ def test_rows_the_repair_cannot_link_are_searched_exactly_beside_the_graph(
     time, with no repair round) leave the graph for the tail: each still finds itself, the
     build settles (no endless rebuild for them, after a reopen too), and nothing counts as
     pending."""
-    monkeypatch.setattr(dense, "REPAIR_ROUNDS", 0)
+    monkeypatch.setattr(hnsw, "REPAIR_ROUNDS", 0)
     unlinked = np.array([5, 77, 1234])
-    monkeypatch.setattr(dense, "_lost", lambda graph, snapshot, inserted, threads: unlinked)
+    monkeypatch.setattr(hnsw, "lost", lambda graph, snapshot, inserted, threads: unlinked)
     vectors = unit_vectors(3000, seed=4)
     index = DenseIndex(DIM, exact_threshold=100, build_threads=2)
     index.add(np.arange(3000), vectors)
@@ -775,7 +781,7 @@ def test_rows_the_repair_cannot_link_are_searched_exactly_beside_the_graph(
 
 def test_a_layout_this_code_cannot_read_falls_back_to_the_search_check(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dense, "_graph_layout", lambda serialised: None)
+    monkeypatch.setattr(usearch_format, "parse", unknown_layout)
     vectors = clustered_vectors(4000, 1)
     index = DenseIndex(64, exact_threshold=100, build_threads=2)
     index.add(np.arange(len(vectors)), vectors)
@@ -807,7 +813,7 @@ def test_a_loaded_index_maps_its_vectors_and_never_writes_the_saved_file(
 def test_graph_pending_counts_down_during_a_first_build(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before its first graph is published every row is pending; the count then falls batch
     by batch as the builder inserts (a long bulk build shows progress), and ends at 0."""
-    monkeypatch.setattr(dense, "BUILD_BATCH", 500)
+    monkeypatch.setattr(hnsw, "BUILD_BATCH", 500)
     seen: list[int] = []
     new_graph = DenseIndex._new_graph
 
@@ -960,16 +966,16 @@ def test_codes_that_do_not_match_are_kept_verbatim(
     index, vectors = wide_graph
     graph = index._view.graph
     assert graph is not None
-    codes = dense._graph_codes
+    codes = usearch_format.vector_codes
 
     def tenth_row_differs(rows: np.ndarray, dtype: str) -> np.ndarray:
         changed = codes(rows, dtype).copy()
         changed[::10, 0] ^= 1
         return changed
 
-    monkeypatch.setattr(dense, "_graph_codes", tenth_row_differs)
+    monkeypatch.setattr(usearch_format, "vector_codes", tenth_row_differs)
     index.save(tmp_path, vectors=False)
-    monkeypatch.setattr(dense, "_graph_codes", codes)
+    monkeypatch.setattr(usearch_format, "vector_codes", codes)
     lean = saved_graph(tmp_path)[0]["graph_vectors"]
     assert isinstance(lean, dict) and 150 <= lean["kept"] <= 155
     loaded = DenseIndex.load(tmp_path, vectors=reader(record_of(np.arange(1500), vectors)),
@@ -989,10 +995,10 @@ def test_a_graph_this_code_cannot_rebuild_is_saved_whole(
     graph = index._view.graph
     assert graph is not None
     if unrecognised == "codes":
-        monkeypatch.setattr(dense, "_graph_codes",
+        monkeypatch.setattr(usearch_format, "vector_codes",
                             lambda rows, dtype: np.zeros((len(rows), 1), dtype=np.uint8))
     else:
-        monkeypatch.setattr(dense, "_graph_layout", lambda serialised: None)
+        monkeypatch.setattr(usearch_format, "parse", unknown_layout)
     index.save(tmp_path, vectors=False)
     meta, size = saved_graph(tmp_path)
     assert meta["format"] == 2 and "graph_vectors" not in meta
@@ -1046,13 +1052,13 @@ def test_a_load_serves_exact_search_while_the_graph_is_restored(
     index, vectors = wide_graph
     index.save(tmp_path, vectors=False)
     release = threading.Event()
-    restored = DenseIndex._restored_graph
+    restored = hnsw.restored_graph
 
-    def held(self: DenseIndex, *args: object) -> object:
+    def held(*args: object) -> object:
         assert release.wait(60)
-        return restored(self, *args)  # type: ignore[arg-type]
+        return restored(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(DenseIndex, "_restored_graph", held)
+    monkeypatch.setattr(hnsw, "restored_graph", held)
     record = record_of(np.arange(1500), vectors)
     loaded = DenseIndex.load(tmp_path, vectors=reader(record), graph_dtype=index.graph_dtype)
     assert not loaded.uses_graph

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig, IndexConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.sidecar import SidecarDatabase
@@ -22,7 +22,8 @@ from rcpkit.engine.types import DocumentIn, SearchRequest
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
-    opened = Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing", index_save_every=1))
+    opened = Engine.open(EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                                      index=IndexConfig(save_every=1)))
     yield opened
     opened.close()
 

@@ -13,19 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig, IndexConfig, RetentionConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.types import DocumentIn, SearchRequest
 
 WRITER = textwrap.dedent("""
     import sys
-    from rcpkit.engine.config import EngineConfig
+    from rcpkit.engine.config import EmbedderConfig, EngineConfig, IndexConfig, RetentionConfig
     from rcpkit.engine.core import Engine
     from rcpkit.engine.types import DocumentIn
 
     data_dir, round_no = sys.argv[1], int(sys.argv[2])
-    engine = Engine.open(EngineConfig(data_dir=data_dir, embedder="hashing", index_save_every=3,
-                                      retain_versions=4, retain_seconds=0))
+    engine = Engine.open(EngineConfig(data_dir=data_dir, embedder=EmbedderConfig(name="hashing"),
+                                      index=IndexConfig(save_every=3),
+                                      retention=RetentionConfig(versions=4, seconds=0)))
     print("ready", flush=True)
     i = 0
     while True:
@@ -40,13 +41,9 @@ WRITER = textwrap.dedent("""
 
 
 def config(data_dir: Path) -> EngineConfig:
-    return EngineConfig(
-        data_dir=data_dir,
-        embedder="hashing",
-        index_save_every=3,
-        retain_versions=4,
-        retain_seconds=0,
-    )
+    return EngineConfig(data_dir=data_dir, embedder=EmbedderConfig(name="hashing"),
+                        index=IndexConfig(save_every=3),
+                        retention=RetentionConfig(versions=4, seconds=0))
 
 
 def assert_consistent(data_dir: Path, engine: Engine) -> None:
@@ -109,7 +106,7 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
 
 
 def test_indexes_rebuild_when_corrupt_and_catch_up_when_behind(tmp_path: Path) -> None:
-    cfg = config(tmp_path).with_overrides(index_save_every=1000)
+    cfg = config(tmp_path).with_overrides(index={"save_every": 1000})
     with Engine.open(cfg) as engine:
         engine.add([DocumentIn(f"alpha beta {i}", id=str(i)) for i in range(5)])
     # Behind: writes after the last save are replayed from the write log.

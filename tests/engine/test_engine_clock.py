@@ -31,7 +31,8 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def engine(tmp_path: Path, clock: FakeClock) -> Iterator[Engine]:
-    config = make_config(tmp_path, session_ttl_seconds=60, recency_weight=0.5)
+    config = make_config(tmp_path, retention={"session_ttl_seconds": 60},
+                         retrieve={"recency_weight": 0.5})
     with Engine.open(config, clock=clock) as opened:
         yield opened
 

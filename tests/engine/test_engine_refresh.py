@@ -116,12 +116,12 @@ def test_index_saves_on_a_shared_data_directory(tmp_path: Path) -> None:
 
 def test_backend_selection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="needs a DSN"):
-        Engine.open(make_config(tmp_path, backend="postgres"))
+        Engine.open(make_config(tmp_path, store={"backend": "postgres"}))
     with pytest.raises(ValueError, match="sqlite or postgres"):
-        Engine.open(make_config(tmp_path, backend="mysql"))
+        Engine.open(make_config(tmp_path, store={"backend": "mysql"}))
     (tmp_path / "rcpkit.toml").write_text('backend = "postgres"\n')
     monkeypatch.setenv(DSN_ENV, "postgresql://db.example/rcp")
     config = load_config(tmp_path)
-    assert (config.backend, config.dsn) == ("postgres", "postgresql://db.example/rcp")
-    assert load_config(tmp_path, dsn="postgresql://other/rcp").dsn == "postgresql://other/rcp"
-    assert EngineConfig().backend == "sqlite" and EngineConfig().dsn is None
+    assert (config.store.backend, config.store.dsn) == ("postgres", "postgresql://db.example/rcp")
+    assert load_config(tmp_path, store={"dsn": "postgresql://other/rcp"}).store.dsn == "postgresql://other/rcp"
+    assert EngineConfig().store.backend == "sqlite" and EngineConfig().store.dsn is None

@@ -43,8 +43,8 @@ def fsynced(monkeypatch: pytest.MonkeyPatch) -> set[tuple[int, int]]:
 
 def _fill(data: Path) -> None:
     """An engine with an HNSW graph and saved vectors, so that every kind of file is saved."""
-    engine = open_engine(data, embedder="hashing", hashing_dimension=64,
-                         dense_exact_threshold=10, dense_save_vectors=True)
+    engine = open_engine(data, embedder={"name": "hashing", "hashing_dimension": 64},
+                         dense={"exact_threshold": 10, "save_vectors": True})
     try:
         bind(engine)  # opens the graph and memory stores beside the record
         engine.add(DOCUMENTS)

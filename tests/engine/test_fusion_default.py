@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rcpkit.binding.capabilities import capabilities
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig, LexicalConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import InvalidInput
 from rcpkit.engine.types import DocumentIn, SearchRequest
@@ -23,7 +23,8 @@ CORPUS = [
 
 
 def open_engine(path: Path, **overrides: object) -> Engine:
-    engine = Engine.open(EngineConfig(data_dir=path, embedder="hashing").with_overrides(
+    engine = Engine.open(EngineConfig(data_dir=path,
+                                      embedder=EmbedderConfig(name="hashing")).with_overrides(
         **overrides))
     engine.add(CORPUS)
     return engine
@@ -56,10 +57,10 @@ def test_min_score_keeps_strong_matches_under_the_default_and_none_under_rrf(
 
 def test_the_default_fusion_and_weight_come_from_the_config(tmp_path: Path) -> None:
     query = "bread flour protein"
-    with open_engine(tmp_path / "rrf", default_fusion="rrf") as rrf_engine:
+    with open_engine(tmp_path / "rrf", retrieve={"fusion": "rrf"}) as rrf_engine:
         top = rrf_engine.search(SearchRequest(query, k=1)).hits[0]
         assert top.score == pytest.approx(2 / 61)
-    with open_engine(tmp_path / "dense", default_fusion_alpha=1.0) as dense_weighted:
+    with open_engine(tmp_path / "dense", retrieve={"fusion_alpha": 1.0}) as dense_weighted:
         dense = dense_weighted.search(SearchRequest(query, k=5, mode="dense"))
         fused = dense_weighted.search(SearchRequest(query, k=5))
         assert [hit.id for hit in fused.hits] == [hit.id for hit in dense.hits]
@@ -74,11 +75,11 @@ def test_alpha_outside_unit_range_is_invalid_params(engine: Engine) -> None:
 def test_capabilities_say_what_each_mode_scores(engine: Engine, tmp_path: Path) -> None:
     retrieve = capabilities(engine.describe(), None)["retrieve"]
     scales = retrieve["x-rcpkit-scores"]
-    assert scales["hybrid"] == {"fusion": engine.config.default_fusion, "scale": "normalised",
+    assert scales["hybrid"] == {"fusion": engine.config.retrieve.fusion, "scale": "normalised",
                                 "min": 0.0, "max": 1.0}
     assert scales["dense"]["scale"] == "cosine" and scales["sparse"]["scale"] == "bm25"
     assert retrieve["scoreFloor"] == -1.0
-    with open_engine(tmp_path / "rrf", default_fusion="rrf") as rrf_engine:
+    with open_engine(tmp_path / "rrf", retrieve={"fusion": "rrf"}) as rrf_engine:
         hybrid = capabilities(rrf_engine.describe(), None)["retrieve"]["x-rcpkit-scores"]["hybrid"]
         assert hybrid == {"fusion": "rrf", "scale": "rrf"}
 
@@ -92,7 +93,8 @@ QUERY = "honey bread night soil"
 def test_complete_recall_scores_each_half_on_the_others_candidates(tmp_path: Path) -> None:
     """``complete``: each list keeps its own top k and gains the other list's rows, scored as
     a full-depth search of that half scores them (BM25 only where the row matches)."""
-    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as engine:
+    with Engine.open(EngineConfig(data_dir=tmp_path,
+                                  embedder=EmbedderConfig(name="hashing"))) as engine:
         engine.add(MIXED)
         recall = engine.searcher.recall
         vector = engine.searcher.query_vector(QUERY)
@@ -119,7 +121,7 @@ def test_default_hybrid_fuses_both_scores_of_every_candidate(tmp_path: Path) -> 
         engine.add(MIXED)
         hits = engine.search(request).hits
         rrf_hits = engine.search(SearchRequest(QUERY, k=8, candidate_k=8, fusion="rrf")).hits
-        alpha = engine.config.default_fusion_alpha
+        alpha = engine.config.retrieve.fusion_alpha
         # Each half's best score is its top hit's (the convex normalisation's ceiling).
         dense_top, sparse_top = (engine.search(SearchRequest(QUERY, k=1, mode=mode)).hits[0].score
                                  for mode in ("dense", "sparse"))
@@ -129,7 +131,7 @@ def test_default_hybrid_fuses_both_scores_of_every_candidate(tmp_path: Path) -> 
                     + (1 - alpha) * hit.scores.get("sparse", 0.0) / sparse_top)
         assert hit.score == pytest.approx(expected)
     assert any(len(hit.scores) == 2 for hit in rrf_hits)  # "fused" and one list's score
-    with open_engine(tmp_path / "off", fusion_complete_scores=False) as engine:
+    with open_engine(tmp_path / "off", retrieve={"fusion_complete_scores": False}) as engine:
         engine.add(MIXED)
         assert any("dense" not in hit.scores or "sparse" not in hit.scores
                    for hit in engine.search(request).hits)
@@ -140,7 +142,8 @@ def test_completion_keeps_the_filter_and_needs_no_lexical_match(tmp_path: Path) 
     a query no row matches lexically still fuses the dense list alone."""
     tagged = [DocumentIn(doc.text, id=doc.id, meta={"even": int(doc.id[1:]) % 2 == 0})
               for doc in MIXED]
-    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as engine:
+    with Engine.open(EngineConfig(data_dir=tmp_path,
+                                  embedder=EmbedderConfig(name="hashing"))) as engine:
         engine.add(tagged)
         even = {"field": "even", "op": "eq", "value": True}
         hits = engine.search(SearchRequest(QUERY, k=10, candidate_k=10, filter=even)).hits
@@ -158,13 +161,15 @@ def test_reopening_with_another_title_weight_rebuilds_the_lexical_index(tmp_path
               DocumentIn("Bread flour has more protein than cake flour and sourdough.",
                          id="flour")]
     request = SearchRequest("sourdough", k=2, mode="sparse")
-    with Engine.open(EngineConfig(data_dir=tmp_path / "a", embedder="hashing",
-                                  lexical_title_repeat=1)) as engine:
+    with Engine.open(EngineConfig(data_dir=tmp_path / "a", embedder=EmbedderConfig(name="hashing"),
+                                  lexical=LexicalConfig(title_repeat=1))) as engine:
         engine.add(titled)
         once = [(hit.id, hit.score) for hit in engine.search(request).hits]
-    with Engine.open(EngineConfig(data_dir=tmp_path / "a", embedder="hashing")) as engine:
+    with Engine.open(EngineConfig(data_dir=tmp_path / "a",
+                                  embedder=EmbedderConfig(name="hashing"))) as engine:
         reopened = [(hit.id, hit.score) for hit in engine.search(request).hits]
-    with Engine.open(EngineConfig(data_dir=tmp_path / "b", embedder="hashing")) as engine:
+    with Engine.open(EngineConfig(data_dir=tmp_path / "b",
+                                  embedder=EmbedderConfig(name="hashing"))) as engine:
         engine.add(titled)
         fresh = [(hit.id, hit.score) for hit in engine.search(request).hits]
     assert reopened == fresh != once

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +20,13 @@ WORDS = [f"w{i}" for i in range(40)]
 def reference_bm25(
     docs: dict[int, str], query: str, k1: float = 1.2, b: float = 0.75
 ) -> dict[int, float]:
-    """Lucene BM25 computed naively over ``docs`` (the visible rows), with query-tf weighting."""
+    """Lucene BM25 computed naively over ``docs`` (the visible rows), each distinct query term
+    counted once."""
     tokens = {row: PLAIN.tokens(text) for row, text in docs.items()}
     n = len(docs)
     avgdl = sum(map(len, tokens.values())) / n
     scores: dict[int, float] = {}
-    for term, qtf in Counter(PLAIN.tokens(query)).items():
+    for term in set(PLAIN.tokens(query)):
         df = sum(term in toks for toks in tokens.values())
         if df == 0:
             continue
@@ -35,7 +35,7 @@ def reference_bm25(
             tf = toks.count(term)
             if tf:
                 norm = k1 * (1 - b + b * len(toks) / avgdl)
-                scores[row] = scores.get(row, 0.0) + qtf * idf * tf / (tf + norm)
+                scores[row] = scores.get(row, 0.0) + idf * tf / (tf + norm)
     return scores
 
 
@@ -103,6 +103,24 @@ def test_search_scoring_is_search_plus_the_given_rows_scores() -> None:
     assert of_given[0] == scores[0] > 0 and of_given[1] == of_given[2] == 0.0
     none = index.search_scoring("nothere", 5, np.array([1, 2]))
     assert none[0].size == 0 and none[2].tolist() == [0.0, 0.0]
+
+
+def test_a_query_term_counts_once_however_often_the_query_writes_it() -> None:
+    """A repeated query word, or two words of one stem, weigh as one term: the ranking and the
+    scores are those of the query writing it once, where counting repeats (Lucene's qtf)
+    would lift the repeated term's row to the top."""
+    index = LexicalIndex(Analyzer())
+    index.add(np.arange(4), ["infection of the lung", "fever and more fever in children",
+                             "weather report", "stock market news"])
+    once = index.search("infection fever", 4)
+    assert once[0].tolist() == [1, 0]  # two occurrences of "fever" beat one of "infection"
+    for query in ("infection infection fever", "infection infected fever"):
+        rows, scores = index.search(query, 4)
+        assert rows.tolist() == [1, 0]
+        np.testing.assert_array_equal(scores, once[1])
+    rows, scores = index.search("infected infections", 4)
+    np.testing.assert_array_equal(scores, index.search("infection", 4)[1])
+    assert rows.tolist() == [0]
 
 
 def test_statistics_follow_the_visible_snapshot() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from rcpkit.binding import bind
 from rcpkit.client import Client
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import (
     Cancelled,
@@ -57,7 +57,8 @@ LABELLED = [DocumentIn(CORPUS[0].text, id=CORPUS[0].id,
 
 
 def make_config(path: Path, **overrides: Any) -> EngineConfig:
-    return EngineConfig(data_dir=path, embedder="hashing").with_overrides(**overrides)
+    return EngineConfig(data_dir=path,
+                        embedder=EmbedderConfig(name="hashing")).with_overrides(**overrides)
 
 
 @pytest.fixture
@@ -112,7 +113,8 @@ def test_unsupported_options_are_rejected(engine: Engine) -> None:
 
 
 def test_funnel_is_clamped_to_max_k(tmp_path: Path) -> None:
-    with Engine.open(make_config(tmp_path, max_k=3, default_candidate_k=2)) as small:
+    with Engine.open(make_config(tmp_path,
+                                 requests={"max_k": 3, "default_candidate_k": 2})) as small:
         small.add(CORPUS)
         result = small.search(SearchRequest("bees", k=10, candidate_k=50,
                                             rerank=RerankOptions("colbert", top_n=1)))
@@ -165,7 +167,7 @@ def test_recency_prefers_newer_documents(tmp_path: Path) -> None:
 
 
 def test_document_unit_aggregates_chunks(tmp_path: Path) -> None:
-    with Engine.open(make_config(tmp_path, chunk_max_chars=80, chunk_overlap_chars=0)) as eng:
+    with Engine.open(make_config(tmp_path, chunking={"max_chars": 80, "overlap_chars": 0})) as eng:
         long_text = "\n\n".join(f"Paragraph {i} talks about bees and honey in detail here."
                                 for i in range(6))
         added = eng.add([DocumentIn(long_text, id="long"), CORPUS[1]], chunk=True)
@@ -222,7 +224,8 @@ def test_add_upserts_replays_and_mints_ids(tmp_path: Path) -> None:
 
 
 def test_add_validates_and_enforces_limits(tmp_path: Path) -> None:
-    with Engine.open(make_config(tmp_path, max_documents_per_add=2, max_text_bytes=10)) as eng:
+    limits = {"max_documents_per_add": 2, "max_text_bytes": 10}
+    with Engine.open(make_config(tmp_path, requests=limits)) as eng:
         with pytest.raises(TooLarge):
             eng.add([DocumentIn("a")] * 3)
         with pytest.raises(TooLarge):
@@ -240,7 +243,7 @@ def test_add_validates_and_enforces_limits(tmp_path: Path) -> None:
 
 
 def test_delete_is_idempotent_and_versions_are_pinnable(tmp_path: Path) -> None:
-    with Engine.open(make_config(tmp_path, retain_versions=1, retain_seconds=0)) as eng:
+    with Engine.open(make_config(tmp_path, retention={"versions": 1, "seconds": 0})) as eng:
         before = eng.add(CORPUS).index_version
         removed = eng.delete(["bees", "bees", "ghost"])
         assert removed.deleted == 1 and eng.delete(["bees"]).deleted == 0
@@ -256,7 +259,7 @@ def test_delete_is_idempotent_and_versions_are_pinnable(tmp_path: Path) -> None:
 
 
 def test_pagination_visits_each_hit_once_under_concurrent_writes(tmp_path: Path) -> None:
-    with Engine.open(make_config(tmp_path, retain_versions=10_000)) as eng:
+    with Engine.open(make_config(tmp_path, retention={"versions": 10_000})) as eng:
         eng.add([DocumentIn(f"shared topic number {i}", id=f"d{i}") for i in range(40)])
         stop = threading.Event()
 
@@ -306,14 +309,14 @@ def test_sessions_skip_hits_already_returned(engine: Engine) -> None:
 
 
 def test_sessions_expire_after_their_ttl(tmp_path: Path) -> None:
-    with Engine.open(make_config(tmp_path, session_ttl_seconds=0)) as eng:
+    with Engine.open(make_config(tmp_path, retention={"session_ttl_seconds": 0})) as eng:
         eng.add(CORPUS)
         first = eng.search(SearchRequest("bees flowers", k=2, session_id="s"))
         assert ids(eng.search(SearchRequest("bees flowers", k=2, session_id="s"))) == ids(first)
 
 
 def test_poison_feedback_demotes_later_retrieves(tmp_path: Path) -> None:
-    with Engine.open(make_config(tmp_path, poison_threshold=2, poison_penalty=0.01)) as eng:
+    with Engine.open(make_config(tmp_path, poison={"threshold": 2, "penalty": 0.01})) as eng:
         eng.add(CORPUS)
         before = eng.search(SearchRequest("honeybees dance flowers", k=2, mode="dense"))
         assert ids(before)[0] == "bees#0"
@@ -350,7 +353,7 @@ def test_progress_stages_and_cancellation(engine: Engine) -> None:
 
 
 def test_reads_never_see_half_a_write(tmp_path: Path) -> None:
-    config = make_config(tmp_path, chunk_max_chars=60, chunk_overlap_chars=0)
+    config = make_config(tmp_path, chunking={"max_chars": 60, "overlap_chars": 0})
     text = "\n\n".join(f"shared paragraph {i} with several more words" for i in range(3))
     with Engine.open(config) as eng:
         per_doc = eng.add([DocumentIn(text, id="seed")], chunk=True).chunks
@@ -400,21 +403,21 @@ def test_config_loads_from_files_and_rejects_a_foreign_embedder(tmp_path: Path) 
     toml_file.write_text(f'[engine]\ndata_dir = "{tmp_path / "d"}"\nembedder = "hashing"\n'
                          'max_k = 50\n[engine.field_types]\nyear = "int"\n')
     loaded = EngineConfig.load(toml_file)
-    assert (loaded.max_k, loaded.field_types, loaded.data_dir) == (50, {"year": "int"},
+    assert (loaded.requests.max_k, loaded.field_types, loaded.data_dir) == (50, {"year": "int"},
                                                                    tmp_path / "d")
     json_file = tmp_path / "engine.json"
     json_file.write_text(json.dumps({"embedder": "hashing", "hashing_dimension": 32}))
-    assert EngineConfig.load(json_file).hashing_dimension == 32
+    assert EngineConfig.load(json_file).embedder.hashing_dimension == 32
     with pytest.raises(ValueError):
         EngineConfig.from_mapping({"max_kk": 1})
     with Engine.open(loaded) as eng:
         eng.add([DocumentIn("text", id="x", meta={"year": 2020})])
     with pytest.raises(Unavailable):
-        Engine.open(loaded.with_overrides(hashing_dimension=32))
+        Engine.open(loaded.with_overrides(embedder={"hashing_dimension": 32}))
 
 
 def test_pages_keep_their_ranking_when_feedback_arrives_midway(tmp_path: Path) -> None:
-    config = make_config(tmp_path, poison_threshold=1, poison_penalty=0.001)
+    config = make_config(tmp_path, poison={"threshold": 1, "penalty": 0.001})
     with Engine.open(config) as eng:
         eng.add([DocumentIn(f"shared topic {i}", id=f"d{i}",
                             meta={"published": f"2024-01-{i + 1:02d}"}) for i in range(12)])
@@ -438,7 +441,7 @@ def test_hybrid_pages_reach_at_most_candidate_k_hits(tmp_path: Path,
                                                      candidate_k: int | None) -> None:
     """§3.3, §10: paging walks the recall stage's candidates, which are clamped to maxK,
     though hybrid recall's dense and sparse lists together hold up to twice that."""
-    with Engine.open(make_config(tmp_path, max_k=8, default_candidate_k=6)) as eng:
+    with Engine.open(make_config(tmp_path, requests={"max_k": 8, "default_candidate_k": 6})) as eng:
         eng.add([DocumentIn(f"{' '.join(['paddle'] * (1 + i % 5))} kayak trip {i} "
                             f"{'fjord ' * (i % 7)}", id=f"d{i}") for i in range(40)])
         request = SearchRequest("paddle fjord", k=3, mode="hybrid", candidate_k=candidate_k)
@@ -451,7 +454,7 @@ def test_hybrid_pages_reach_at_most_candidate_k_hits(tmp_path: Path,
 
 
 def test_cursor_of_a_collected_snapshot_is_not_found(tmp_path: Path) -> None:
-    with Engine.open(make_config(tmp_path, retain_versions=1, retain_seconds=0)) as eng:
+    with Engine.open(make_config(tmp_path, retention={"versions": 1, "seconds": 0})) as eng:
         eng.add(CORPUS)
         request = SearchRequest("the", k=1, mode="dense")
         page = eng.search(request)
@@ -466,7 +469,7 @@ def test_seeded_and_pinned_dense_recall_is_exact_while_the_graph_builds(
 ) -> None:
     """§7.7.1: the HNSW graph is published by a background build at any moment, so a request
     with a ``seed`` or a pinned snapshot takes the exact path and repeats exactly."""
-    with Engine.open(make_config(tmp_path, dense_exact_threshold=2)) as opened:
+    with Engine.open(make_config(tmp_path, dense={"exact_threshold": 2})) as opened:
         opened.add(CORPUS)
         assert opened.indexes is not None
         dense = opened.indexes.dense
@@ -495,14 +498,14 @@ def test_a_graph_waited_for_before_close_is_saved_and_reopened_built(tmp_path: P
     instead of building it again."""
     notes = [DocumentIn(f"note {i} on {'bees' if i % 2 else 'rain'} {i % 9}", id=f"n{i}")
              for i in range(120)]
-    with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as eng:
+    with Engine.open(make_config(tmp_path, dense={"exact_threshold": 50})) as eng:
         eng.add(notes)
         assert eng.wait_for_indexes(120) and eng.indexes is not None
         assert eng.indexes.dense.uses_graph
         graph = eng.indexes.dense.whole._view.graph
         assert graph is not None
         saved = graph.index.save()
-    with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as reopened:
+    with Engine.open(make_config(tmp_path, dense={"exact_threshold": 50})) as reopened:
         assert reopened.wait_for_indexes(60) and reopened.indexes is not None
         assert reopened.indexes.dense.uses_graph
         restored = reopened.indexes.dense.whole._view.graph
@@ -514,7 +517,7 @@ def test_paging_a_graph_served_query_visits_its_first_ranking_exactly(
     """§10 above the HNSW threshold: the first page is recalled approximately, and its
     cursor pages replay those very candidates instead of an exact recall, which could rank
     differently from the graph."""
-    with Engine.open(make_config(tmp_path, dense_exact_threshold=50)) as eng:
+    with Engine.open(make_config(tmp_path, dense={"exact_threshold": 50})) as eng:
         eng.add([DocumentIn(f"note {i} about {'bees' if i % 3 else 'soil'} and weather {i % 7}",
                             id=f"n{i}") for i in range(400)])
         assert eng.wait_for_indexes(120) and eng.indexes is not None

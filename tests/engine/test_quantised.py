@@ -1,4 +1,4 @@
-"""The int8 first pass of exact dense search (``engine/indexes/quantised.py``): the rows it
+"""The int8 first pass of exact dense search (``engine/indexes/dense/quantised.py``): the rows it
 keeps always hold the exact top k and every row tied with its last (§16.3), it keeps few of
 them, and DenseIndex answers with it exactly as a scan of every row would (§7.7)."""
 
@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rcpkit.engine.indexes import dense, quantised
-from rcpkit.engine.indexes.dense import DenseIndex
+from rcpkit.engine.indexes.dense import DenseIndex, exact, quantised
 
 DIM = 64
 
@@ -127,8 +126,8 @@ def test_a_zero_query_ties_every_allowed_row() -> None:
 
 def test_the_index_codes_its_rows_past_the_minimum_and_answers_exactly(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dense, "CODE_MIN_ROWS", 1000)
-    monkeypatch.setattr(dense, "CODE_TAIL_MIN", 300)
+    monkeypatch.setattr(exact, "CODE_MIN_ROWS", 1000)
+    monkeypatch.setattr(exact, "CODE_TAIL_MIN", 300)
     vectors = clustered(3000, 11)
     index = DenseIndex(DIM)
     index.add(np.arange(900), vectors[:900])
@@ -139,14 +138,14 @@ def test_the_index_codes_its_rows_past_the_minimum_and_answers_exactly(
     index.add(np.arange(2000, 2250), vectors[2000:2250])  # a tail within the allowance
     assert index._view.snapshot.codes is codes
     scored: list[int] = []
-    scores_of = dense._scores
+    scores_of = exact.scores
 
     def counting(matrix: np.ndarray, positions: np.ndarray | slice, query: np.ndarray
                  ) -> np.ndarray:
         scored.append(len(matrix) if isinstance(positions, slice) else len(positions))
         return scores_of(matrix, positions, query)
 
-    monkeypatch.setattr(dense, "_scores", counting)
+    monkeypatch.setattr(exact, "scores", counting)
     for probe in (7, 1500, 2100, 2249):  # coded rows and tail rows alike
         query = vectors[probe] + np.float32(0.01)
         rowids, scores = index.search(query, 10)
@@ -170,15 +169,15 @@ def test_a_row_scores_the_same_whichever_rows_are_scored_with_it() -> None:
     the rows around it, so duplicates found by different paths could fail to tie."""
     vectors = clustered(1001, 4, dim=384)
     query = clustered(1, 8, dim=384)[0]
-    whole = dense._scores(vectors, slice(None), query)
+    whole = exact.scores(vectors, slice(None), query)
     for positions in (np.arange(0, 1001, 37), np.array([5, 3, 1000]), np.arange(990, 1001)):
-        np.testing.assert_array_equal(dense._scores(vectors, positions, query),
+        np.testing.assert_array_equal(exact.scores(vectors, positions, query),
                                       whole[positions])
 
 
 def test_duplicates_tie_across_the_codes_and_the_tail(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dense, "CODE_MIN_ROWS", 500)
-    monkeypatch.setattr(dense, "CODE_TAIL_MIN", 100)
+    monkeypatch.setattr(exact, "CODE_MIN_ROWS", 500)
+    monkeypatch.setattr(exact, "CODE_TAIL_MIN", 100)
     vectors = clustered(700, 6)
     vectors[650] = vectors[650 - 600] = vectors[10]  # one coded twin, one in the tail
     index = DenseIndex(DIM)

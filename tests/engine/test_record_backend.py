@@ -16,10 +16,10 @@ def test_a_new_directory_gets_backend_and_dsn_privately(tmp_path: Path) -> None:
     data = tmp_path / "kb-pg"
     assert record_backend(data, "postgres", DSN)
     config = load_config(data)
-    assert (config.backend, config.dsn) == ("postgres", DSN)
+    assert (config.store.backend, config.store.dsn) == ("postgres", DSN)
     assert (data / "rcpkit.toml").stat().st_mode & 0o777 == 0o600
     assert not record_backend(data, "postgres", "postgresql://elsewhere/db")  # already named
-    assert load_config(data).dsn == DSN
+    assert load_config(data).store.dsn == DSN
 
 
 def test_existing_settings_are_kept_top_level_or_in_an_engine_table(tmp_path: Path) -> None:
@@ -28,7 +28,7 @@ def test_existing_settings_are_kept_top_level_or_in_an_engine_table(tmp_path: Pa
     (flat / "rcpkit.toml").write_text('embedder = "hashing"\n\n[poison]\nthreshold = 3\n')
     assert record_backend(flat, "postgres", None)  # a DSN from $RCPKIT_DSN stays out
     config = load_config(flat)
-    assert (config.backend, config.embedder, config.poison_threshold) == \
+    assert (config.store.backend, config.embedder.name, config.poison.threshold) == \
         ("postgres", "hashing", 3)
     assert "dsn" not in (flat / "rcpkit.toml").read_text()
 
@@ -37,5 +37,6 @@ def test_existing_settings_are_kept_top_level_or_in_an_engine_table(tmp_path: Pa
     (table / "rcpkit.toml").write_text('# mine\n[engine]\nembedder = "hashing"\n')
     assert record_backend(table, "postgres", DSN)
     config = load_config(table)
-    assert (config.backend, config.dsn, config.embedder) == ("postgres", DSN, "hashing")
+    assert (config.store.backend, config.store.dsn, config.embedder.name) == \
+        ("postgres", DSN, "hashing")
     assert (table / "rcpkit.toml").read_text().startswith("# mine\n[engine]\n")

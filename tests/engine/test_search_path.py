@@ -17,7 +17,7 @@ import pytest
 
 from rcpkit import fusion
 from rcpkit.binding import bind
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig, RetentionConfig, RetrieveConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import InvalidInput
 from rcpkit.engine.search import planner, stages
@@ -34,7 +34,7 @@ CORPUS = [DocumentIn(f"{TOPICS[i % 4]} note {i}: honey flour telescope soil mix 
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing")
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"))
     with Engine.open(config) as opened:
         opened.add(CORPUS)
         yield opened
@@ -85,7 +85,8 @@ def test_a_repeated_page_is_served_from_the_record_cache(engine: Engine,
 
 def test_the_record_cache_can_be_turned_off(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", record_cache_size=0)
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                          retrieve=RetrieveConfig(record_cache_size=0))
     with Engine.open(config) as opened:
         opened.add(CORPUS[:8])
         read = _count_reads(opened, monkeypatch)
@@ -219,7 +220,8 @@ def test_a_repeated_query_is_embedded_once(engine: Engine,
 
 def test_the_query_cache_can_be_turned_off(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", query_cache_size=0)
+    config = EngineConfig(data_dir=tmp_path,
+                          embedder=EmbedderConfig(name="hashing", query_cache_size=0))
     with Engine.open(config) as opened:
         opened.add(CORPUS[:4])
         calls: list[str] = []
@@ -237,7 +239,7 @@ def test_visibility_masks_agree_with_the_store_without_scanning_it(
     """§7.7.1 snapshots: the mask of rows a version shows is the rows the indexes hold minus
     what the store says that version hides (later additions, old versions), at every seq,
     and a query at the latest version never reads every visible rowid from the store."""
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing")
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"))
     with Engine.open(config) as engine:
         engine.add(CORPUS[:20])
         engine.add([DocumentIn(f"rewritten note {i} about bees", id=f"d{i}") for i in range(5)])
@@ -367,7 +369,7 @@ def test_stages_after_a_page_without_text_read_the_text_they_need(
 
 def test_kept_fields_are_saved_with_the_indexes(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing")
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"))
     with Engine.open(config) as first:
         first.add(CORPUS)
         expected = first.search(SearchRequest("honey flour", k=5, include_text=False)).hits
@@ -388,8 +390,8 @@ def test_kept_fields_are_saved_with_the_indexes(tmp_path: Path,
 
 
 def test_kept_fields_follow_deletes_and_collection(tmp_path: Path) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", retain_versions=1,
-                          retain_seconds=0)
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                          retention=RetentionConfig(versions=1, seconds=0))
     with Engine.open(config) as engine:
         engine.add(CORPUS[:6])
         assert engine.indexes is not None
@@ -431,8 +433,8 @@ def test_hits_are_those_the_store_read_path_gave(tmp_path: Path) -> None:
     structs; float scores compare exactly. The hybrid fusion is the one they were recorded
     with (this pins the read path, not the fusion)."""
     expected = json.loads((Path(__file__).parent / "search_path_hits.json").read_text())
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", default_fusion_alpha=0.8,
-                          fusion_complete_scores=False)
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                          retrieve=RetrieveConfig(fusion_alpha=0.8, fusion_complete_scores=False))
     with Engine.open(config) as engine:
         engine.add(PINNED)
         engine.delete(["d5"])

@@ -12,6 +12,7 @@ import pytest
 
 from rcpkit.cli.serve import ConfigError, _engine_server
 from rcpkit.engine import Engine, EngineConfig
+from rcpkit.engine.config import EmbedderConfig, LexicalConfig
 from rcpkit.engine.store import ChunkWrite, DocumentWrite, SqliteStore, StoreVersionError
 from rcpkit.engine.store.sqlite import SCHEMA_VERSION
 from rcpkit.engine.types import DocumentIn, SearchRequest
@@ -82,7 +83,8 @@ LAYOUT_1_ANSWERS = {
 def test_a_layout_1_store_answers_as_before_and_keeps_its_layout(tmp_path: Path) -> None:
     path = layout_1_store(tmp_path)
     # The BM25 title weight of the layout-1 code (one owl text opens with a "# Owls" title).
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", lexical_title_repeat=1)
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                          lexical=LexicalConfig(title_repeat=1))
     with Engine.open(config) as engine:
         for (query, mode), expected in LAYOUT_1_ANSWERS.items():
             hits = engine.search(SearchRequest(query=query, k=5, mode=mode)).hits
@@ -137,7 +139,7 @@ def test_a_newer_store_is_refused_untouched(tmp_path: Path) -> None:
 def test_serving_a_newer_store_fails_with_the_reason(tmp_path: Path) -> None:
     newer_store(tmp_path)
     with pytest.raises(ConfigError, match=r"cannot open the engine: the store .* upgrade rcpkit"):
-        _engine_server(tmp_path, {"embedder": "hashing"})
+        _engine_server(tmp_path, {"embedder": {"name": "hashing"}})
 
 
 def documents_with(hashes: dict[str, str]) -> list[DocumentWrite]:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rcpkit.engine import Engine, EngineConfig
+from rcpkit.engine.config import DenseConfig, EmbedderConfig
 from rcpkit.engine.types import DocumentIn, SearchRequest
 
 TEXTS = ["bees make honey in hives", "wasps sting and build paper nests",
@@ -25,8 +26,8 @@ def answers(engine: Engine) -> list[list[tuple[str, float]]]:
 
 @pytest.mark.parametrize("save_vectors", [False, True])
 def test_a_reopened_engine_answers_exactly_as_before(tmp_path: Path, save_vectors: bool) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing",
-                          dense_save_vectors=save_vectors)
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                          dense=DenseConfig(save_vectors=save_vectors))
     with Engine.open(config) as engine:
         engine.add([DocumentIn(id=f"d{i}", text=text) for i, text in enumerate(TEXTS)])
         engine.delete(["d2"])
@@ -43,13 +44,14 @@ def test_a_reopened_engine_answers_exactly_as_before(tmp_path: Path, save_vector
 
 def test_changing_the_graph_dtype_rebuilds_only_the_graph(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2)
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                          dense=DenseConfig(exact_threshold=2))
     with Engine.open(config) as engine:
         engine.add([DocumentIn(id=f"d{i}", text=text) for i, text in enumerate(TEXTS)])
         assert engine.wait_for_indexes(60)  # the f16 graph is published, and saved at close
         before = answers(engine)
-    quantised = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2,
-                             dense_graph_dtype="i8")
+    quantised = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                             dense=DenseConfig(exact_threshold=2, graph_dtype="i8"))
     caplog.set_level("INFO", logger="rcpkit.engine.indexes.dense")
     with Engine.open(quantised) as engine:
         assert "the saved dense graph is f16, not i8" in caplog.text
@@ -63,11 +65,12 @@ def test_changing_the_graph_dtype_rebuilds_only_the_graph(
 
 
 def test_the_configured_search_width_reaches_a_reopened_graph(tmp_path: Path) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2)
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                          dense=DenseConfig(exact_threshold=2))
     with Engine.open(config) as engine:
         engine.add([DocumentIn(id=f"d{i}", text=text) for i, text in enumerate(TEXTS)])
         assert engine.wait_for_indexes(60)
-    with Engine.open(config.with_overrides(dense_expansion_search=300)) as engine:
+    with Engine.open(config.with_overrides(dense={"expansion_search": 300})) as engine:
         assert engine.wait_for_indexes(60) and engine.indexes is not None
         graph = engine.indexes.dense.whole._view.graph
         assert graph is not None and graph.index.expansion_search == 300
@@ -79,8 +82,8 @@ def test_a_saved_graph_takes_its_vectors_from_the_record(tmp_path: Path,
     """Past the exact threshold the saved graph file holds no vectors: a reopened engine
     rebuilds them from the record's float16 vectors, to the byte, and serves the graph it
     saved at once (graph search: no seed)."""
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", dense_exact_threshold=2,
-                          dense_graph_dtype=graph_dtype)
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                          dense=DenseConfig(exact_threshold=2, graph_dtype=graph_dtype))
     with Engine.open(config) as engine:
         engine.add([DocumentIn(id=f"d{i}", text=text) for i, text in enumerate(TEXTS)])
         engine.delete(["d2"])

@@ -195,7 +195,7 @@ def test_verify_finds_nothing_on_a_root_written_and_saved_meanwhile(tmp_path: Pa
     grow, so a state saved meanwhile is not taken for one ahead of the record)."""
     data = tmp_path / "live"
     data.mkdir()
-    (data / "rcpkit.toml").write_text(CONFIG + "index_save_every = 1\n")
+    (data / "rcpkit.toml").write_text("index_save_every = 1\n" + CONFIG)
     stop = threading.Event()
     with open_engine(data) as engine:
         engine.add([DocumentIn(id="first", text=TEXTS[0], meta={"topic": "nature"})])

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import ChunkingConfig, DenseConfig, EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.indexes.windows import (
     HEAD_CHARS,
@@ -180,8 +180,9 @@ QUESTION = SearchRequest(query="zebra stripes confuse biting flies", mode="dense
 
 
 def open_engine(path: Path, embedder: HashingEmbedder, *, enabled: bool) -> Engine:
-    config = EngineConfig(data_dir=path, embedder="hashing", dense_sentence_windows=enabled,
-                          chunk_max_chars=10_000)
+    config = EngineConfig(data_dir=path, embedder=EmbedderConfig(name="hashing"),
+                          dense=DenseConfig(sentence_windows=enabled),
+                          chunking=ChunkingConfig(max_chars=10_000))
     return Engine.open(config, embedder=embedder)
 
 

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("scipy")
 pytest.importorskip("igraph")
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig, RetentionConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.knowledge.graph import ConceptGraph
 from rcpkit.engine.knowledge.memory import KnowledgeMemory
@@ -55,7 +55,7 @@ class Kept:
 
 
 def kept_index(stack: ExitStack, base: Path, files: dict[str, str],
-               **config: int) -> Kept:
+               **config: RetentionConfig) -> Kept:
     """A watched folder holding ``files``, indexed with its graph and a global memory of the
     live index; memories are rebuilt on change as ``rcpkit watch`` does."""
     folder = (base / "docs")
@@ -64,8 +64,8 @@ def kept_index(stack: ExitStack, base: Path, files: dict[str, str],
         (folder / name).write_text(text)
     # One frozen clock: the rebuild lands in the same second as the build it replaces.
     engine = stack.enter_context(Engine.open(EngineConfig(
-        data_dir=base / "data", embedder="hashing", hashing_dimension=32, **config),
-        clock=FakeClock()))
+        data_dir=base / "data", embedder=EmbedderConfig(name="hashing", hashing_dimension=32),
+        **config), clock=FakeClock()))
     graph = ConceptGraph.open(engine.config.data_dir, engine.store)
     stack.callback(graph.close)
     engine.on_publish(graph.sync)
@@ -158,7 +158,7 @@ def test_once_no_snapshot_holds_x_the_stored_graph_drops_it(tmp_path: Path) -> N
     older version retained, the delete removes them from the stored graph too."""
     with ExitStack() as stack:
         kept = kept_index(stack, tmp_path, {**FILES, DOOMED[0]: DOOMED[1]},
-                          retain_versions=1, retain_seconds=0)
+                          retention=RetentionConfig(versions=1, seconds=0))
         (kept.folder / DOOMED[0]).unlink()
         kept.watcher.apply([kept.folder / DOOMED[0]])
         kept.engine.clock.advance(1.0)  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import Unavailable
 from rcpkit.engine.models.embedding import HashingEmbedder
@@ -41,8 +41,9 @@ def folder(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
-    with Engine.open(EngineConfig(data_dir=tmp_path / "data", embedder="hashing",
-                                  hashing_dimension=32)) as opened:
+    config = EngineConfig(data_dir=tmp_path / "data",
+                          embedder=EmbedderConfig(name="hashing", hashing_dimension=32))
+    with Engine.open(config) as opened:
         yield opened
 
 
@@ -348,8 +349,9 @@ def test_an_edit_embeds_only_changed_chunks_and_a_rename_none(tmp_path: Path, fo
     """The watcher's engine has an embedding cache (``rcpkit watch`` gives it one): the
     content hash of a chunk's text finds its vector whatever the document's id."""
     model = CountingEmbedder()
-    config = EngineConfig(data_dir=tmp_path / "cached", embedder="hashing",
-                          hashing_dimension=32, embedding_cache=tmp_path / "cache.sqlite")
+    config = EngineConfig(data_dir=tmp_path / "cached",
+                          embedder=EmbedderConfig(name="hashing", hashing_dimension=32,
+                                                  cache=tmp_path / "cache.sqlite"))
     paragraphs = [" ".join(f"{word}{n}" for n in range(150)) for word in ("bee", "oven", "moon")]
     path = folder / "long.md"
     path.write_text("\n\n".join(paragraphs))

@@ -56,8 +56,8 @@ async def add(client: AsyncClient, source: str, ids: list[str]) -> None:
 def test_the_poison_table_of_rcpkit_toml(tmp_path: Path) -> None:
     (tmp_path / "rcpkit.toml").write_text(POLICY)
     config = EngineConfig.load(tmp_path / "rcpkit.toml")
-    assert (config.poison_threshold, config.poison_source_threshold) == (1, 2)
-    assert config.poison_source_thresholds == {"source:feed-trusted": 0}
+    assert (config.poison.threshold, config.poison.source_threshold) == (1, 2)
+    assert config.poison.source_thresholds == {"source:feed-trusted": 0}
 
 
 async def test_a_source_is_quarantined_once_enough_documents_are_demoted(

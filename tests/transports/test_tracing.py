@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rcpkit import tracing
 from rcpkit.binding import bind
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.search.searcher import TIMED_STAGES
 from rcpkit.engine.types import DocumentIn
@@ -53,7 +53,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 
 def _engine(path: Path, words: str) -> Engine:
-    engine = Engine.open(EngineConfig(data_dir=path, embedder="hashing"))
+    engine = Engine.open(EngineConfig(data_dir=path, embedder=EmbedderConfig(name="hashing")))
     engine.add([DocumentIn(f"{words} note {n}", id=f"{path.name}-{n}") for n in range(12)])
     return engine
 

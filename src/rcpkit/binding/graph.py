@@ -52,7 +52,7 @@ _FOLLOWUPS = 3
 def register(server: Server, engine: Engine, graph: ConceptGraph,
              model: LanguageModel | None) -> None:
     server.capability("graph", {"ops": list(GRAPH_OPS), "maxHops": graph.max_hops,
-                                "levels": graph.levels, "maxK": engine.config.max_k,
+                                "levels": graph.levels, "maxK": engine.config.requests.max_k,
                                 "summaries": "extractive" if model is None else "abstractive"})
     server.add_method("graph", answering(_Graph(engine, graph, model)))
 
@@ -74,8 +74,8 @@ class _Graph:
         version = self.engine.version_token(seq)
         notes: list[str] = []
         k = params.k or _DEFAULT_K
-        if k > self.engine.config.max_k:
-            k = self.engine.config.max_k
+        if k > self.engine.config.requests.max_k:
+            k = self.engine.config.requests.max_k
             notes.append(f"k clamped to maxK={k}")
         if params.hops is not None and params.hops > self.knowledge.max_hops:
             raise InvalidParams(f"hops must be at most {self.knowledge.max_hops}", field="hops")

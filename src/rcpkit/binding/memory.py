@@ -50,14 +50,14 @@ def register(server: Server, engine: Engine, graph: ConceptGraph) -> None:
 
     config = engine.config
     memory = KnowledgeMemory.open(config.data_dir, engine.store, graph.extractor, live_view,
-                                  max_inline_bytes=config.memory_max_inline_bytes,
-                                  retention_seconds=config.memory_retention_seconds,
-                                  max_count=config.memory_max_count, clock=engine.clock)
+                                  max_inline_bytes=config.memory.max_inline_bytes,
+                                  retention_seconds=config.memory.retention_seconds,
+                                  max_count=config.memory.max_count, clock=engine.clock)
     handlers = _MemoryHandlers(engine, memory)
     server.capability("memory", {"scopes": list(MEMORY_SCOPES), "clues": True,
                                  "maxN": MAX_CLUES,
-                                 "maxDocuments": config.max_batch_inputs,
-                                 "maxInlineBytes": config.memory_max_inline_bytes})
+                                 "maxDocuments": config.requests.max_batch_inputs,
+                                 "maxInlineBytes": config.memory.max_inline_bytes})
     server.add_method("memory/build", answering(handlers.build))
     server.add_method("memory/recall", answering(handlers.recall))
 
@@ -70,9 +70,9 @@ class _MemoryHandlers:
     def build(self, params: MemoryBuildParams, ctx: Context) -> dict[str, Any]:
         documents = None
         if params.documents is not None:
-            if len(params.documents) > self.engine.config.max_batch_inputs:
-                raise InvalidParams(f"at most {self.engine.config.max_batch_inputs} documents "
-                                    "per build", field="documents")
+            most = self.engine.config.requests.max_batch_inputs
+            if len(params.documents) > most:
+                raise InvalidParams(f"at most {most} documents per build", field="documents")
             for index, document in enumerate(params.documents):
                 if not document.text.strip():
                     raise InvalidParams("a document needs text",

@@ -53,8 +53,9 @@ def build_server(config_or_data_dir: EngineConfig | str | Path | None = None,
                  **options: Any) -> Server:
     """Open the engine and serve it: ``rcpkit serve --data DIR`` calls ``build_server(DIR)``.
 
-    ``options`` are :class:`EngineConfig` fields overriding the data directory's
-    ``rcpkit.toml``. The engine's indexes are saved when the process exits normally.
+    ``options`` are tables of :class:`EngineConfig` settings overriding the data
+    directory's ``rcpkit.toml`` (``store={"backend": "postgres"}``). The engine's indexes
+    are saved when the process exits normally.
     """
     try:
         engine = open_engine(config_or_data_dir, **options)

@@ -69,7 +69,7 @@ class UnitRetriever:
         query = plain_text(params.query, "query")
         if not query.strip():
             raise InvalidParams("query must not be empty", field="query")
-        k = min(params.k or _DEFAULT_K, self.engine.config.max_k)
+        k = min(params.k or _DEFAULT_K, self.engine.config.requests.max_k)
         seq = self.engine.snapshot(params.index_version)
         if unit == "tree-node":
             vector = np.asarray(self.engine.embed([query], "query")[0], dtype=np.float32)

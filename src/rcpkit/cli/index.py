@@ -11,16 +11,18 @@ exit status 2; ``index add|sync`` exit 1 when nothing could be indexed.
 
 from __future__ import annotations
 
+import functools
 import getpass
+import inspect
 import json
 import re
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, get_type_hints
 
 import typer
 from rich.console import Console
@@ -93,8 +95,8 @@ def _engine(command: str, data: Path, *, backend: str | None = None, dsn: str | 
     need the embedding model (loaded lazily, on its first use); ``overrides`` are settings
     of this run only."""
     try:
-        config = load_config(data, backend=backend, dsn=dsn, **(overrides or {}))
-        if not create and config.backend == "sqlite" and not _holds_index(data):
+        config = load_config(data, store={"backend": backend, "dsn": dsn}, **(overrides or {}))
+        if not create and config.store.backend == "sqlite" and not _holds_index(data):
             fail(command, f"{data}: no index here (create one with `rcpkit index add DIR "
                  f"--data {data}`)")
         opening = "opening the index" + (" and the embedding model" if embeds else "")
@@ -318,23 +320,24 @@ def _write_skipped(path: Path, tally: Tally) -> None:
         typer.echo(f"could not write {path}: {exc.strerror or exc}", err=True)
 
 
-def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
-           backend: str | None, dsn: str | None, prefix: str, follow_links: bool,
-           strict: bool, chunk: bool, contextual: bool, batch_size: int,
-           collection: str | None, selection: Selection, skipped_file: Path | None,
-           label: str | None, global_ids: bool, trust: str | None,
-           overrides: Mapping[str, Any] | None = None, allow_empty: bool = False) -> None:
+def _index(command: str, paths: Sequence[Path], options: FolderOptions, *, sync: bool,
+           strict: bool = False, overrides: Mapping[str, Any] | None = None,
+           allow_empty: bool = False) -> None:
     """Read ``paths`` and write their documents (and with ``sync``, delete what their files
     no longer yield); ``allow_empty``: a folder with nothing to index is no error."""
-    data = _collection_data(command, data, collection, backend, dsn)
+    backend, dsn, collection, trust = (options.backend, options.dsn, options.collection,
+                                       options.trust)
+    prefix, label, selection = options.prefix, options.source_root, options.selection
+    skipped_file = options.skipped
+    data = _collection_data(command, options.data, collection, backend, dsn)
     if trust is not None and trust not in TRUST_LEVELS:
         fail(command, f"--trust must be one of {', '.join(TRUST_LEVELS)}, not {trust!r}")
     try:
-        config = load_config(data, backend=backend, dsn=dsn, **(overrides or {}))
+        config = load_config(data, store={"backend": backend, "dsn": dsn}, **(overrides or {}))
         registry = RootRegistry(data)
     except (EngineError, ValueError, KeyError) as exc:
         fail(command, f"{data}: {exc}")
-    limit, level = config.max_text_bytes, trust or config.trust
+    limit, level = config.requests.max_text_bytes, trust or config.index.trust
     excluded = selection.specs()[1]
     suggested = f"rcpkit {command} {{args}} --data {data}" + \
         (f" --collection {collection}" if collection else "")
@@ -347,8 +350,9 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
 
     try:
         with console.status("reading files") as status:
-            folder = read_folder(paths, follow_links=follow_links, max_text_bytes=limit,
-                                 selection=selection, global_ids=global_ids, locate=locate,
+            folder = read_folder(paths, follow_links=options.follow_links,
+                                 max_text_bytes=limit, selection=selection,
+                                 global_ids=options.global_ids, locate=locate,
                                  on_file=lambda source: status.update(f"reading {source}"))
     except RootConflict as exc:
         fail(command, str(exc))
@@ -376,19 +380,19 @@ def _index(command: str, paths: Sequence[Path], data: Path, *, sync: bool,
         if backend is not None and collection is None:
             # The backend given once stays with the data, so the next `--data DIR` finds
             # it; a DSN from the environment stays there, out of the file.
-            record_backend(data, engine.config.backend, dsn)
-        batch = min(batch_size, engine.config.max_documents_per_add)
+            record_backend(data, engine.config.store.backend, dsn)
+        batch = min(options.batch_size, engine.config.requests.max_documents_per_add)
         try:
-            _ingest(engine, documents, tally, chunk=chunk, contextual=contextual,
-                    batch_size=batch, max_trust=level)
+            _ingest(engine, documents, tally, chunk=options.chunk,
+                    contextual=options.contextual, batch_size=batch, max_trust=level)
         except KeyboardInterrupt:
             interrupted = True
         if interrupted:
             registry.save()  # the committed documents carry its labels
         elif sync:
             stale = stale_documents(engine, folder, set(seen))
-            for start in range(0, len(stale), engine.config.max_documents_per_add):
-                chunk_ids = stale[start:start + engine.config.max_documents_per_add]
+            for start in range(0, len(stale), engine.config.requests.max_documents_per_add):
+                chunk_ids = stale[start:start + engine.config.requests.max_documents_per_add]
                 tally.deleted += engine.delete(chunk_ids).deleted
         if not interrupted:
             if not engine.wait_for_indexes(0):
@@ -446,66 +450,102 @@ SkippedOption = Annotated[Path | None, typer.Option(
     "(tab-separated).")]
 
 
+@dataclass(frozen=True, slots=True)
+class FolderOptions:
+    """The options of every command that reads folders into the index (``index add``,
+    ``index sync``, ``watch``), declared once in :func:`_folder_options`."""
+
+    data: Path
+    backend: str | None
+    dsn: str | None
+    prefix: str
+    follow_links: bool
+    chunk: bool
+    contextual: bool
+    batch_size: int
+    collection: str | None
+    trust: str | None
+    include: list[str] | None
+    exclude: list[str] | None
+    ignore_files: bool
+    skipped: Path | None
+    source_root: str | None
+    global_ids: bool
+
+    @property
+    def selection(self) -> Selection:
+        return Selection(self.include or (), self.exclude or (), self.ignore_files)
+
+
+def _folder_options(
+    data: DataOption = _DEFAULT_DATA,
+    backend: BackendOption = None,
+    dsn: DsnOption = None,
+    prefix: PrefixOption = "",
+    follow_links: FollowLinksOption = False,
+    chunk: ChunkOption = True,
+    contextual: ContextualOption = False,
+    batch_size: BatchOption = 64,
+    collection: CollectionOption = None,
+    trust: TrustOption = None,
+    include: IncludeOption = None,
+    exclude: ExcludeOption = None,
+    ignore_files: IgnoreFilesOption = True,
+    skipped: SkippedOption = None,
+    source_root: SourceRootOption = None,
+    global_ids: GlobalIdsOption = False,
+) -> FolderOptions:
+    return FolderOptions(data, backend, dsn, prefix, follow_links, chunk, contextual,
+                         batch_size, collection, trust, include, exclude, ignore_files,
+                         skipped, source_root, global_ids)
+
+
+def with_folder_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``command(…, options: FolderOptions)`` as a Typer command that also takes every
+    folder option on the command line (Typer reads the signature built here)."""
+    shared = inspect.signature(_folder_options).parameters
+    own = [param for name, param in inspect.signature(command).parameters.items()
+           if name != "options"]
+    hints = {**get_type_hints(_folder_options, include_extras=True),
+             **get_type_hints(command, include_extras=True)}
+
+    @functools.wraps(command)
+    def run(**values: Any) -> None:
+        chosen = {name: values.pop(name) for name in shared}
+        command(**values, options=_folder_options(**chosen))
+
+    del run.__wrapped__  # Typer must see the signature below
+    parameters = [param.replace(annotation=hints[param.name])  # the arguments stay first
+                  for param in (*own[:1], *shared.values(), *own[1:])]
+    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    run.__annotations__ = {param.name: param.annotation for param in parameters}
+    return run
+
+
 @index_app.command("add")
+@with_folder_options
 def index_add(
     paths: Annotated[list[Path], typer.Argument(help=f"Files or directories "
                                                      f"({' '.join(SUFFIXES)}).")],
-    data: DataOption = _DEFAULT_DATA,
-    backend: BackendOption = None,
-    dsn: DsnOption = None,
-    prefix: PrefixOption = "",
-    follow_links: FollowLinksOption = False,
     strict: StrictOption = False,
-    chunk: ChunkOption = True,
-    contextual: ContextualOption = False,
-    batch_size: BatchOption = 64,
-    collection: CollectionOption = None,
-    trust: TrustOption = None,
-    include: IncludeOption = None,
-    exclude: ExcludeOption = None,
-    ignore_files: IgnoreFilesOption = True,
-    skipped: SkippedOption = None,
-    source_root: SourceRootOption = None,
-    global_ids: GlobalIdsOption = False,
+    *, options: FolderOptions,
 ) -> None:
     """Index files (upsert by stable id: re-adding unchanged files costs nothing)."""
-    _index("index add", paths, data, sync=False, backend=backend, dsn=dsn, prefix=prefix,
-           follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
-           batch_size=batch_size, collection=collection,
-           selection=Selection(include or (), exclude or (), ignore_files), skipped_file=skipped,
-           label=source_root, global_ids=global_ids, trust=trust)
+    _index("index add", paths, options, sync=False, strict=strict)
 
 
 @index_app.command("sync")
+@with_folder_options
 def index_sync(
     folder: Annotated[Path, typer.Argument(help="The folder to mirror.")],
-    data: DataOption = _DEFAULT_DATA,
-    backend: BackendOption = None,
-    dsn: DsnOption = None,
-    prefix: PrefixOption = "",
-    follow_links: FollowLinksOption = False,
     strict: StrictOption = False,
-    chunk: ChunkOption = True,
-    contextual: ContextualOption = False,
-    batch_size: BatchOption = 64,
-    collection: CollectionOption = None,
-    trust: TrustOption = None,
-    include: IncludeOption = None,
-    exclude: ExcludeOption = None,
-    ignore_files: IgnoreFilesOption = True,
-    skipped: SkippedOption = None,
-    source_root: SourceRootOption = None,
-    global_ids: GlobalIdsOption = False,
+    *, options: FolderOptions,
 ) -> None:
     """Make the index mirror FOLDER: add new files, update changed ones, delete the
     documents of files that are gone (only documents indexed from this folder)."""
     if not folder.is_dir():
         fail("index sync", f"{folder}: not a folder")
-    _index("index sync", [folder], data, sync=True, backend=backend, dsn=dsn, prefix=prefix,
-           follow_links=follow_links, strict=strict, chunk=chunk, contextual=contextual,
-           batch_size=batch_size, collection=collection,
-           selection=Selection(include or (), exclude or (), ignore_files), skipped_file=skipped,
-           label=source_root, global_ids=global_ids, trust=trust)
+    _index("index sync", [folder], options, sync=True, strict=strict)
 
 
 @index_app.command("stats")
@@ -517,10 +557,10 @@ def index_stats(data: DataOption = _DEFAULT_DATA, backend: BackendOption = None,
                  embeds=False) as engine:
         stats = engine.stats()
         described = engine.describe()
-        where = engine.config.data_dir.as_posix() if engine.config.backend == "sqlite" \
-            else _redacted(engine.config.dsn)
+        where = engine.config.data_dir.as_posix() if engine.config.store.backend == "sqlite" \
+            else _redacted(engine.config.store.dsn)
     table = Table(show_header=False, box=None)
-    for name, value in [("backend", f"{engine.config.backend} ({where})"), *stats.items(),
+    for name, value in [("backend", f"{engine.config.store.backend} ({where})"), *stats.items(),
                         ("embedder", described.embed_identity),
                         ("filter fields", ", ".join(f"{k}:{v}" for k, v in
                                                     sorted(described.filter_fields.items())))]:
@@ -635,7 +675,7 @@ def _memories(command: str, data: Path, backend: str | None, dsn: str | None,
 
         memory = KnowledgeMemory.open(config.data_dir, engine.store, ConceptExtractor(),
                                       no_live_view,
-                                      retention_seconds=config.memory_retention_seconds)
+                                      retention_seconds=config.memory.retention_seconds)
         try:
             yield memory
         finally:

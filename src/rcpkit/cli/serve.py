@@ -203,10 +203,11 @@ def serve(
         if workers > 1 and (address is None or sessions != "stateless"):
             raise ConfigError("--workers above 1 needs --http and --sessions stateless "
                               "(token and single sessions live in one process)")
-        engine_options = {name: value for name, value in
-                          (("embedder", embedder), ("backend", backend), ("dsn", dsn),
-                           ("llm_url", llm_url), ("llm_model", llm_model))
-                          if value is not None}
+        engine_options = {table: settings for table, settings in
+                          (("embedder", {"name": embedder}),
+                           ("store", {"backend": backend, "dsn": dsn}),
+                           ("llm", {"url": llm_url, "model": llm_model}))
+                          if any(value is not None for value in settings.values())}
         if app is not None and (data is not None or engine_options or create):
             raise ConfigError("--data, --create, --embedder, --backend, --dsn and --llm-* "
                               "configure the engine; not with --app")
@@ -276,12 +277,14 @@ def _watch_cache(data: Path | None, engine_options: dict[str, Any]) -> None:
     from ..engine.errors import EngineError
     from .watch import cache_override
 
+    store = engine_options.get("store", {})
     try:
-        engine_options.update(cache_override(data or EngineConfig().data_dir,
-                                             engine_options.get("backend"),
-                                             engine_options.get("dsn")))
+        cache = cache_override(data or EngineConfig().data_dir, store.get("backend"),
+                               store.get("dsn"))
     except EngineError as exc:
         raise ConfigError(f"cannot open the engine: {exc}") from None
+    for table, settings in cache.items():
+        engine_options[table] = {**engine_options.get(table, {}), **settings}
 
 
 def _watch_beside(source: Server | Callable[[], Server], folder: Path) -> None:
@@ -309,7 +312,7 @@ def _serve_collections(root: Path, names: list[str], address: tuple[str, int] | 
     from ..tenancy.serving import build_access, serve_root
 
     try:
-        if engine_options.keys() & {"backend", "dsn"}:
+        if "store" in engine_options:
             raise ConfigError("each collection's rcpkit.toml names its record: no --backend "
                               "or --dsn with a root of collections")
         if address is None:

@@ -19,34 +19,18 @@ from typing import Annotated, Any
 import typer
 
 from rcpkit.cli.index import (
-    _DEFAULT_DATA,
-    BackendOption,
-    BatchOption,
-    ChunkOption,
-    CollectionOption,
-    ContextualOption,
-    DataOption,
-    DsnOption,
-    ExcludeOption,
-    FollowLinksOption,
-    GlobalIdsOption,
-    IgnoreFilesOption,
-    IncludeOption,
-    PrefixOption,
-    SkippedOption,
-    SourceRootOption,
-    TrustOption,
+    FolderOptions,
     _collection_data,
     _engine,
     _index,
     _prepared,
     _ProgressLines,
+    with_folder_options,
 )
 from rcpkit.cli.support import fail
 from rcpkit.engine.config import load_config
 from rcpkit.engine.core import Engine
 from rcpkit.engine.types import DocumentIn
-from rcpkit.ingest.folders import Selection
 from rcpkit.ingest.roots import Root, RootConflict, RootRegistry
 from rcpkit.ingest.watch import Batch, FolderWatcher, IndexMemories
 from rcpkit.ingest.writes import Tally
@@ -54,7 +38,7 @@ from rcpkit.ingest.writes import Tally
 __all__ = ["EMBEDDING_CACHE", "cache_override", "register", "watch", "watch_beside"]
 
 EMBEDDING_CACHE = "embedding-cache.sqlite"
-"""The vector cache a watched data directory gets unless it names one (``embedding_cache``):
+"""The vector cache a watched data directory gets unless it names one (``[embedder] cache``):
 an edit or a rename embeds only the chunks whose text is new."""
 _SHOWN = 3
 _QUIET_FILES = 64
@@ -127,29 +111,15 @@ def cache_override(data: Path, backend: str | None = None,
                    dsn: str | None = None) -> dict[str, Any]:
     """The engine option giving a watched data directory its :data:`EMBEDDING_CACHE`,
     unless its configuration names one."""
-    configured = load_config(data, backend=backend, dsn=dsn).embedding_cache
-    return {} if configured is not None else {"embedding_cache": data / EMBEDDING_CACHE}
+    configured = load_config(data, store={"backend": backend, "dsn": dsn}).embedder.cache
+    return {} if configured is not None else {"embedder": {"cache": data / EMBEDDING_CACHE}}
 
 
+@with_folder_options
 def watch(
     folder: Annotated[Path, typer.Argument(help="The folder to keep in sync.")],
-    data: DataOption = _DEFAULT_DATA,
-    backend: BackendOption = None,
-    dsn: DsnOption = None,
-    prefix: PrefixOption = "",
-    follow_links: FollowLinksOption = False,
-    chunk: ChunkOption = True,
-    contextual: ContextualOption = False,
-    batch_size: BatchOption = 64,
-    collection: CollectionOption = None,
-    trust: TrustOption = None,
-    include: IncludeOption = None,
-    exclude: ExcludeOption = None,
-    ignore_files: IgnoreFilesOption = True,
-    skipped: SkippedOption = None,
-    source_root: SourceRootOption = None,
-    global_ids: GlobalIdsOption = False,
     settle: SettleOption = 0.5,
+    *, options: FolderOptions,
 ) -> None:
     """Sync FOLDER (as `index sync`), then keep the index in step with it: created, edited,
     renamed and deleted files are reflected in every channel until Ctrl-C."""
@@ -157,29 +127,28 @@ def watch(
     if not folder.is_dir():
         fail(command, f"{folder}: not a folder (to index single files, use `rcpkit index add`)")
     folder = folder.resolve()
-    selection = Selection(include or (), exclude or (), ignore_files)
-    directory = _collection_data(command, data, collection, backend, dsn)
+    directory = _collection_data(command, options.data, options.collection, options.backend,
+                                 options.dsn)
     try:
-        overrides = cache_override(directory, backend, dsn)
+        overrides = cache_override(directory, options.backend, options.dsn)
     except (ValueError, KeyError, OSError) as exc:
         fail(command, f"{directory}: {exc}")
-    _index(command, [folder], data, sync=True, backend=backend, dsn=dsn, prefix=prefix,
-           follow_links=follow_links, strict=False, chunk=chunk, contextual=contextual,
-           batch_size=batch_size, collection=collection, selection=selection,
-           skipped_file=skipped, label=source_root, global_ids=global_ids, trust=trust,
-           overrides=overrides, allow_empty=True)
-    suggested = f"rcpkit {command} {{args}} --data {data}" + \
-        (f" --collection {collection}" if collection else "")
-    root = _watched_root(command, directory, folder, source_root, prefix, suggested)
-    with _engine(command, directory, backend=backend, dsn=dsn, create=True,
+    _index(command, [folder], options, sync=True, overrides=overrides, allow_empty=True)
+    suggested = f"rcpkit {command} {{args}} --data {options.data}" + \
+        (f" --collection {options.collection}" if options.collection else "")
+    root = _watched_root(command, directory, folder, options.source_root, options.prefix,
+                         suggested)
+    with _engine(command, directory, backend=options.backend, dsn=options.dsn, create=True,
                  overrides=overrides) as engine:
-        level = trust or engine.config.trust
+        level = options.trust or engine.config.index.trust
         stop = threading.Event()
         memories = IndexMemories(engine)
         watcher = FolderWatcher(
-            engine, root, folder=folder, selection=selection, follow_links=follow_links,
-            global_ids=global_ids, chunk=chunk, contextual=contextual, max_trust=level,
-            label=_labeller(level, collection is not None), settle=settle, report=_report,
+            engine, root, folder=folder, selection=options.selection,
+            follow_links=options.follow_links, global_ids=options.global_ids,
+            chunk=options.chunk, contextual=options.contextual, max_trust=level,
+            label=_labeller(level, options.collection is not None), settle=settle,
+            report=_report,
             changed=lambda batch: _rebuilt(memories))
         _rebuilt(memories)  # the first sync may have changed what they were built over
         previous = {signum: signal.signal(signum, lambda *_: stop.set())
@@ -225,7 +194,7 @@ def watch_beside(engine: Engine, folder: Path, *, settle: float = 0.5
         lines[0][1].update(done, chunks)
 
     watcher = FolderWatcher(engine, root, folder=folder, settle=settle, report=_report,
-                            label=_labeller(engine.config.trust, False),
+                            label=_labeller(engine.config.index.trust, False),
                             changed=lambda batch: _rebuilt(memories), progress=progress)
     stop = threading.Event()
 

@@ -40,7 +40,7 @@ from rcpkit.engine.indexes.derived import INDEX_DIR, current_state, index_lock
 from rcpkit.engine.indexes.persist import file_checksum
 from rcpkit.engine.sidecar import GRAPH_FILE, MEMORY_FILE
 from rcpkit.engine.store.sqlite import SqliteStore, copy_database
-from rcpkit.files import fsync_directory, private_dir, rename_durably, write_new
+from rcpkit.files import fsync_directory, private_dir, rename_durably, sync_file, write_new
 
 __all__ = ["MANIFEST", "BackupError", "BackupManifest", "StoreCopy", "backup", "read_manifest",
            "restore", "verify_backup"]
@@ -151,23 +151,23 @@ def _copy_data_dir(data_dir: Path, target: Path, relative: str,
     if (data_dir / CONFIG_FILE).is_file():
         _copy_file(data_dir / CONFIG_FILE, target / CONFIG_FILE)
     _copy_indexes(data_dir, target, relative, previous)
-    if config.backend == "postgres" and config.dsn:
-        return _dump_postgres(config.dsn, target / PG_DUMP, relative)
-    if config.backend != "sqlite":
-        return StoreCopy(relative, config.backend)
+    if config.store.backend == "postgres" and config.store.dsn:
+        return _dump_postgres(config.store.dsn, target / PG_DUMP, relative)
+    if config.store.backend != "sqlite":
+        return StoreCopy(relative, config.store.backend)
     for name in _SIDE_STORES:
         if (data_dir / name).is_file():
             copy_database(data_dir / name, target / name)
     record = data_dir / SqliteStore.FILE_NAME
     if not record.is_file():
-        return StoreCopy(relative, config.backend)
+        return StoreCopy(relative, config.store.backend)
     copy_database(record, target / SqliteStore.FILE_NAME)
     with sqlite3.connect(target / SqliteStore.FILE_NAME) as db:
         settings = dict(db.execute("SELECT key, value FROM settings "
                                    "WHERE key IN ('seq', 'database_id')").fetchall())
     db.close()
     seq = int(settings["seq"])
-    return StoreCopy(relative, config.backend, seq, f"{settings['database_id']}.{seq}")
+    return StoreCopy(relative, config.store.backend, seq, f"{settings['database_id']}.{seq}")
 
 
 def _dump_postgres(dsn: str, target: Path, relative: str) -> StoreCopy:
@@ -190,8 +190,7 @@ def _dump_postgres(dsn: str, target: Path, relative: str) -> StoreCopy:
         db.execute("COMMIT")
     if dumped.returncode != 0:
         raise BackupError(f"pg_dump of schema {schema} failed: {dumped.stderr.strip()}")
-    with open(target, "rb+") as handle:
-        os.fsync(handle.fileno())
+    sync_file(target)
     seq = int(settings["seq"])
     return StoreCopy(relative, "postgres", seq, f"{settings['database_id']}.{seq}")
 
@@ -212,7 +211,7 @@ def _restore_postgres(dump: Path, config_dir: Path, *, overwrite: bool) -> None:
 
     from rcpkit.engine.pgserver import client_tool
 
-    dsn = load_config(config_dir).dsn
+    dsn = load_config(config_dir).store.dsn
     if not dsn:
         raise BackupError(f"{config_dir}: no DSN for the PostgreSQL record (set $RCPKIT_DSN)")
     with psycopg.connect(dsn, autocommit=True) as db:

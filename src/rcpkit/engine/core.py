@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rcpkit.engine.config import EngineConfig, load_config
+from rcpkit.engine.config import EmbedderConfig, EngineConfig, load_config
 from rcpkit.engine.errors import ConfigError, InvalidInput, Unavailable, Unsupported
 from rcpkit.engine.feedback import Feedback, Poisoned
 from rcpkit.engine.indexes.derived import DerivedIndexes
@@ -76,8 +76,6 @@ class Engine:
     def __init__(self, config: EngineConfig, store: Store, embedder: Embedder,
                  rerankers: Mapping[str, Reranker], *,
                  clock: Callable[[], float] = time.time) -> None:
-        if config.pg_recall not in ("database", "memory"):
-            raise ConfigError(f"pg_recall must be database or memory, not {config.pg_recall!r}")
         self.config = config
         self._clock = clock
         """Epoch seconds for retention (snapshots, keys, log), recency decay and session
@@ -87,7 +85,7 @@ class Engine:
         self._rerankers = dict(rerankers)
         write_lock = threading.Lock()
         self._write_lock = write_lock
-        database = (store if config.pg_recall == "database"
+        database = (store if config.store.pg_recall == "database"
                     and isinstance(store, DatabaseSearch) else None)
         indexes = None
         recall: Recall
@@ -98,17 +96,17 @@ class Engine:
             recall = MemoryRecall(indexes)
         self.indexes = indexes
         """None when the store searches by itself: no index is built, caught up or saved."""
-        self._feedback = Feedback(store, threshold=config.poison_threshold,
-                                  max_signals=config.max_batch_inputs,
-                                  source_threshold=config.poison_source_threshold,
-                                  source_thresholds=config.poison_source_thresholds)
+        self._feedback = Feedback(store, threshold=config.poison.threshold,
+                                  max_signals=config.requests.max_batch_inputs,
+                                  source_threshold=config.poison.source_threshold,
+                                  source_thresholds=config.poison.source_thresholds)
         self.snapshots = Snapshots(store, indexes, self._feedback, write_lock)
         self.writer = Writer(config, store, embedder, self.snapshots, indexes, write_lock, clock)
         cursors = Cursors(store.secret)
         self.searcher = Searcher(
             config, store, embedder, self._rerankers, recall, self.snapshots,
             Planner(config, self._rerankers, cursors, self._feedback, clock), cursors,
-            Sessions(config.session_ttl_seconds, clock))
+            Sessions(config.retention.session_ttl_seconds, clock))
         self._check_embedder()
         if self.indexes is not None:
             self.indexes.load()
@@ -134,19 +132,20 @@ class Engine:
         ``config`` names; derived indexes always live in ``data_dir``. ``clock`` (epoch
         seconds) drives the retention windows, recency and session expiry.
         """
-        chosen = embedder or _make_embedder(config)
-        if config.embedding_cache is not None:
-            chosen = CachedEmbedder(chosen, config.embedding_cache)
+        chosen = embedder or _make_embedder(config.embedder)
+        if config.embedder.cache is not None:
+            chosen = CachedEmbedder(chosen, config.embedder.cache)
         store = store or _open_store(config)
+        rerank = config.rerank
         rerankers: dict[str, Reranker] = {}
-        colbert = LateInteractionReranker(chosen, passage_tokens=config.rerank_passage_tokens,
-                                          cache_bytes=config.rerank_cache_bytes)
+        colbert = LateInteractionReranker(chosen, passage_tokens=rerank.passage_tokens,
+                                          cache_bytes=rerank.cache_bytes)
         rerankers[colbert.method] = colbert
-        if config.cross_encoder_model_path and config.cross_encoder_tokenizer_path:
+        if rerank.cross_encoder_model_path and rerank.cross_encoder_tokenizer_path:
             # Advertised only when a real model is configured (no registry ships one).
             cross = CrossEncoderReranker(
-                config.cross_encoder_model_path, config.cross_encoder_tokenizer_path,
-                identity=f"onnx:{Path(config.cross_encoder_model_path).name}")
+                rerank.cross_encoder_model_path, rerank.cross_encoder_tokenizer_path,
+                identity=f"onnx:{Path(rerank.cross_encoder_model_path).name}")
             rerankers[cross.method] = cross
         return cls(config, store, chosen, rerankers, clock=clock)
 
@@ -271,8 +270,8 @@ class Engine:
         return np.asarray(self._rerankers[method].score(query, list(passages)), dtype=np.float32)
 
     def _check_batch(self, items: Sequence[str], field: str) -> None:
-        if len(items) > self.config.max_batch_inputs:
-            raise InvalidInput(f"at most {self.config.max_batch_inputs} inputs per call",
+        if len(items) > self.config.requests.max_batch_inputs:
+            raise InvalidInput(f"at most {self.config.requests.max_batch_inputs} inputs per call",
                                field=field)
         for position, item in enumerate(items):
             if not isinstance(item, str):
@@ -308,17 +307,18 @@ class Engine:
 
     def describe(self) -> EngineDescription:
         """The engine's real abilities, for building honest capabilities (§6.1)."""
+        requests = self.config.requests
         return EngineDescription(
             modes=MODES, default_mode="hybrid", fusion_methods=FUSION_METHODS,
             rerank_methods=tuple(self._rerankers), units=UNITS,
             filter_fields=dict(self.snapshots.schema), filter_operators=OPERATORS,
-            max_k=self.config.max_k, default_candidate_k=self.config.default_candidate_k,
-            max_batch_inputs=self.config.max_batch_inputs,
-            max_documents_per_add=self.config.max_documents_per_add,
-            max_text_bytes=self.config.max_text_bytes,
+            max_k=requests.max_k, default_candidate_k=requests.default_candidate_k,
+            max_batch_inputs=requests.max_batch_inputs,
+            max_documents_per_add=requests.max_documents_per_add,
+            max_text_bytes=requests.max_text_bytes,
             embed_identity=self._embedder.identity, embed_dimension=self._embedder.dimension,
-            session_ttl_seconds=self.config.session_ttl_seconds,
-            default_fusion=self.config.default_fusion, read_only=self.config.read_only)
+            session_ttl_seconds=self.config.retention.session_ttl_seconds,
+            default_fusion=self.config.retrieve.fusion, read_only=self.config.index.read_only)
 
 
 def open_engine(config_or_data_dir: EngineConfig | str | Path | None = None,
@@ -330,27 +330,25 @@ def open_engine(config_or_data_dir: EngineConfig | str | Path | None = None,
 
 def _open_store(config: EngineConfig) -> Store:
     """The configured system of record: SQLite in ``data_dir`` or PostgreSQL."""
-    if config.backend == "sqlite":
+    if config.store.backend == "sqlite":
         return SqliteStore.open(config.data_dir)
-    if config.backend != "postgres":
-        raise ConfigError(f"backend must be sqlite or postgres, not {config.backend!r}")
-    if not config.dsn:
-        raise ConfigError("backend postgres needs a DSN (--dsn, dsn in rcpkit.toml, or "
-                          "RCPKIT_DSN)")
+    if not config.store.dsn:
+        raise ConfigError("backend postgres needs a DSN (--dsn, [store] dsn in rcpkit.toml, "
+                          "or RCPKIT_DSN)")
     try:
         from rcpkit.engine.store.postgres import PostgresStore
     except ImportError as exc:
         raise ConfigError(f"backend postgres needs psycopg (pip install 'psycopg[binary]'): "
                           f"{exc}") from None
-    return PostgresStore.open(config.dsn)
+    return PostgresStore.open(config.store.dsn)
 
 
-def _make_embedder(config: EngineConfig) -> Embedder:
-    if config.embedder == "hashing":
+def _make_embedder(config: EmbedderConfig) -> Embedder:
+    """The ``[embedder]`` model (an ``onnx`` one's paths checked present where it was built)."""
+    if config.name == "hashing":
         return HashingEmbedder(dimension=config.hashing_dimension)
-    if config.embedder == "onnx":
-        if config.onnx_model_path is None or config.onnx_tokenizer_path is None:
-            raise ConfigError("embedder 'onnx' needs onnx_model_path and onnx_tokenizer_path")
+    if config.name == "onnx":
+        assert config.onnx_model_path is not None and config.onnx_tokenizer_path is not None
         return OnnxEmbedder(config.onnx_model_path, config.onnx_tokenizer_path,
-                            identity=f"onnx:{Path(config.onnx_model_path).name}")
+                            identity=f"onnx:{config.onnx_model_path.name}")
     return minilm()

@@ -112,7 +112,7 @@ class SearchRequest:
     mode: str = "hybrid"
     candidate_k: int | None = None
     fusion: str | None = None
-    """§7.7 ``fusion.method``; None: the engine's default (``EngineConfig.default_fusion``)."""
+    """§7.7 ``fusion.method``; None: the engine's default (``[retrieve] fusion``)."""
     rrf_k: int = 60
     weights: Mapping[str, float] | None = None
     alpha: float | None = None

@@ -404,8 +404,8 @@ def _check(data_dir: Path, report: DataDirReport) -> None:
     except EngineError as exc:
         report.add("rcpkit.toml", str(exc), derived=False)
         return
-    if config.backend == "postgres":
-        _check_postgres(data_dir, config.dsn, config.pg_recall == "memory", report)
+    if config.store.backend == "postgres":
+        _check_postgres(data_dir, config.store.dsn, config.store.pg_recall == "memory", report)
     else:
         _check_sqlite(data_dir, report)
 
@@ -429,7 +429,7 @@ def _repair(data_dir: Path, findings: list[Finding], report: DataDirReport) -> N
               if finding.derived and finding.where.startswith(f"{POSTGRES}/")}
     if search:
         from rcpkit.engine.store.postgres import PostgresStore
-        store = PostgresStore.open(str(load_config(data_dir).dsn))
+        store = PostgresStore.open(str(load_config(data_dir).store.dsn))
         try:
             report.repaired.extend(f"{POSTGRES}/{done}" for done in store.rebuild_search(search))
         finally:

@@ -56,7 +56,7 @@ class Writer:
             max_trust: str | None = None) -> AddResult:
         """Upsert; returns after the write is committed and published. Documents are
         labelled at most ``max_trust`` (None: the configured ``trust``, §15.2)."""
-        ceiling = self._config.trust if max_trust is None else max_trust
+        ceiling = self._config.index.trust if max_trust is None else max_trust
         clock = StageClock()
         self._preparer.check(documents)
         self._snapshots.refresh()
@@ -65,7 +65,7 @@ class Writer:
             if idempotency_key is not None:
                 replay = self._store.idempotent_reply(
                     idempotency_key,
-                    not_before=self._clock() - self._config.idempotency_retention_seconds)
+                    not_before=self._clock() - self._config.retention.idempotency_seconds)
                 if replay is not None:
                     reply, seq = replay
                     return AddResult(ids=reply["ids"], chunks=reply["chunks"],
@@ -120,8 +120,8 @@ class Writer:
 
     def delete(self, ids: Sequence[str]) -> DeleteResult:
         """Idempotent; counts only documents this call removed."""
-        if len(ids) > self._config.max_documents_per_add:
-            raise TooLarge(f"at most {self._config.max_documents_per_add} ids per delete")
+        if len(ids) > self._config.requests.max_documents_per_add:
+            raise TooLarge(f"at most {self._config.requests.max_documents_per_add} ids per delete")
         self._snapshots.refresh()
         with self._lock:
             outcome = self._store.write([], list(dict.fromkeys(ids)), now=self._clock())
@@ -136,12 +136,12 @@ class Writer:
         now = self._clock()
         config = self._config
         after_commit("collecting old versions", lambda: self._store.collect_garbage(
-            config.retain_versions, config.retain_seconds, now))
+            config.retention.versions, config.retention.seconds, now))
         self._snapshots.publish()
         indexes = self._indexes
         if indexes is not None:
             indexes.writes_since_save += 1
-            if indexes.writes_since_save >= config.index_save_every:
+            if indexes.writes_since_save >= config.index.save_every:
                 after_commit("saving the indexes", indexes.save)
         after_commit("pruning bookkeeping", lambda: self.prune_bookkeeping(now))
 
@@ -155,7 +155,7 @@ class Writer:
         indexes, at or below the saved state's position. With database recall nothing else
         reads the log: any position goes."""
         config = self._config
-        log_age = max(config.write_log_retention_seconds, config.retain_seconds)
+        log_age = max(config.retention.write_log_seconds, config.retention.seconds)
         self._store.prune_bookkeeping(
             log_up_to=None if self._indexes is None else self._indexes.saved_position,
-            log_before=now - log_age, keys_before=now - config.idempotency_retention_seconds)
+            log_before=now - log_age, keys_before=now - config.retention.idempotency_seconds)

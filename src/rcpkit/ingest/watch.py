@@ -312,7 +312,7 @@ class FolderWatcher:
         for start in range(0, len(selected), self.files_per_write):
             read = read_folder(selected[start:start + self.files_per_write],
                                follow_links=self.follow_links,
-                               max_text_bytes=self.engine.config.max_text_bytes,
+                               max_text_bytes=self.engine.config.requests.max_text_bytes,
                                global_ids=self.global_ids, locate=lambda _dir, _whole: self.root)
             self._write(read.files, batch)
             skipped += read.skipped
@@ -339,7 +339,7 @@ class FolderWatcher:
         stale = {doc_id: source for doc_id, source in contributed.items()
                  if doc_id not in fresh and source not in keep}
         ids = sorted(stale)
-        limit = self.engine.config.max_documents_per_add
+        limit = self.engine.config.requests.max_documents_per_add
         for start in range(0, len(ids), limit):
             batch.documents_deleted += self.engine.delete(ids[start:start + limit]).deleted
         batch.deleted = sorted(set(stale.values()) - written)
@@ -355,11 +355,11 @@ class FolderWatcher:
         def embedded(done: int, total: int) -> None:
             embedding[0] = total
 
-        limit = self.engine.config.max_documents_per_add
+        limit = self.engine.config.requests.max_documents_per_add
         for start in range(0, len(documents), limit):
             add_batch(self.engine, documents[start:start + limit], tally, chunk=self.chunk,
                       contextual=self.contextual, embedded=embedded,
-                      max_trust=self.max_trust or self.engine.config.trust)
+                      max_trust=self.max_trust or self.engine.config.index.trust)
             batch.chunks += embedding[0]
             embedding[0] = 0
         batch.added += tally.added
@@ -459,7 +459,7 @@ class IndexMemories:
             from rcpkit.engine.knowledge.memory import MEMORY_FILE, KnowledgeMemory
         except ImportError:
             return None
-        if config.backend == "sqlite" and not (config.data_dir / MEMORY_FILE).is_file():
+        if config.store.backend == "sqlite" and not (config.data_dir / MEMORY_FILE).is_file():
             return None  # no memory was ever built here
         graph = ConceptGraph.open(config.data_dir, self.engine.store)
 
@@ -469,9 +469,9 @@ class IndexMemories:
 
         memory = KnowledgeMemory.open(config.data_dir, self.engine.store, graph.extractor,
                                       live_view,
-                                      max_inline_bytes=config.memory_max_inline_bytes,
-                                      retention_seconds=config.memory_retention_seconds,
-                                      max_count=config.memory_max_count,
+                                      max_inline_bytes=config.memory.max_inline_bytes,
+                                      retention_seconds=config.memory.retention_seconds,
+                                      max_count=config.memory.max_count,
                                       clock=self.engine.clock)
         self._opened = (graph, memory)
         return self._opened

@@ -14,13 +14,13 @@ method of the server's own ``<base>`` (§7.13 ``catalog/list`` lives there) nor 
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from ..engine.config import CONFIG_FILE, record_backend, settings_by_table
 from ..files import private_dir, write_new
 from ..protocol.methods import METHODS
 from ..protocol.openrpc import DOCUMENT
@@ -86,26 +86,24 @@ class CollectionRegistry:
         if directory.exists():
             raise CollectionError(f"collection {name!r} exists already")
         text = config or ""
-        if dsn is not None:
-            if {"backend", "dsn"} & set(_parse(text, name)):
-                raise CollectionError("with --dsn the collection's config must not set "
-                                      "backend or dsn")
-            collection_dsn = _create_schema(dsn, schema_of(name))
-            # A JSON string is a TOML basic string: the same escapes.
-            text += f'\nbackend = "postgres"\ndsn = {json.dumps(collection_dsn)}\n'
+        if dsn is not None and {"backend", "dsn"} & _store_of(text, name).keys():
+            raise CollectionError("with --dsn the collection's config must not set "
+                                  "backend or dsn")
         private_dir(directory)
         if text:
-            write_new(directory / "rcpkit.toml", text)  # 0600: a DSN may hold a password
+            write_new(directory / CONFIG_FILE, text)  # 0600: a DSN may hold a password
+        if dsn is not None:
+            record_backend(directory, "postgres", _create_schema(dsn, schema_of(name)))
         return directory
 
     def drop(self, name: str) -> None:
         """Delete a collection: its data directory, and its schema on PostgreSQL."""
         directory = self.path(name)
-        config_file = directory / "rcpkit.toml"
-        config = _parse(config_file.read_text(encoding="utf-8"), name) \
+        config_file = directory / CONFIG_FILE
+        store = _store_of(config_file.read_text(encoding="utf-8"), name) \
             if config_file.exists() else {}
-        if config.get("backend") == "postgres" and isinstance(config.get("dsn"), str):
-            _drop_schema(config["dsn"], schema_of(name))
+        if store.get("backend") == "postgres" and isinstance(store.get("dsn"), str):
+            _drop_schema(store["dsn"], schema_of(name))
         shutil.rmtree(directory)
 
 
@@ -114,10 +112,11 @@ def schema_of(name: str) -> str:
     return "rcpkit_" + check_name(name).replace("-", "_")
 
 
-def _parse(text: str, name: str) -> dict[str, Any]:
+def _store_of(text: str, name: str) -> dict[str, Any]:
+    """The ``[store]`` settings of a collection's ``rcpkit.toml`` text (old flat keys too)."""
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return settings_by_table(tomllib.loads(text))[0].get("store", {})
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
         raise CollectionError(f"the config of collection {name!r}: {exc}") from None
 
 

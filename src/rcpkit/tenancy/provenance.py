@@ -96,7 +96,7 @@ def written(engine: Engine, *, principal: str | None = None,
 def purge(engine: Engine, documents: Sequence[Written]) -> int:
     """Delete ``documents`` (in batches the engine accepts); the number deleted."""
     ids = [document.doc_id for document in documents]
-    step = engine.config.max_documents_per_add
+    step = engine.config.requests.max_documents_per_add
     return sum(engine.delete(ids[start:start + step]).deleted
                for start in range(0, len(ids), step))
 

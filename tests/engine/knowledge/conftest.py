@@ -12,15 +12,16 @@ pytest.importorskip("igraph")
 
 from graph_corpus import DOCUMENTS
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.knowledge.graph import ConceptGraph
 
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
-    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing",
-                                  hashing_dimension=32)) as opened:
+    config = EngineConfig(data_dir=tmp_path,
+                          embedder=EmbedderConfig(name="hashing", hashing_dimension=32))
+    with Engine.open(config) as opened:
         opened.add(DOCUMENTS)
         yield opened
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rcpkit.binding import bind
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 
 
@@ -19,7 +19,8 @@ def test_without_the_extra_graph_and_transform_are_not_served(
                                                          "rcpkit.engine.knowledge.transform"))]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, missing, None)  # import fails as if not installed
-    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as engine:
+    with Engine.open(EngineConfig(data_dir=tmp_path,
+                                  embedder=EmbedderConfig(name="hashing"))) as engine:
         server = bind(engine)
         assert "graph" not in server.capabilities and "transform" not in server.capabilities
         assert "graph" not in server.handlers and "query/transform" not in server.handlers
@@ -28,7 +29,8 @@ def test_without_the_extra_graph_and_transform_are_not_served(
 
 
 def test_with_the_extra_both_are_served(tmp_path: Path) -> None:
-    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing")) as engine:
+    with Engine.open(EngineConfig(data_dir=tmp_path,
+                                  embedder=EmbedderConfig(name="hashing"))) as engine:
         server = bind(engine)
         assert server.capabilities["graph"]["maxHops"] == 3
         assert {"graph", "query/transform"} <= set(server.handlers)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from graph_corpus import DOCUMENTS, spy_on_extraction, topic_of
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig, RetentionConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.knowledge.graph import ConceptExtractor, ConceptGraph
 from rcpkit.engine.knowledge.graph.communities import Hierarchy
@@ -62,8 +62,9 @@ def test_rows_published_before_a_sync_are_extracted_on_demand(engine: Engine) ->
 
 
 def test_collected_rows_leave_the_graph(tmp_path: Path) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", hashing_dimension=16,
-                          retain_versions=1, retain_seconds=0)
+    config = EngineConfig(data_dir=tmp_path,
+                          embedder=EmbedderConfig(name="hashing", hashing_dimension=16),
+                          retention=RetentionConfig(versions=1, seconds=0))
     with Engine.open(config) as engine:
         engine.add(DOCUMENTS)
         graph = ConceptGraph.open(tmp_path, engine.store)
@@ -188,7 +189,8 @@ def test_drift_followups_come_from_neighbouring_communities(engine: Engine,
 
 
 def test_every_op_answers_on_an_empty_corpus(tmp_path: Path) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", hashing_dimension=16)
+    config = EngineConfig(data_dir=tmp_path,
+                          embedder=EmbedderConfig(name="hashing", hashing_dimension=16))
     with Engine.open(config) as engine:
         graph = ConceptGraph.open(tmp_path, engine.store)
         engine.on_publish(graph.sync)
@@ -208,7 +210,8 @@ def test_every_op_answers_on_an_empty_corpus(tmp_path: Path) -> None:
 
 def test_processes_sharing_a_data_directory_share_the_extraction(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", hashing_dimension=16)
+    config = EngineConfig(data_dir=tmp_path,
+                          embedder=EmbedderConfig(name="hashing", hashing_dimension=16))
     with Engine.open(config) as writer, Engine.open(config) as reader:
         writer_graph = ConceptGraph.open(tmp_path, writer.store)
         writer.on_publish(writer_graph.sync)

@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from rcpkit.binding import bind
 from rcpkit.client import connect_memory
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig, LlmConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.knowledge.llm import ChatCompletions, LanguageModelError, open_language_model
 from rcpkit.server import Server
@@ -129,15 +129,15 @@ def test_a_malformed_reply_is_an_error(fake: tuple[FakeModel, str], reply: Any) 
 
 def test_no_model_without_url_and_model() -> None:
     assert open_language_model(EngineConfig()) is None
-    assert open_language_model(EngineConfig(llm_url="http://127.0.0.1:9/v1")) is None
+    assert open_language_model(EngineConfig(llm=LlmConfig(url="http://127.0.0.1:9/v1"))) is None
 
 
 @pytest.mark.wire
 def test_hyde_and_global_use_the_configured_model(fake: tuple[FakeModel, str],
                                                   tmp_path: Path) -> None:
     model, url = fake
-    config = EngineConfig(data_dir=tmp_path, embedder="hashing", llm_url=url,
-                          llm_model="tiny", llm_retries=0)
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
+                          llm=LlmConfig(url=url, model="tiny", retries=0))
 
     async def session(server: Server) -> None:
         async with await connect_memory(server) as client:

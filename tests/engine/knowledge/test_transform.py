@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from graph_corpus import DOCUMENTS
 
-from rcpkit.engine.config import EngineConfig
+from rcpkit.engine.config import EmbedderConfig, EngineConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.knowledge.graph import ConceptGraph
 from rcpkit.engine.knowledge.transform import TRANSFORM_METHODS, QueryTransformer
@@ -104,8 +104,9 @@ def test_unknown_methods_are_refused(transformer: QueryTransformer, engine: Engi
 
 
 def test_every_method_answers_on_an_empty_corpus(tmp_path: Path) -> None:
-    with Engine.open(EngineConfig(data_dir=tmp_path, embedder="hashing",
-                                  hashing_dimension=16)) as engine:
+    config = EngineConfig(data_dir=tmp_path,
+                          embedder=EmbedderConfig(name="hashing", hashing_dimension=16))
+    with Engine.open(config) as engine:
         graph = ConceptGraph.open(tmp_path, engine.store)
         transformer = QueryTransformer(graph, lambda query, k: [])
         for method in TRANSFORM_METHODS:

@@ -28,7 +28,8 @@ from support.clock import FakeClock
 
 def pg_engine(dsn: str, data_dir: Path, clock: FakeClock, recall: str,
               **overrides: Any) -> Engine:
-    return Engine(make_config(data_dir, pg_recall=recall, **overrides), PostgresStore.open(dsn),
+    return Engine(make_config(data_dir, store={"pg_recall": recall}, **overrides),
+                  PostgresStore.open(dsn),
                   HashingEmbedder(64), {}, clock=clock)
 
 
@@ -64,7 +65,7 @@ def test_keys_expire_and_the_log_is_pruned_by_age_with_database_recall(
 def test_an_engine_behind_the_pruned_log_reloads_with_memory_recall(
         pg_dsn: str, tmp_path: Path) -> None:
     clock = FakeClock()
-    with pg_engine(pg_dsn, tmp_path / "a", clock, "memory", index_save_every=4) as writer, \
+    with pg_engine(pg_dsn, tmp_path / "a", clock, "memory", index={"save_every": 4}) as writer, \
             pg_engine(pg_dsn, tmp_path / "b", clock, "memory") as reader:
         writer.add(girders(100, 102))
         assert reader.refresh() and results(reader) == results(writer)

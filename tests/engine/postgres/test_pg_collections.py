@@ -37,7 +37,7 @@ def test_collections_share_one_database_in_separate_schemas(pg_server: LocalPost
                            strict=True):
         engine = open_engine(registry.path(name))
         try:
-            assert engine.config.backend == "postgres"
+            assert engine.config.store.backend == "postgres"
             engine.add([DocumentIn(text=text, id=f"{name}-{n}") for n, text in enumerate(texts)])
         finally:
             engine.close()

@@ -31,7 +31,7 @@ REQUESTS = [
 
 
 def postgres_engine(dsn: str, data_dir: Path, recall: str = "database") -> Engine:
-    return Engine(make_config(data_dir, pg_recall=recall), PostgresStore.open(dsn),
+    return Engine(make_config(data_dir, store={"pg_recall": recall}), PostgresStore.open(dsn),
                   HashingEmbedder(64), {})
 
 
@@ -134,5 +134,5 @@ def test_reopening_rebuilds_from_the_database(pg_dsn: str, tmp_path: Path) -> No
 def test_a_different_embedder_is_refused(pg_dsn: str, tmp_path: Path) -> None:
     postgres_engine(pg_dsn, tmp_path / "a").close()
     with pytest.raises(Unavailable):
-        Engine(replace(make_config(tmp_path / "b"), hashing_dimension=32),
+        Engine(make_config(tmp_path / "b", embedder={"hashing_dimension": 32}),
                PostgresStore.open(pg_dsn), HashingEmbedder(32), {})

@@ -33,7 +33,8 @@ def postgres_engine(dsn: str, data_dir: Path) -> Engine:
 
 @pytest.fixture
 def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
-    with Engine.open(make_config(tmp_path / "sqlite", hashing_dimension=32)) as engine:
+    with Engine.open(make_config(tmp_path / "sqlite",
+                                 embedder={"hashing_dimension": 32})) as engine:
         engine.add(DOCUMENTS)
         yield engine
 

@@ -24,7 +24,7 @@ def ids(engine: Engine, query: str, **options: object) -> set[str]:
 @pytest.mark.parametrize("recall", ["database", "memory"])
 def test_two_engines_on_one_database_see_each_others_writes(pg_dsn: str, tmp_path: Path,
                                                             recall: str) -> None:
-    first, second = (Engine(make_config(tmp_path / name, pg_recall=recall),
+    first, second = (Engine(make_config(tmp_path / name, store={"pg_recall": recall}),
                             PostgresStore.open(pg_dsn), HashingEmbedder(64), {})
                      for name in ("one", "two"))
     added = first.add(CORPUS)

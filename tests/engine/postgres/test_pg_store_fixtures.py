@@ -61,13 +61,13 @@ def test_an_earlier_postgres_record_opens_answers_as_before_and_accepts_writes(
     data, expected = load(name, pg_dsn, tmp_path)
     recorded = [[q, m, [[d, None if m == "hybrid" else s] for d, s in hits]]
                 for q, m, hits in expected]
-    with open_engine(data, dsn=pg_dsn) as engine:
+    with open_engine(data, store={"dsn": pg_dsn}) as engine:
         assert ranked(engine, expected) == recorded
         engine.add([DocumentIn(id="kiln", text="The kiln fires clay pots.",
                                meta={"topic": "craft"})])
         engine.delete(["owl"])
     assert schema_version(pg_dsn) == "1"
-    with open_engine(data, dsn=pg_dsn) as engine:
+    with open_engine(data, store={"dsn": pg_dsn}) as engine:
         hits = engine.search(SearchRequest(query="kiln clay", k=1, mode="sparse")).hits
         assert [hit.doc_id for hit in hits] == ["kiln"]
         assert set(engine.store.live_hashes(["bee", "owl", "forge", "loom", "tide", "kiln"])) \

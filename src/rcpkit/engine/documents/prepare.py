@@ -75,8 +75,8 @@ class Preparer:
         """Refuse a batch before anything is written. A text that is empty or only
         whitespace has nothing to match, yet would rank and fill a ``tokenBudget``."""
         config = self._config
-        if len(documents) > config.max_documents_per_add:
-            raise TooLarge(f"at most {config.max_documents_per_add} documents per add")
+        if len(documents) > config.requests.max_documents_per_add:
+            raise TooLarge(f"at most {config.requests.max_documents_per_add} documents per add")
         for position, document in enumerate(documents):
             where = f"documents[{position}]"
             if not isinstance(document.text, str):
@@ -90,8 +90,8 @@ class Preparer:
             if not document.text.strip():
                 raise InvalidInput("text must not be empty or whitespace only",
                                    field=f"{where}.text")
-            if len(document.text.encode()) > config.max_text_bytes:
-                raise TooLarge(f"{where}.text exceeds {config.max_text_bytes} bytes")
+            if len(document.text.encode()) > config.requests.max_text_bytes:
+                raise TooLarge(f"{where}.text exceeds {config.requests.max_text_bytes} bytes")
 
     def prepare(self, position: int, document: DocumentIn, schema: Mapping[str, str],
                 new_fields: dict[str, str], chunk: bool, contextual: bool,
@@ -108,8 +108,8 @@ class Preparer:
         self._label_trust(meta, max_trust, f"{where}.meta.trust")
         filter_meta = self._filter_meta(meta, schema, new_fields, f"{where}.meta")
         title = meta.get("title") if isinstance(meta.get("title"), str) else None
-        pieces: list[Chunk] = (chunk_text(document.text, max_chars=config.chunk_max_chars,
-                                          overlap_chars=config.chunk_overlap_chars,
+        pieces: list[Chunk] = (chunk_text(document.text, max_chars=config.chunking.max_chars,
+                                          overlap_chars=config.chunking.overlap_chars,
                                           title=title)
                                if chunk else [])
         if not pieces:
@@ -118,8 +118,8 @@ class Preparer:
         parts = [_Piece(c, contextualize(c, title or "") if contextual else "") for c in pieces]
         content_meta = {k: v for k, v in meta.items() if k not in WRITE_STAMP}
         fingerprint = json.dumps([document.text, content_meta, chunk, contextual,
-                                  self._embedder_identity, config.chunk_max_chars,
-                                  config.chunk_overlap_chars], sort_keys=True, default=str)
+                                  self._embedder_identity, config.chunking.max_chars,
+                                  config.chunking.overlap_chars], sort_keys=True, default=str)
         return Prepared(doc_id=document.id or uuid.uuid4().hex, text=document.text, meta=meta,
                         filter_meta=filter_meta, pieces=parts,
                         content_hash=hashlib.sha256(fingerprint.encode()).hexdigest())
@@ -130,7 +130,7 @@ class Preparer:
         configured ``trust``, capped by the grant. ``untrusted`` is the reading default, so it
         is not written into metadata that lacks it (the content hash stays as it was)."""
         if "trust" not in meta:
-            level = less_trusted(self._config.trust, max_trust)
+            level = less_trusted(self._config.index.trust, max_trust)
             if level != "untrusted":
                 meta["trust"] = level
             return

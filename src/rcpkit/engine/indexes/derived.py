@@ -136,25 +136,25 @@ class DerivedIndexes:
         a version (an agent's fixed scope) is not evaluated over every row again."""
 
     def _new_lexical_index(self) -> LexicalIndex:
-        return LexicalIndex(Analyzer(), title_repeat=self._config.lexical_title_repeat)
+        return LexicalIndex(Analyzer(), title_repeat=self._config.lexical.title_repeat)
 
     def _new_dense_index(self) -> SentenceWindowIndex:
         return SentenceWindowIndex.create(self._dimension,
-                                          enabled=self._config.dense_sentence_windows,
-                                          mix=self._config.dense_window_mix,
-                                          exact_threshold=self._config.dense_exact_threshold,
+                                          enabled=self._config.dense.sentence_windows,
+                                          mix=self._config.dense.window_mix,
+                                          exact_threshold=self._config.dense.exact_threshold,
                                           build_threads=self._build_threads(),
-                                          graph_dtype=self._config.dense_graph_dtype,
-                                          expansion_search=self._config.dense_expansion_search)
+                                          graph_dtype=self._config.dense.graph_dtype,
+                                          expansion_search=self._config.dense.expansion_search)
 
     def _build_threads(self) -> int:
         """Background HNSW build threads: as configured, or one per usable core (up to 8)."""
-        return self._config.dense_build_threads or min(available_cores(), MAX_BUILD_THREADS)
+        return self._config.dense.build_threads or min(available_cores(), MAX_BUILD_THREADS)
 
     def _window_vectors(self, batch: RowBatch) -> WindowVectors | None:
         """The sentence-window vectors of ``batch`` when the dense index keeps them (runs the
         encoder: call without holding the index lock)."""
-        if not self._config.dense_sentence_windows:
+        if not self._config.dense.sentence_windows:
             return None
         return embed_windows(batch.rowids, batch.texts,
                              lambda texts: self._embedder.embed(texts, "document"),
@@ -183,15 +183,15 @@ class DerivedIndexes:
                     if set(damage) - set(_REBUILT_ALONE):
                         raise DamagedFile("; ".join(p for ps in damage.values() for p in ps))
                     lexical = LexicalIndex.load(state_dir / "lexical")
-                    if lexical.title_repeat != self._config.lexical_title_repeat:
+                    if lexical.title_repeat != self._config.lexical.title_repeat:
                         raise ValueError("the lexical index was saved with another title weight")
                     dense = SentenceWindowIndex.load(
-                        state_dir / "dense", enabled=self._config.dense_sentence_windows,
-                        mix=self._config.dense_window_mix,
+                        state_dir / "dense", enabled=self._config.dense.sentence_windows,
+                        mix=self._config.dense.window_mix,
                         build_threads=self._build_threads(),
                         vectors=self._store.stored_vectors,
-                        graph_dtype=self._config.dense_graph_dtype,
-                        expansion_search=self._config.dense_expansion_search)
+                        graph_dtype=self._config.dense.graph_dtype,
+                        expansion_search=self._config.dense.expansion_search)
                     columns = _saved_part(FilterColumns.load, state_dir / "columns",
                                           "filter columns", damage.get("columns"))
                     fields = _saved_part(ChunkFields.load, state_dir / "fields", "chunk fields",
@@ -348,7 +348,7 @@ class DerivedIndexes:
         target = root / name
         target.mkdir(mode=PRIVATE_DIR_MODE)
         self.lexical.save(target / "lexical")
-        self.dense.save(target / "dense", vectors=self._config.dense_save_vectors)
+        self.dense.save(target / "dense", vectors=self._config.dense.save_vectors)
         self.columns.save(target / "columns")
         self.fields.save(target / "fields")
         files = {path.relative_to(target).as_posix(): file_checksum(path)

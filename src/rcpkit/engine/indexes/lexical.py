@@ -1,12 +1,16 @@
 """Live, incremental BM25 index over integer row ids (the ``sparse`` recall of §7.7).
 
 Scoring is Lucene's BM25 (the form used by Lucene ≥ 8, Elasticsearch and OpenSearch, so the
-scores are comparable with theirs; it is ≥ 0, the ``scoreFloor`` of §6.1)::
+scores of a query naming each term once equal theirs; it is ≥ 0, the ``scoreFloor`` of
+§6.1)::
 
-    score(q, d) = Σ_t∈q  qtf(t) · idf(t) · tf(t, d) / (tf(t, d) + k1 · (1 - b + b · |d| / avgdl))
+    score(q, d) = Σ_t∈terms(q)  idf(t) · tf(t, d) / (tf(t, d) + k1 · (1 - b + b · |d| / avgdl))
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
-A term repeated in the query counts ``qtf`` times. ``N``, ``avgdl`` and ``df`` are computed at
+The sum runs over the query's distinct index terms: a term the query repeats, or writes in
+two forms one stem covers ("infection", "infected"), counts once, where Lucene counts it once
+per occurrence (a question's wording repeats a word, its topic does not weigh more for it;
+measured in docs/benchmarks.md). ``N``, ``avgdl`` and ``df`` are computed at
 query time over the rows of the caller's ``visible`` mask, so a search against the visibility
 mask of an older version scores exactly as that version's own index would (§7.7.1 snapshots).
 
@@ -289,12 +293,10 @@ class LexicalIndex:
         term ids or the CSR/delta placement, so scores are bit-identical across callers, folds
         and rebuilds (§7.7.1).
         """
-        query_tf = Counter(t for t in self.analyzer.tokens(query) if t in self._vocabulary)
-        if not query_tf:
+        terms = sorted({t for t in self.analyzer.tokens(query) if t in self._vocabulary})
+        if not terms:
             return None
-        terms = sorted(query_tf)
         term_ids = np.array([self._vocabulary[t] for t in terms], np.int64)
-        weights = np.array([query_tf[t] for t in terms], np.float64)
         rows, tf, which = self._postings(term_ids)
         visible_rows = self._mask(visible)
         if visible is None:
@@ -313,7 +315,7 @@ class LexicalIndex:
             return None
         average_length = total_length / documents
         norm = self.k1 * (1.0 - self.b + self.b * self._length[rows] / average_length)
-        contribution = (weights * idf)[which] * tf / (tf + norm)
+        contribution = idf[which] * tf / (tf + norm)
         summed = np.bincount(rows, weights=contribution, minlength=len(self._present))
         return summed.astype(np.float64, copy=False)
 

@@ -94,11 +94,11 @@ def _content(response: httpx.Response) -> str:
 
 def open_language_model(config: EngineConfig) -> ChatCompletions | None:
     """The configured model, or None when ``llm_url`` / ``llm_model`` are not both set."""
-    if not (config.llm_url and config.llm_model):
+    if not (config.llm.url and config.llm.model):
         return None
-    return ChatCompletions(config.llm_url, config.llm_model,
-                           key=config.llm_key or os.environ.get(KEY_ENV) or None,
-                           timeout=config.llm_timeout_seconds, retries=config.llm_retries)
+    return ChatCompletions(config.llm.url, config.llm.model,
+                           key=config.llm.key or os.environ.get(KEY_ENV) or None,
+                           timeout=config.llm.timeout_seconds, retries=config.llm.retries)
 
 
 def hypothetical_passage(model: LanguageModel, question: str, notes: str) -> str | None:

@@ -76,16 +76,16 @@ class Planner:
         """Validate options and clamp the funnel (§3.3); a cursor's page resumes its query."""
         self._check(request)
         config = self._config
-        max_k = config.max_k
+        max_k = config.requests.max_k
         notes: list[str] = []
         k = min(request.k, max_k)
         if k < request.k:
             notes.append(f"k clamped to maxK={max_k}")
-        wanted = request.candidate_k or max(k, config.default_candidate_k)
+        wanted = request.candidate_k or max(k, config.requests.default_candidate_k)
         candidate_k = min(max(wanted, k), max_k)
         top_n = 0
         if request.rerank is not None:
-            wanted_top_n = request.rerank.top_n or config.default_rerank_top_n
+            wanted_top_n = request.rerank.top_n or config.rerank.default_top_n
             top_n = min(max(wanted_top_n, k), candidate_k)
         poisoned = self._feedback.poisoned
         plan = Plan(k=k, candidate_k=candidate_k, top_n=top_n, offset=0,
@@ -108,7 +108,7 @@ class Planner:
             raise InvalidInput("query must be a non-empty string", field="query")
         if request.mode not in MODES:
             raise Unsupported(f"mode {request.mode!r} is not supported", option="mode")
-        method = request.fusion or self._config.default_fusion
+        method = request.fusion or self._config.retrieve.fusion
         if request.mode == "hybrid" and method not in FUSION_METHODS:
             raise Unsupported(f"fusion {method!r} is not supported", option="fusion")
         if request.alpha is not None and not 0.0 <= request.alpha <= 1.0:

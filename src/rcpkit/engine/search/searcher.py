@@ -54,11 +54,11 @@ class Searcher:
         self._cursors = cursors
         self._sessions = sessions
         self._query_vectors: Recent[str, npt.NDArray[np.float32]] = Recent(
-            config.query_cache_size)
+            config.embedder.query_cache_size)
         self._recalled: Recent[tuple[str, str], tuple[list[Candidate], int]] = Recent(64)
         """First pages recalled approximately (HNSW), kept so their cursor pages replay the
         very same candidates instead of an exact recall that could differ (§10)."""
-        self._loaded: Recent[int, Loaded] = Recent(config.record_cache_size)
+        self._loaded: Recent[int, Loaded] = Recent(config.retrieve.record_cache_size)
         """Records, vectors and citations of recently returned rows (:func:`load`)."""
 
     def search(self, request: SearchRequest, *, progress: Progress | None = None,
@@ -93,8 +93,8 @@ class Searcher:
         else:
             stage("recall", 0.3)
         config = self._config
-        ranked = stages.fuse(request, candidates, default_method=config.default_fusion,
-                             default_alpha=config.default_fusion_alpha)
+        ranked = stages.fuse(request, candidates, default_method=config.retrieve.fusion,
+                             default_alpha=config.retrieve.fusion_alpha)
         stage("fuse", 0.5)
         if plan.reads_every_candidate(request):
             ranked = self._load(ranked, seq, text=False)
@@ -104,8 +104,8 @@ class Searcher:
                                    self._rerankers[request.rerank.method])
             reranked = len(ranked)
         stage("rerank", 0.7)
-        ranked = stages.adjust(request, plan, ranked, recency_weight=config.recency_weight,
-                               poison_penalty=config.poison_penalty)
+        ranked = stages.adjust(request, plan, ranked, recency_weight=config.retrieve.recency_weight,
+                               poison_penalty=config.poison.penalty)
         ranked = stages.diversify(request.mmr_lambda, ranked, query_vector)
         stage("diversify", 0.85)
         if request.min_score is not None:
@@ -161,8 +161,8 @@ class Searcher:
         tree = (request.filter if request.filter is None or request.filter_validated
                 else checked_filter(request.filter, plan.schema))
         config = self._config
-        complete = (config.fusion_complete_scores
-                    and (request.fusion or config.default_fusion) == "convex")
+        complete = (config.retrieve.fusion_complete_scores
+                    and (request.fusion or config.retrieve.fusion) == "convex")
         with self.recall.reading():
             seq = self._snapshots.resolve(plan.pinned)
             dense_hits, sparse_hits = self.recall.recall(

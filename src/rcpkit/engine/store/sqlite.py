@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rcpkit.engine.errors import Unavailable, disk_full, is_disk_full
-from rcpkit.files import private_dir, private_file
+from rcpkit.files import private_dir, private_file, sync_file
 
 from .base import (
     DocumentWrite,
@@ -433,8 +433,7 @@ def copy_database(source: Path, target: Path) -> None:
     finally:
         writing.close()
         reading.close()
-    with open(target, "rb+") as handle:
-        os.fsync(handle.fileno())
+    sync_file(target)
 
 
 def finish_transaction(db: sqlite3.Connection, exc: object,

@@ -92,7 +92,7 @@ def encode(vectors: np.ndarray) -> Int8Codes:
 
 def first_pass(codes: Int8Codes, query: np.ndarray) -> tuple[np.ndarray, float]:
     """float32 first-pass scores of the coded rows for ``query`` (a float32 ``(d,)``), and
-    the bound ``B``: each row's exact score (as :func:`DenseIndex._scores` computes it) is
+    the bound ``B``: each row's exact score (as :func:`.exact.scores` computes it) is
     within ``B`` of its first-pass score."""
     import numkong
 
