@@ -34,6 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from rcpkit.integrations.engines import open_engine
 from rcpkit.integrations.mcp_http import WORKER_HEADER
+from rcpkit.protocol.errors import RcpError
 from rcpkit.tenancy.keys import KeyStore
 from rcpkit.tenancy.limits import Limits
 from rcpkit.tenancy.scopes import Scopes
@@ -115,6 +116,8 @@ def served(sample_kb: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         requests_per_second=0.001, burst=1))[1]
     tokens["capped"] = keys.create("capped", Scopes.parse([f"{COLLECTION}:read"]), Limits(
         transform_n=1, graph_hops=1))[1]
+    tokens["editor"] = keys.create("editor", Scopes.parse([f"{COLLECTION}:read,write"]),
+                                   trust="trusted")[1]
     issuer = Issuer()
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -254,6 +257,52 @@ async def test_a_keys_fan_out_caps_hold_for_mcp_calls(served: Served) -> None:
         assert error["code"] == -32602 and error["data"]["field"] == field, error
     assert not left_out.is_error, left_out.content
     assert len(left_out.structured_content["queries"]) == 1
+
+
+async def _write_and_find(client: Client, doc_id: str, level: str | None) -> tuple[Any, Any]:
+    """An ``index_add`` of one document labelled ``level``, then a search for it."""
+    marker = f"zq{doc_id.replace('-', '')}"
+    meta = {"trust": level} if level else {}
+    added = await client.call_tool("index_add", {"documents": [
+        {"id": doc_id, "text": f"{marker} written through MCP", "meta": meta}]})
+    found = await client.call_tool("retrieve", {"query": marker, "k": 1, "mode": "sparse"})
+    return added, found
+
+
+async def test_a_keys_trust_grant_and_principal_hold_for_mcp_writes(served: Served) -> None:
+    """§15.2, §15.3 on the MCP surface as over RCP: a key granted ``trusted`` labels its
+    write so and it is read back so; a key without a grant gets the very refusal RCP sends
+    (``-32602`` on ``documents[0].meta.trust``, the engine's message) and writes nothing;
+    every write is stamped with the key's principal."""
+    async with mcp_client(served.url, served.tokens["editor"]) as client:
+        vetted, vetted_found = await _write_and_find(client, "vetted-note", "trusted")
+    async with mcp_client(served.url, served.tokens["writer"]) as client:
+        forged, forged_found = await _write_and_find(client, "forged-note", "trusted")
+        plain, plain_found = await _write_and_find(client, "plain-note", None)
+    async with open_engine(data=served.collection) as rcp:  # the same write over RCP
+        with pytest.raises(RcpError) as over_rcp:
+            await rcp.index_add([{"id": "forged-note", "text": "zqforgednote",
+                                  "meta": {"trust": "trusted"}}])
+    assert not vetted.is_error, vetted.content
+    [hit] = vetted_found.structured_content["hits"]
+    assert hit["id"] == "vetted-note#0" and hit["trust"] == {"level": "trusted"}
+    assert hit["meta"]["written_by"] == "editor"
+    assert forged.is_error and forged_found.structured_content["hits"] == []
+    assert forged.structured_content["error"] == {
+        "code": over_rcp.value.code, "message": over_rcp.value.message,
+        "data": {"field": "documents[0].meta.trust"}}
+    assert over_rcp.value.code == -32602
+    assert not plain.is_error, plain.content
+    [hit] = plain_found.structured_content["hits"]
+    assert hit["trust"] == {"level": "untrusted"} and hit["meta"]["written_by"] == "writer"
+
+
+async def test_an_oauth_subject_is_the_principal_of_its_writes(served: Served) -> None:
+    async with mcp_client(served.url, served.issuer.token(served.url)) as client:
+        added, found = await _write_and_find(client, "subject-note", None)
+    assert not added.is_error, added.content
+    [hit] = found.structured_content["hits"]
+    assert hit["meta"]["written_by"] == "oauth:agent-7" and "written_at" in hit["meta"]
 
 
 @pytest.mark.parametrize("token", ["elsewhere", "revoked", "forged", None])

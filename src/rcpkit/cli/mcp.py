@@ -47,15 +47,17 @@ def _headers(values: list[str]) -> dict[str, str]:
     return headers
 
 
-def _collection(data: Path | None, collection: str | None) -> tuple[Path | None, Path | None]:
-    """(the engine's data directory, the collections root whose keys apply, if any)."""
+def _collection(data: Path | None, collection: str | None,
+                ) -> tuple[Path | None, Path | None, bool]:
+    """(the engine's data directory, the collections root whose keys apply if any, whether
+    the engine is a collection of a root)."""
     from ..tenancy.collections import CollectionError, CollectionRegistry, is_collection_root
     from ..tenancy.keys import KeyStore
 
     if data is None or not is_collection_root(data):
         if collection is not None:
             _fail("--collection needs --data naming a collections root")
-        return data, None
+        return data, None, False
     registry = CollectionRegistry(data)
     if collection is None:
         _fail(f"{data} holds collections ({', '.join(registry.names()) or 'none yet'}): "
@@ -66,7 +68,15 @@ def _collection(data: Path | None, collection: str | None) -> tuple[Path | None,
         _fail(str(exc))
     # Keys apply once the root has any; fixed now, so a keys file that disappears later
     # leaves no key valid rather than the server open.
-    return directory, data if KeyStore(data).in_force() else None
+    return directory, data if KeyStore(data).in_force() else None, True
+
+
+def _as_stdio_peer(server: Any) -> None:
+    # Imported once the engine is open: the engine's modules load with it, not before
+    # the host's initialize is answered.
+    from ..tenancy.serving import as_stdio_peer
+
+    as_stdio_peer(server)
 
 
 def mcp(
@@ -125,7 +135,7 @@ def mcp(
 
     address = _host_port(listen) if listen is not None else None
     headers = _headers(header or [])
-    data, keys_root = _collection(data, collection)
+    data, keys_root, is_collection = _collection(data, collection)
     if address is None and (workers > 1 or oauth_issuer or oauth_jwks or public_url):
         _fail("--workers, --oauth-issuer, --oauth-jwks and --public-url need --listen")
     if (oauth_issuer is None) != (oauth_jwks is None):
@@ -155,6 +165,9 @@ def mcp(
                            oauth=oauth)
         serve: Callable[[], None] = functools.partial(serve_http, settings)
     else:
+        if is_collection:  # as `rcpkit serve --stdio` serves a collection
+            engine["govern"] = _as_stdio_peer
+
         async def run_stdio() -> None:
             opening = open_engine(**engine, client_info={"name": "rcpkit-mcp",
                                                          "version": __version__})

@@ -308,8 +308,7 @@ def _serve_collections(root: Path, names: list[str], address: tuple[str, int] | 
     """``serve --data ROOT`` on a root of collections: one over stdio, some or all over HTTP
     at ``<base>/<name>`` behind the root's keys (:mod:`rcpkit.tenancy`)."""
     from ..tenancy.collections import CollectionError, CollectionRegistry
-    from ..tenancy.provenance import stamp_writes
-    from ..tenancy.serving import build_access, serve_root
+    from ..tenancy.serving import as_stdio_peer, build_access, serve_root
 
     try:
         if "store" in engine_options:
@@ -319,8 +318,7 @@ def _serve_collections(root: Path, names: list[str], address: tuple[str, int] | 
             if len(names) != 1:
                 raise ConfigError("over stdio, name exactly one --collection")
             server = _engine_server(CollectionRegistry(root).path(names[0]), engine_options)
-            # The stdio peer is whoever started the process (§15.6).
-            stamp_writes(server, lambda _caller: "stdio")
+            as_stdio_peer(server)
             from ..transports.stdio import serve_stdio
 
             return serve_stdio(server, request_timeout_ms=options["request_timeout_ms"],

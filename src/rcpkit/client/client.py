@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack
 
 import msgspec
-import numpy as np
 
 from .. import __version__
 from ..protocol import filters
@@ -90,7 +89,6 @@ from ..protocol.types import (
     TransformResult,
     check_funnel,
 )
-from ..protocol.vectors import decode_vectors
 from .retry import NO_RETRY, RetryPolicy, is_retry_safe
 from .session import LogHandler, Outgoing, ProgressCallback, RpcSession, Transport
 from .transports import HttpTransport, StdioTransport
@@ -777,6 +775,8 @@ def _stack_embeddings(parts: list[EmbedResult]) -> EmbedResult:
     """One result for an ``embed`` sent in several requests (``batchLimit``, §7.3)."""
     if len(parts) == 1:
         return parts[0]
+    import numpy as np
+
     return msgspec.structs.replace(parts[0], vectors=np.vstack([part.vectors for part in parts]))
 
 
@@ -817,6 +817,10 @@ def _wire_params(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def _numpy_vectors(result: Any) -> Any:
     """Wire vectors (json or f32-base64, §7.3.1) → float32 numpy arrays."""
+    # numpy loads with the first result, not with the client: a process that only starts
+    # one (an MCP bridge answering initialize) does not wait for it.
+    from ..protocol.vectors import decode_vectors
+
     try:
         if isinstance(result, EmbedResult):
             return msgspec.structs.replace(result, vectors=decode_vectors(
@@ -838,6 +842,10 @@ def _numpy_vectors(result: Any) -> Any:
 def _hit_vector(hit: Hit) -> Hit:
     if hit.vector is None:
         return hit
+    import numpy as np
+
+    from ..protocol.vectors import decode_vectors
+
     if isinstance(hit.vector, str):
         vector = decode_vectors([hit.vector], _F32, None, field="hits.vector")[0]
     else:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..protocol import messages
@@ -36,14 +36,19 @@ class MemoryTransport:
 
     ``max_concurrency``, ``request_timeout_ms`` and ``max_batch`` are the
     dispatcher's own options, as a stdio server would use them; closing waits
-    ``stop_grace_s`` for in-flight requests, then cancels them.
+    ``stop_grace_s`` for in-flight requests, then cancels them. ``caller()``, asked as each
+    frame is sent, names who sends it when one connection carries several callers' requests
+    (a bridge serving many users): the server stamps, caps and grants per caller (§15.3,
+    §15.5, §15.2) as over an authenticated HTTP request. None: the session is the caller.
     """
 
     def __init__(self, server: Server, *, max_concurrency: int = 64,
                  request_timeout_ms: float | None = None, max_batch: int = 1024,
-                 stop_grace_s: float = 3.0) -> None:
+                 stop_grace_s: float = 3.0, caller: Callable[[], str | None] | None = None,
+                 ) -> None:
         self.server = server
         self.stop_grace_s = stop_grace_s
+        self.caller = caller
         self._options: dict[str, Any] = {"max_concurrency": max_concurrency,
                                          "request_timeout_ms": request_timeout_ms,
                                          "max_batch": max_batch}
@@ -75,7 +80,7 @@ class MemoryTransport:
         dispatcher = self._dispatcher
         if dispatcher is None or dispatcher.closed or self._ending is not None:
             raise TransportClosed("the in-memory server has stopped reading")
-        dispatcher.feed(messages.encode(frame))
+        dispatcher.feed(messages.encode(frame), None if self.caller is None else self.caller())
         if dispatcher.closed:  # an answered shutdown: the server stops reading (§13.1)
             self._ending = asyncio.ensure_future(self._end("the server shut down"))
 
@@ -101,9 +106,11 @@ async def connect_memory(server: Server, *, strict: bool = True,
                          log_handler: LogHandler | None = None, log_level: str | None = "info",
                          timeout: float = 30.0, retry: RetryPolicy = RetryPolicy(),
                          client_info: dict[str, str] | None = None,
-                         request_timeout_ms: float | None = None) -> AsyncClient:
-    """An :class:`AsyncClient` on ``server`` in this process, initialized (§7.1)."""
-    transport = MemoryTransport(server, request_timeout_ms=request_timeout_ms)
+                         request_timeout_ms: float | None = None,
+                         caller: Callable[[], str | None] | None = None) -> AsyncClient:
+    """An :class:`AsyncClient` on ``server`` in this process, initialized (§7.1); ``caller``
+    as :class:`MemoryTransport` takes it."""
+    transport = MemoryTransport(server, request_timeout_ms=request_timeout_ms, caller=caller)
     return await AsyncClient.open(transport, strict=strict, log_handler=log_handler,
                                   log_level=log_level, timeout=timeout, retry=retry,
                                   client_info=client_info)

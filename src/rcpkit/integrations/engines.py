@@ -8,13 +8,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..client import AsyncClient, connect_http, connect_stdio
 from ..client.memory import connect_memory
 from ..protocol.errors import BackendUnavailable, UsageError
+
+if TYPE_CHECKING:
+    from ..server.framework import Server
 
 __all__ = ["open_engine"]
 
@@ -23,17 +26,25 @@ __all__ = ["open_engine"]
 async def open_engine(*, stdio: str | Sequence[str] | None = None, http: str | None = None,
                       data: str | Path | None = None, headers: Mapping[str, str] | None = None,
                       auth: str | None = None, client_info: Mapping[str, str] | None = None,
+                      govern: Callable[[Server], None] | None = None,
+                      caller: Callable[[], str | None] | None = None,
                       ) -> AsyncIterator[AsyncClient]:
     """``async with open_engine(stdio="rcpkit serve --stdio") as client:`` — exactly one of
     ``stdio`` (a command line), ``http`` (the base URL) or ``data`` (a data directory of the
-    built-in engine, opened in this process and closed on exit)."""
+    built-in engine, opened in this process and closed on exit).
+
+    In process, ``govern(server)`` adapts the server before it serves (each caller's
+    stamps, caps and trust grant: :func:`rcpkit.tenancy.serving.govern_writes`), and
+    ``caller()`` names who sends each request (:class:`~rcpkit.client.memory.MemoryTransport`)."""
     if sum(target is not None for target in (stdio, http, data)) != 1:
         raise UsageError("give exactly one engine: a command (stdio), a URL (http) or a "
                          "data directory")
     if (headers or auth) and http is None:
         raise UsageError("headers and auth apply to an engine reached over HTTP")
+    if (govern or caller) and data is None:
+        raise UsageError("govern and caller apply to an engine in this process")
     if data is not None:
-        async with _in_process_engine(Path(data), client_info) as client:
+        async with _in_process_engine(Path(data), client_info, govern, caller) as client:
             yield client
         return
     try:
@@ -54,6 +65,8 @@ async def open_engine(*, stdio: str | Sequence[str] | None = None, http: str | N
 
 @contextlib.asynccontextmanager
 async def _in_process_engine(data: Path, client_info: Mapping[str, str] | None,
+                             govern: Callable[[Server], None] | None,
+                             caller: Callable[[], str | None] | None,
                              ) -> AsyncIterator[AsyncClient]:
     # The engine's dependencies load only when it is used.
     from ..binding import bind
@@ -75,7 +88,10 @@ async def _in_process_engine(data: Path, client_info: Mapping[str, str] | None,
     except EngineError as exc:
         raise wire_error(exc) from None
     try:
-        client = await connect_memory(bind(engine), log_level=None,
+        server = bind(engine)
+        if govern is not None:
+            govern(server)
+        client = await connect_memory(server, log_level=None, caller=caller,
                                       client_info=dict(client_info or {}) or None)
         try:
             yield client

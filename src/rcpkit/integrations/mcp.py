@@ -374,15 +374,24 @@ class _Documents:
         return [self.resource(hit) for hit in reversed(self._hits.values())]
 
 
-def _refuse_claimed_trust(documents: Any) -> None:
-    """Content written through MCP comes from a model or its user, so it cannot label
-    itself trusted (§15.2, §15.3): a ``meta.trust`` above ``untrusted`` is ``-32602``."""
-    for index, document in enumerate(documents if isinstance(documents, list) else ()):
-        meta = document.get("meta") if isinstance(document, dict) else None
-        if isinstance(meta, dict) and meta.get("trust", "untrusted") != "untrusted":
-            raise InvalidParams("documents added through MCP cannot claim trust; index "
-                                "vetted content with the engine's own tools",
+def _untrusted(documents: Any) -> Any:
+    """``documents`` of a caller the engine does not know (it knows only the bridge): the
+    caller holds no grant, so each is labelled ``untrusted`` and a higher ``meta.trust`` is
+    ``-32602``, as the engine refuses it (§15.2, fail closed)."""
+    if not isinstance(documents, list):
+        return documents  # not documents: the engine's own check refuses them
+    labelled = []
+    for index, document in enumerate(documents):
+        meta = document.get("meta") or {} if isinstance(document, dict) else None
+        if not isinstance(meta, dict):  # malformed: the engine's own check refuses it
+            labelled.append(document)
+            continue
+        if meta.get("trust", "untrusted") != "untrusted":
+            raise InvalidParams("this writer may label documents at most 'untrusted': trust "
+                                "is granted by the operator (§15.2)",
                                 field=f"documents[{index}].meta.trust")
+        labelled.append({**document, "meta": {**meta, "trust": "untrusted"}})
+    return labelled
 
 
 class McpBridge:
@@ -390,11 +399,16 @@ class McpBridge:
 
     ``client`` stays open for the bridge's lifetime (the caller owns it). With
     ``allow_writes=False`` no tool can change the corpus, whatever the engine allows.
+    The trust a write may name is the engine's to decide (§15.2), as for an RCP write of
+    the same principal: the engine knows who writes when it runs in process or when the
+    bridge is its one caller (stdio). ``engine_knows_callers=False`` is for an engine that
+    knows only the bridge while others call the bridge: their writes are ``untrusted``.
     """
 
     def __init__(self, client: AsyncClient, *, allow_writes: bool = True,
-                 remembered_documents: int = 1000) -> None:
+                 remembered_documents: int = 1000, engine_knows_callers: bool = True) -> None:
         self.client = client
+        self.engine_knows_callers = engine_knows_callers
         self.engine = client.server.name
         caps = client.capabilities
         self.tools = {tool.name: tool for tool in _TOOLS
@@ -456,7 +470,8 @@ class McpBridge:
         missing = [name for name in schema.get("required", []) if name not in arguments]
         if missing:
             raise InvalidParams(f"{tool.name} needs {', '.join(missing)}", field=missing[0])
-        _refuse_claimed_trust(arguments.get("documents"))
+        if not self.engine_knows_callers and "documents" in arguments:
+            arguments = {**arguments, "documents": _untrusted(arguments["documents"])}
         kwargs = {_snake(name): value for name, value in arguments.items()}
         if tool.row.name == "retrieve":
             kwargs.setdefault("k", schema["properties"]["k"]["default"])

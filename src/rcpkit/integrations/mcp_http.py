@@ -12,6 +12,11 @@ worker processes, with bearer-token auth (``pip install 'rcpkit[mcp]'``, OAuth a
   ``read`` lists and calls the read-only tools and the resources, ``write`` the others
   (§15.6). No or a bad token is 401, a token granting neither action 403. A key's rate,
   concurrency and write-quota limits hold for each call (§15.5).
+- Writes as over RCP (engine in this process): each call reaches the engine as its
+  principal's request (the key's principal, ``oauth:<sub>`` for a token), so the key's trust
+  grant or the collection's ``trust`` setting bounds the labels it may write (§15.2), its
+  fan-out caps hold (§15.5) and its writes are stamped ``written_by`` (§15.3). Without a
+  principal (no auth configured), writes name no trust above ``untrusted``.
 - OAuth 2.1 resource server as the MCP authorization spec asks: Protected Resource Metadata
   (RFC 9728) at ``/.well-known/oauth-protected-resource`` (and its path-suffixed form),
   ``WWW-Authenticate: Bearer resource_metadata="…"`` on a 401, JWT access tokens (RFC 9068)
@@ -38,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
-import msgspec
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
@@ -59,7 +63,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..protocol.errors import RateLimited, RcpError, Unauthorized, UsageError
-from ..protocol.methods import decode_params
 from ..tenancy.keys import KeyStore, KeyStoreError
 from ..tenancy.scopes import ACTIONS, Action
 from ..transports.http.workers import _listen
@@ -79,6 +82,7 @@ WORKER_HEADER = "rcpkit-worker"
 _WELL_KNOWN = "/.well-known/oauth-protected-resource"
 _KEY_CLAIM = "rcpkit_key"
 """Set by :class:`TokenCheck` on a key's token only (never copied from a JWT's claims)."""
+_KEY_CALLER, _OAUTH_CALLER = "key-", "oauth-"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -162,9 +166,10 @@ class TokenCheck:
         oauth = self.oauth
         try:
             key = self._jwks.get_signing_key_from_jwt(token)
+            # ``sub`` names who writes (RFC 9068 requires it): no principal, no token.
             claims = jwt.decode(token, key, algorithms=list(oauth.algorithms),
                                 audience=oauth.resource, issuer=oauth.issuer,
-                                options={"require": ["exp", "iss", "aud"]})
+                                options={"require": ["exp", "iss", "aud", "sub"]})
         except jwt.PyJWTError as exc:
             logger.info("refused an access token: %s", exc)
             return None
@@ -173,8 +178,8 @@ class TokenCheck:
             else {str(scope) for scope in granted} if isinstance(granted, list) else set()
         actions = [action for action, scope in (("read", oauth.read_scope),
                                                 ("write", oauth.write_scope)) if scope in scopes]
-        subject = claims.get("sub")
-        return AccessToken(token=token, client_id=str(claims.get("client_id", subject or "")),
+        subject = str(claims["sub"])
+        return AccessToken(token=token, client_id=str(claims.get("client_id", subject)),
                            scopes=actions, expires_at=int(claims["exp"]),
                            resource=oauth.resource, subject=subject,
                            claims={"iss": claims["iss"]})
@@ -237,11 +242,8 @@ class ScopedBridge(McpBridge):
         if wait is not None:
             return _error_result(RateLimited("rate limit", retryAfterMs=math.ceil(wait * 1000)))
         try:
-            method = self.tools[params.name].row.name
-            arguments = params.arguments or {}
-            self.access.authorizer(self.collection)(principal.caller, method, arguments)
-            params = params.model_copy(update={
-                "arguments": _held_to_caps(principal, method, arguments)})
+            self.access.authorizer(self.collection)(
+                principal.caller, self.tools[params.name].row.name, params.arguments or {})
             return await super()._call_tool(ctx, params)
         except RcpError as exc:
             return _error_result(exc)
@@ -250,11 +252,10 @@ class ScopedBridge(McpBridge):
 
     def _key_principal(self) -> Principal | None:
         """The key behind this request's token (None: an OAuth token, or no auth)."""
-        token = get_access_token()
-        key_id = (token.claims or {}).get(_KEY_CLAIM) if token else None
-        if key_id is None or self.access is None:
+        caller = _token_caller()
+        if caller is None or not caller.startswith(_KEY_CALLER) or self.access is None:
             return None
-        return self.access.principal(f"key-{key_id}")
+        return self.access.principal(caller)
 
     async def _list_resources(self, ctx: ServerRequestContext[Any],
                               params: types.PaginatedRequestParams | None,
@@ -280,19 +281,35 @@ class ScopedBridge(McpBridge):
         return await super()._read_resource(ctx, params)
 
 
-def _held_to_caps(principal: Principal, method: str,
-                  arguments: dict[str, Any]) -> dict[str, Any]:
-    """The tool's ``arguments`` held to the key's fan-out caps by the rule RCP requests
-    follow (:func:`rcpkit.tenancy.access.held_to_caps`): over the cap is ``-32602``, and a
-    value left out is the server's default lowered to the cap, sent explicitly."""
-    from ..tenancy.access import held_to_caps
+def _token_caller() -> str | None:
+    """Who this request's token names, as the engine's caller (:attr:`Context.caller`):
+    ``key-<id>`` for a key (as RCP over HTTP names it), ``oauth-<sub>`` for an access
+    token, None without one."""
+    token = get_access_token()
+    if token is None:
+        return None
+    key_id = (token.claims or {}).get(_KEY_CLAIM)
+    if key_id is not None:
+        return f"{_KEY_CALLER}{key_id}"
+    return None if token.subject is None else f"{_OAUTH_CALLER}{token.subject}"
 
-    typed = decode_params(method, arguments)
-    held = held_to_caps(principal, method, typed)
-    if held is typed:
-        return arguments
-    return {**arguments, **{name: value for name, value in msgspec.to_builtins(held).items()
-                            if name not in arguments}}
+
+def _principal_of(access: Access | None) -> Callable[[str | None], Principal | None]:
+    """The principal behind each caller :func:`_token_caller` names: a live key's (its
+    grant, caps and name, :meth:`Access.principal`), or a token subject's, ``oauth:<sub>``,
+    which holds no grant and no caps of a key; None for anyone else."""
+    from ..tenancy.access import Principal
+    from ..tenancy.limits import Limits
+    from ..tenancy.scopes import Scopes
+
+    def resolve(caller: str | None) -> Principal | None:
+        if caller is not None and caller.startswith(_OAUTH_CALLER):
+            subject = caller.removeprefix(_OAUTH_CALLER)
+            return Principal(caller, f"oauth:{subject}", Scopes({}), Limits())
+        if caller is not None and caller.startswith(_KEY_CALLER) and access is not None:
+            return access.principal(caller)
+        return None
+    return resolve
 
 
 def _worker_header(app: ASGIApp) -> ASGIApp:
@@ -353,23 +370,41 @@ def build_app(bridge: ScopedBridge, settings: McpHttp) -> Starlette:
     return app
 
 
-def _bridge(client: Any, settings: McpHttp) -> ScopedBridge:
-    access = None
-    if settings.keys_root is not None:
-        # Only with keys: the tenancy layer imports the engine's.
-        from ..tenancy.serving import build_access
+def _access(settings: McpHttp) -> Access | None:
+    """The keys and limits of the collections root (None: no keys)."""
+    if settings.keys_root is None:
+        return None
+    # Only with keys: the tenancy layer imports the engine's.
+    from ..tenancy.serving import build_access
 
-        try:
-            access = build_access(settings.keys_root)
-        except (ValueError, KeyStoreError) as exc:  # a bad [limits] or [limits_store] table
-            raise UsageError(f"{settings.keys_root}: {exc}") from None
+    try:
+        return build_access(settings.keys_root)
+    except (ValueError, KeyStoreError) as exc:  # a bad [limits] or [limits_store] table
+        raise UsageError(f"{settings.keys_root}: {exc}") from None
+
+
+def _bridge(client: Any, settings: McpHttp, access: Access | None) -> ScopedBridge:
     return ScopedBridge(client, allow_writes=not settings.read_only,
                         authenticated=settings.authenticated, access=access,
-                        collection=settings.collection or "")
+                        collection=settings.collection or "",
+                        engine_knows_callers=_in_process(settings))
 
 
-def _engine_options(settings: McpHttp) -> dict[str, Any]:
-    return {**settings.engine, "client_info": {"name": "rcpkit-mcp", "version": __version__}}
+def _in_process(settings: McpHttp) -> bool:
+    return settings.engine.get("data") is not None
+
+
+def _engine_options(settings: McpHttp, access: Access | None) -> dict[str, Any]:
+    """:func:`~.engines.open_engine`'s arguments; an engine in this process answers each
+    call as the principal of its token (see the module doc)."""
+    options = {**settings.engine, "client_info": {"name": "rcpkit-mcp", "version": __version__}}
+    if _in_process(settings):
+        from ..tenancy.serving import govern_writes
+
+        options["govern"] = functools.partial(govern_writes, principal_of=_principal_of(access),
+                                              unidentified_trust="untrusted")
+        options["caller"] = _token_caller
+    return options
 
 
 class _WorkerApp:
@@ -393,9 +428,10 @@ class _WorkerApp:
         await receive()  # lifespan.startup
         async with contextlib.AsyncExitStack() as stack:
             try:
+                access = _access(self.settings)
                 client = await stack.enter_async_context(
-                    open_engine(**_engine_options(self.settings)))
-                self.app = build_app(_bridge(client, self.settings), self.settings)
+                    open_engine(**_engine_options(self.settings, access)))
+                self.app = build_app(_bridge(client, self.settings, access), self.settings)
                 await stack.enter_async_context(self.app.router.lifespan_context(self.app))
             except (RcpError, UsageError) as exc:
                 self.failure = exc.message if isinstance(exc, RcpError) else str(exc)
@@ -431,8 +467,9 @@ def _announce(listener: socket.socket, settings: McpHttp) -> None:
 async def _check_engine(settings: McpHttp) -> None:
     """Open the engine and the root's keys and limits once, so a bad target or setting
     fails here, not in every worker."""
-    async with open_engine(**_engine_options(settings)) as client:
-        _bridge(client, settings)
+    access = _access(settings)
+    async with open_engine(**_engine_options(settings, access)) as client:
+        _bridge(client, settings, access)
 
 
 def _worker(settings: McpHttp, port: int, ready: Any) -> None:

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any, TypeVar
 
 import msgspec
-import numpy as np
 
 from .errors import InvalidParams
 
@@ -130,7 +130,8 @@ def _plain(obj: Any) -> Any:
 
 def _numpy_hook(value: Any) -> Any:
     """Engines hand over numpy scalars and arrays; they travel as plain numbers/lists."""
-    if isinstance(value, np.generic | np.ndarray):
+    np = sys.modules.get("numpy")  # not loaded: no value here is numpy's
+    if np is not None and isinstance(value, np.generic | np.ndarray):
         return value.tolist()
     raise NotImplementedError(f"cannot encode {type(value).__name__}")
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Annotated, Any, Literal
 
 import msgspec
-import numpy as np
 import orjson
 
 from ..scalar_text import is_scalar_text, non_scalar_path
@@ -276,7 +276,8 @@ def encode(message: Any) -> bytes:
 def _default(value: Any) -> Any:
     if isinstance(value, msgspec.Struct):
         return msgspec.to_builtins(value)
-    if isinstance(value, np.generic):
+    np = sys.modules.get("numpy")  # not loaded: no value here is numpy's
+    if np is not None and isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"cannot serialise {type(value).__name__}")
 

@@ -230,8 +230,10 @@ class Dispatcher:
         """Set the sink for every outgoing frame (replies and notifications) in stream mode."""
         self._emit = emit
 
-    def feed(self, frame: bytes) -> None:
+    def feed(self, frame: bytes, caller: str | None = None) -> None:
         """Schedule one received frame; replies go to the ``emit`` sink as they complete.
+        ``caller`` names who sent it when the stream carries several callers' requests
+        (:attr:`Context.caller`; None: the session's).
 
         Frames after a ``shutdown`` request are ignored (§13.1).
         """
@@ -242,14 +244,14 @@ class Dispatcher:
             raise UsageError("call Dispatcher.start(emit) before feed()")
         parsed = messages.parse(frame)
         if isinstance(parsed, list):
-            started = self._begin_batch(parsed, emit)
+            started = self._begin_batch(parsed, emit, caller)
             if isinstance(started, dict):
                 self._emit_reply(started)
             else:
                 self._spawn(self._emit_batch(started))
             return
-        outcome = (self._begin_request(parsed, emit, None, None) if type(parsed) is Request
-                   else self._begin(parsed, emit))
+        outcome = (self._begin_request(parsed, emit, caller, None) if type(parsed) is Request
+                   else self._begin(parsed, emit, caller))
         if outcome is None:
             return
         if isinstance(outcome, asyncio.Task):

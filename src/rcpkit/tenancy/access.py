@@ -38,7 +38,8 @@ from .keys import KeyRecord, KeyStore, KeyStoreError
 from .limits import Limiter, Limits, QuotaExceeded
 from .scopes import ANY_COLLECTION, Scopes, action_of
 
-__all__ = ["Access", "CollectionGate", "Principal", "cap_fan_out", "held_to_caps", "hidden"]
+__all__ = ["Access", "CollectionGate", "Principal", "PrincipalOf", "cap_fan_out", "held_to_caps",
+           "hidden"]
 
 logger = logging.getLogger("rcpkit.server")
 
@@ -240,7 +241,12 @@ _FAN_OUT: tuple[tuple[str, str, Callable[[Limits], int | None], Callable[[Any], 
 """method, field, the principal's cap on it, the server's value when a request leaves it out."""
 
 
-def cap_fan_out(server: Server, access: Access) -> None:
+PrincipalOf = Callable[[str | None], Principal | None]
+"""A caller (:attr:`Context.caller`) → its principal, None when it is none (anonymous,
+revoked): :meth:`Access.principal`, or a bridge's own resolution of its callers."""
+
+
+def cap_fan_out(server: Server, principal_of: PrincipalOf) -> None:
     """§15.5: make ``server`` hold each caller's own caps on ``query/transform`` ``n`` and
     ``graph`` ``hops`` (:class:`.limits.Limits`), below the advertised ``maxN``/``maxHops``.
 
@@ -252,11 +258,11 @@ def cap_fan_out(server: Server, access: Access) -> None:
         handler = server.handlers.get(method)
         if handler is not None:
             server.add_method(method, _before(handler, functools.partial(
-                _capped, access, method)))
+                _capped, principal_of, method)))
 
 
-def _capped(access: Access, method: str, params: Any, ctx: Context) -> Any:
-    return held_to_caps(access.principal(ctx.caller), method, params)
+def _capped(principal_of: PrincipalOf, method: str, params: Any, ctx: Context) -> Any:
+    return held_to_caps(principal_of(ctx.caller), method, params)
 
 
 def held_to_caps(principal: Principal | None, method: str, params: Any) -> Any:

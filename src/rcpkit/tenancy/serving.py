@@ -17,7 +17,7 @@ from typing import Any
 
 from ..binding import build_server, grant_trust
 from ..server.framework import Server
-from .access import Access, RefusalHook, cap_fan_out
+from .access import Access, PrincipalOf, RefusalHook, cap_fan_out
 from .app import CollectionsApp, create_collections_app
 from .collections import CollectionRegistry
 from .keys import KeyStore
@@ -25,11 +25,13 @@ from .limits import CounterStore, Limiter, Limits
 from .provenance import stamp_writes
 from .shared_limits import LIMITS_FILE, PostgresCounters, SharedCounters
 
-__all__ = ["ANONYMOUS", "build_access", "default_limits", "limit_counters", "open_collections",
-           "serve_root"]
+__all__ = ["ANONYMOUS", "STDIO_PRINCIPAL", "as_stdio_peer", "build_access", "default_limits",
+           "govern_writes", "limit_counters", "open_collections", "serve_root"]
 
 ANONYMOUS = "anonymous"
 """The principal recorded for writes on a server without keys or tokens."""
+STDIO_PRINCIPAL = "stdio"
+"""The principal recorded for writes over stdio (:func:`as_stdio_peer`)."""
 
 ROOT_CONFIG = "rcpkit.toml"
 
@@ -94,21 +96,35 @@ def open_collections(root: Path, names: Sequence[str] | None, access: Access,
         path = registry.path(name)
         server = open_server(path) if open_server is not None \
             else build_server(path, **engine_options)
-        stamp_writes(server, lambda caller: _principal_name(access, caller))
-        cap_fan_out(server, access)
-        grant_trust(server, lambda caller: _trust_grant(access, caller))
+        govern_writes(server, access.principal)
         opened[name] = server
     return opened
 
 
-def _principal_name(access: Access, caller: str | None) -> str:
-    principal = access.principal(caller)
-    return ANONYMOUS if principal is None else principal.name
+def govern_writes(server: Server, principal_of: PrincipalOf, *,
+                  unidentified_trust: str | None = None) -> None:
+    """Make ``server`` answer each caller as its principal (``principal_of(caller)``): its
+    ``index/add`` stamped with the principal's name (:mod:`.provenance`, ``anonymous``
+    for none), its fan-out held to the principal's caps (:func:`.access.cap_fan_out`), and
+    its writes labelled at most the principal's trust grant (§15.2; no grant: the
+    collection's setting; no principal: ``unidentified_trust``, None for the setting)."""
+    def name(caller: str | None) -> str:
+        principal = principal_of(caller)
+        return ANONYMOUS if principal is None else principal.name
+
+    def grant(caller: str | None) -> str | None:
+        principal = principal_of(caller)
+        return unidentified_trust if principal is None else principal.trust
+
+    stamp_writes(server, name)
+    cap_fan_out(server, principal_of)
+    grant_trust(server, grant)
 
 
-def _trust_grant(access: Access, caller: str | None) -> str | None:
-    principal = access.principal(caller)
-    return None if principal is None else principal.trust
+def as_stdio_peer(server: Server) -> None:
+    """Stamp ``server``'s writes as the stdio peer's: whoever started the process, the
+    local operator (§15.6), whose writes the collection's ``trust`` setting labels."""
+    stamp_writes(server, lambda _caller: STDIO_PRINCIPAL)
 
 
 def serve_root(root: Path, names: Sequence[str] | None, access: Access, *,

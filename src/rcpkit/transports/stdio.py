@@ -133,7 +133,8 @@ async def _serve(server: Server, in_fd: int, out_fd: int, max_line: int,
     writer = _FrameWriter(out_fd, loop)
     dispatcher = Dispatcher(server, trace_attributes={"rcp.collection": server.name},
                             **dispatcher_options)
-    feed, emit = dispatcher.feed, writer.emit
+    feed: Callable[[bytes], None] = dispatcher.feed
+    emit = writer.emit
     if access_log is not None:  # the stdio peer is whoever started the process (§15.6)
         seen = StreamAccess(access_log, server.name, "stdio")
 
