@@ -230,6 +230,7 @@ async def test_bad_calls_are_tool_errors_with_the_rcp_error(sample_kb: Path) -> 
     assert not fine.is_error and len(fine.structured_content["hits"]) == 1
 
 
+@pytest.mark.wire
 async def test_a_stdio_bridge_on_a_collection_writes_as_rcp_over_stdio(tmp_path: Path) -> None:
     """§15.2, §15.3: ``rcpkit mcp --data ROOT --collection NAME`` on stdio writes as the local
     operator, exactly as ``rcpkit serve --stdio`` on that collection: the collection's
