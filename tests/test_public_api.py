@@ -33,6 +33,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         rcpkit.Clinet  # type: ignore[attr-defined]  # noqa: B018
 
 
+@pytest.mark.wire
 def test_importing_the_package_loads_no_client_or_numpy() -> None:
     loaded = subprocess.run(
         [sys.executable, "-c", "import rcpkit, sys; print(sorted(m for m in sys.modules "

@@ -4,12 +4,16 @@ command has."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import re
 import shlex
 import tomllib
 from pathlib import Path
+from typing import Any
 
+import typer
 from typer.testing import CliRunner
 
 from rcpkit.cli import app
@@ -47,13 +51,29 @@ def _commands(text: str = README) -> list[list[str]]:
     return commands
 
 
-def _assert_flags_exist(commands: list[list[str]]) -> None:
+@functools.cache
+def _help(*path: str) -> str:
+    """``rcpkit PATH --help``. Typer's runner would rebuild the whole command tree for each
+    call (most of its cost), so the tree is built once and run under the runner's isolation."""
+    command = _command()
     runner = CliRunner()
+    with runner.isolation() as (_, _, output):
+        with contextlib.suppress(SystemExit):
+            command.main([*path, "--help"], prog_name=runner.get_default_prog_name(command))
+        return output.getvalue().decode()
+
+
+@functools.cache
+def _command() -> Any:
+    return typer.main.get_command(app)
+
+
+def _assert_flags_exist(commands: list[list[str]]) -> None:
     for words in commands:
         path = [w for w in words[:2] if not w.startswith("-")]
-        help_text = runner.invoke(app, [*path[:1], "--help"]).output
+        help_text = _help(*path[:1])
         if len(path) > 1 and path[1] in help_text:
-            help_text = runner.invoke(app, [*path, "--help"]).output
+            help_text = _help(*path)
         for flag in (w.split("=")[0] for w in words if w.startswith("--")):
             assert flag in help_text, (words, flag)
 

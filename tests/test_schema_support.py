@@ -41,11 +41,13 @@ def run_probe(tmp_path: Path, **env: str) -> str:
     return run.stdout
 
 
+@pytest.mark.wire
 def test_a_missing_schema_fails_every_check_under_ci(tmp_path: Path) -> None:
     summary = run_probe(tmp_path, CI="true").strip().splitlines()[-1]
     assert summary.startswith("3 failed"), summary
 
 
+@pytest.mark.wire
 def test_a_missing_schema_skips_visibly_outside_ci(tmp_path: Path) -> None:
     output = run_probe(tmp_path)
     assert "1 passed, 2 skipped" in output, output

@@ -34,6 +34,7 @@ def test_split_is_deterministic_disjoint_and_covers_the_corpus() -> None:
     assert [d.id for d in bench.split(corpus)[0]] == [d.id for d in half_a]
 
 
+@pytest.mark.wire
 def test_quick_run_prints_every_mode_and_fusion() -> None:
     completed = subprocess.run([sys.executable, str(SCRIPT), "--quick"], capture_output=True,
                                text=True, timeout=110, check=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.wire]
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.wire
+
 BLOCKED = ("igraph", "scipy", "scipy.sparse", "scipy.cluster", "scipy.cluster.vq")
 
 PROGRAM = f"""

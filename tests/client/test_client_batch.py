@@ -38,6 +38,7 @@ from rcpkit.protocol.errors import (
 from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
 from support.http import LoopbackServer
+from support.waiting import until_async
 
 DOCUMENTS = [{"id": "eiffel", "text": "the eiffel tower stands in paris"},
              {"id": "colosseum", "text": "the colosseum stands in rome"}]
@@ -71,7 +72,8 @@ for line in sys.stdin:
 """
 
 
-@pytest.fixture(params=["memory", "http-stateless", "http-token"])
+@pytest.fixture(params=["memory", *(pytest.param(kind, marks=pytest.mark.wire)
+                                     for kind in ("http-stateless", "http-token"))])
 async def client(request: pytest.FixtureRequest) -> AsyncIterator[AsyncClient]:
     """rcpkit's example server, with the two documents indexed."""
     if request.param == "memory":
@@ -133,6 +135,7 @@ async def test_each_member_gets_its_own_result_or_error(
     assert bool(events) is not isinstance(client.session.transport, HttpTransport)
 
 
+@pytest.mark.wire
 async def test_a_batch_is_one_post_to_the_base_path(monkeypatch: pytest.MonkeyPatch) -> None:
     paths: list[str | None] = []
     original = HttpPool.post
@@ -193,8 +196,7 @@ async def test_cancelling_send_cancels_the_members(client: AsyncClient) -> None:
     batch = client.batch()
     slow = batch.call("x-test/sleep", {"seconds": 1})
     sending = asyncio.create_task(batch.send())
-    while client.session.in_flight == 0:
-        await asyncio.sleep(0.01)
+    await until_async(lambda: client.session.in_flight, what="the batch is in flight")
     sending.cancel()
     with pytest.raises(asyncio.CancelledError):
         await sending

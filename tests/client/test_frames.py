@@ -11,6 +11,7 @@ import pytest
 from rcpkit.client import connect_stdio, filters
 from rcpkit.client.transports import StdioTransport
 from support.schema import assert_frame, requires_schema
+from support.waiting import until_async
 
 
 @requires_schema
@@ -32,8 +33,7 @@ async def test_client_frames_match_the_schema(scripted: list[str], ref_stdio: li
         await client.info()
     async with await connect_stdio(scripted) as client:
         task = asyncio.create_task(client.retrieve("sleep:30", deadline_ms=10_000))
-        while client.session.in_flight == 0:
-            await asyncio.sleep(0.01)
+        await until_async(lambda: client.session.in_flight, what="the call is in flight")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

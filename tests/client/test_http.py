@@ -145,6 +145,7 @@ def scripted_http() -> Iterator[tuple[str, Scripted]]:
 FAST = RetryPolicy(max_attempts=3, base_delay_s=0.01)
 
 
+@pytest.mark.wire
 async def test_session_token_is_sent_and_released(scripted_http: tuple[str, Scripted]) -> None:
     url, app = scripted_http
     async with await connect_http(url, retry=FAST) as client:
@@ -153,6 +154,7 @@ async def test_session_token_is_sent_and_released(scripted_http: tuple[str, Scri
     assert app.shutdowns == 1  # close() ends the server-side session
 
 
+@pytest.mark.wire
 async def test_expired_session_is_renegotiated(scripted_http: tuple[str, Scripted]) -> None:
     url, app = scripted_http
     async with await connect_http(url, retry=FAST) as client:
@@ -161,6 +163,7 @@ async def test_expired_session_is_renegotiated(scripted_http: tuple[str, Scripte
         assert app.minted == 2
 
 
+@pytest.mark.wire
 async def test_429_retry_after_is_honoured(scripted_http: tuple[str, Scripted]) -> None:
     url, app = scripted_http
     async with await connect_http(url, retry=FAST) as client:
@@ -168,6 +171,7 @@ async def test_429_retry_after_is_honoured(scripted_http: tuple[str, Scripted]) 
         assert app.calls["busy"] == 3
 
 
+@pytest.mark.wire
 async def test_status_codes_map_to_rcp_errors(scripted_http: tuple[str, Scripted]) -> None:
     url, app = scripted_http
     async with await connect_http(url, retry=FAST) as client:
@@ -181,6 +185,7 @@ async def test_status_codes_map_to_rcp_errors(scripted_http: tuple[str, Scripted
             await client.retrieve("empty")
 
 
+@pytest.mark.wire
 async def test_writes_are_retried_only_with_explicit_ids(
         scripted_http: tuple[str, Scripted]) -> None:
     url, app = scripted_http
@@ -193,6 +198,7 @@ async def test_writes_are_retried_only_with_explicit_ids(
         assert app.calls["index/add"] == 1 + 3
 
 
+@pytest.mark.wire
 async def test_progress_over_sse_from_a_streaming_app(
         scripted_http: tuple[str, Scripted]) -> None:
     url, _ = scripted_http
@@ -203,11 +209,13 @@ async def test_progress_over_sse_from_a_streaming_app(
         assert stream.result.hits[0].id == "sse"
 
 
+@pytest.mark.wire
 async def test_unreachable_server_is_transport_closed() -> None:
     with pytest.raises(TransportClosed):
         await connect_http("http://127.0.0.1:9/rcp", retry=RetryPolicy(max_attempts=1))
 
 
+@pytest.mark.wire
 async def test_auth_and_headers_are_sent(scripted_http: tuple[str, Scripted]) -> None:
     url, app = scripted_http
     async with await connect_http(url, auth="s3cret"):
@@ -218,6 +226,7 @@ async def test_auth_and_headers_are_sent(scripted_http: tuple[str, Scripted]) ->
     assert app.authorization[-1] == "Basic " + base64.b64encode(b"ann:pw").decode()
 
 
+@pytest.mark.wire
 async def test_keep_alive_reuses_one_connection(scripted_http: tuple[str, Scripted],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     url, _ = scripted_http

@@ -15,13 +15,15 @@ from rcpkit.protocol.errors import InternalError, NotFound
 from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
 from support.http import LoopbackServer
+from support.waiting import until_async
 
 EXAMPLE = Path(__file__).parents[1] / "support" / "example_server.py"
 DOCUMENTS = [{"id": "eiffel", "text": "the eiffel tower stands in paris"},
              {"id": "colosseum", "text": "the colosseum stands in rome"}]
 
 
-@pytest.fixture(params=["memory", "stdio", "http-stateless", "http-token", "http-single"])
+@pytest.fixture(params=["memory", *(pytest.param(kind, marks=pytest.mark.wire) for kind in
+                                     ("stdio", "http-stateless", "http-token", "http-single"))])
 async def client(request: pytest.FixtureRequest) -> AsyncIterator[AsyncClient]:
     retry = RetryPolicy(max_attempts=2, base_delay_s=0.01)
     if request.param == "memory":
@@ -56,8 +58,7 @@ async def test_deadline_reaches_the_handler(client: AsyncClient) -> None:
 async def test_cancelling_a_slow_call_frees_the_connection(client: AsyncClient) -> None:
     # bounded: a stateless HTTP server cannot tie the cancel to the running handler
     task = asyncio.create_task(client.call("x-test/busy", {"seconds": 2}))
-    while client.session.in_flight == 0:
-        await asyncio.sleep(0.01)
+    await until_async(lambda: client.session.in_flight, what="the call is in flight")
     await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -73,6 +74,7 @@ async def test_server_errors_arrive_as_typed_exceptions(client: AsyncClient) -> 
     assert "passwd" not in caught.value.message  # the server never leaks internals
 
 
+@pytest.mark.wire
 async def test_log_notifications_are_routed_over_stdio() -> None:
     received: list[dict[str, object]] = []
     async with await connect_stdio([sys.executable, str(EXAMPLE)],

@@ -21,6 +21,7 @@ from rcpkit.protocol.errors import (
     UsageError,
     VersionMismatch,
 )
+from support.waiting import until_async
 
 # ── against the reference SDK (interop) ──────────────────────────────────────
 
@@ -122,6 +123,7 @@ async def test_negotiated_version_below_minimum_aborts(ref_stdio: list[str]) -> 
         await connect_stdio(ref_stdio, min_version=2)
 
 
+@pytest.mark.wire
 async def test_spawn_failure_is_a_clear_error() -> None:
     with pytest.raises(RcpError, match="cannot start the server"):
         await connect_stdio(["/nonexistent/rcp-server"])
@@ -161,8 +163,7 @@ async def _cancels_seen(client: AsyncClient, request_id: int) -> bool:
 async def test_cancelling_the_task_sends_notifications_cancel(scripted: list[str]) -> None:
     async with await connect_stdio(scripted) as client:
         task = asyncio.create_task(client.retrieve("sleep:30"))
-        while client.session.in_flight == 0:
-            await asyncio.sleep(0.01)
+        await until_async(lambda: client.session.in_flight, what="the call is in flight")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -173,14 +174,11 @@ async def test_cancelling_the_task_sends_notifications_cancel(scripted: list[str
 async def test_late_result_after_cancel_is_discarded(scripted: list[str]) -> None:
     async with await connect_stdio(scripted) as client:
         task = asyncio.create_task(client.retrieve("stubborn:0.3"))
-        await asyncio.sleep(0.1)
+        await until_async(lambda: client.session.in_flight, what="the call is in flight")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        for _ in range(100):
-            if client.session.late_responses:
-                break
-            await asyncio.sleep(0.02)
+        await until_async(lambda: client.session.late_responses, what="the late answer")
         assert client.session.late_responses == 1
         assert (await client.retrieve("still-usable")).hits[0].id == "still-usable"
 
@@ -193,10 +191,7 @@ async def test_deadline_propagates_and_expires_locally(scripted: list[str]) -> N
 
         with pytest.raises(Timeout, match="client side"):
             await client.retrieve("stubborn:0.4", deadline_ms=100)
-        for _ in range(100):
-            if client.session.late_responses:
-                break
-            await asyncio.sleep(0.02)
+        await until_async(lambda: client.session.late_responses, what="the late answer")
         assert client.session.late_responses == 1  # the late answer was correlated, dropped
 
 
@@ -204,8 +199,7 @@ async def test_server_death_fails_every_in_flight_request_at_once(scripted: list
     client = await connect_stdio(scripted)
     try:
         slow = [asyncio.create_task(client.retrieve("sleep:30")) for _ in range(3)]
-        while client.session.in_flight < 3:
-            await asyncio.sleep(0.01)
+        await until_async(lambda: client.session.in_flight == 3, what="3 calls in flight")
         outcomes = await asyncio.gather(*slow, client.retrieve("die"), return_exceptions=True)
         assert all(isinstance(outcome, TransportClosed) for outcome in outcomes)
         assert "exited with code 3" in str(outcomes[0])

@@ -102,6 +102,7 @@ def test_registry_has_at_least_120_distinct_checks() -> None:
     assert {c.level for c in CHECKS} == set(Level)
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize(("run", "level"), [("correct", "L1"), ("pagination", "L2")])
 def test_correct_server_passes_and_certifies_its_declared_level(
     cli_runs: dict[str, tuple[int, dict[str, Any]]], run: str, level: str
@@ -118,6 +119,7 @@ def test_correct_server_passes_and_certifies_its_declared_level(
     assert outcomes(report)["page.terminates"] == outcomes(report)["page.bad-cursor"] == paged
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize("mutation", sorted(MUTANTS))
 def test_harness_fails_each_broken_server(
     cli_runs: dict[str, tuple[int, dict[str, Any]]], mutation: str
@@ -137,6 +139,7 @@ def test_harness_fails_each_broken_server(
         assert report["counts"]["fail"] == 1 and report["certifiedLevel"] == "L1"
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize(
     ("mutation", "outcome"), [(None, Outcome.PASS), ("endless-cursor", Outcome.SKIP)]
 )
@@ -149,6 +152,7 @@ def test_paging_without_an_advertised_max_k(mutation: str | None, outcome: Outco
     assert [r.outcome for r in report.results] == [outcome], report.results
 
 
+@pytest.mark.wire
 def test_failure_detail_shows_sent_got_expected(
     cli_runs: dict[str, tuple[int, dict[str, Any]]],
 ) -> None:
@@ -158,6 +162,7 @@ def test_failure_detail_shows_sent_got_expected(
     assert '"method":"frobnicate"' in detail and "-32601" in detail
 
 
+@pytest.mark.wire
 def test_text_output_junit_and_schema(tmp_path: Path) -> None:
     junit = tmp_path / "report.xml"
     status, out = run_cli("--junit", str(junit), *schema_cli_args(), "--", *MINI)
@@ -172,6 +177,7 @@ def test_text_output_junit_and_schema(tmp_path: Path) -> None:
     assert suite.get("failures") == "0"
 
 
+@pytest.mark.wire
 def test_reference_sdk_server_over_stdio() -> None:
     status, out = run_cli("--json", "--", *REFERENCE)
     report = json.loads(out)
@@ -203,6 +209,7 @@ def reference_http() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize("policy", ["token", "single"])
 def test_correct_server_over_http_session_policies(policy: str) -> None:
     with http_server([*MINI, "--session", policy]) as url:
@@ -216,6 +223,7 @@ def test_correct_server_over_http_session_policies(policy: str) -> None:
     assert result["http.session-required"] == ("PASS" if policy == "token" else "SKIP")
 
 
+@pytest.mark.wire
 def test_reference_sdk_server_over_http(reference_http: str) -> None:
     status, out = run_cli("--json", "--http", reference_http, "--header", "X-Test: 1")
     result = outcomes(json.loads(out))
@@ -227,6 +235,7 @@ def test_reference_sdk_server_over_http(reference_http: str) -> None:
     assert result["life.preinit.retrieve"] == "PASS"  # single session, not yet initialized
 
 
+@pytest.mark.wire
 def test_hung_server_fails_without_hanging_the_harness() -> None:
     silent = Target(argv=(sys.executable, "-c", "import time; time.sleep(60)"))
     started = time.monotonic()
@@ -268,6 +277,7 @@ def test_wire_helpers() -> None:
     assert sse_payloads(b'data: {"a":1}\n\ndata: {"b":2}\r\n\r\n') == [b'{"a":1}', b'{"b":2}']
 
 
+@pytest.mark.wire
 def test_unstartable_server_is_a_usage_error_not_a_traceback() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "rcpkit.conformance", "check", "--", "/nonexistent/rcp-server"],

@@ -10,6 +10,8 @@ import pytest
 
 from rcpkit.conformance import Outcome, Target, run_checks
 
+pytestmark = pytest.mark.wire
+
 SERVER = [sys.executable, str(Path(__file__).parent / "servers" / "knowledge_server.py")]
 KNOWLEDGE_CHECKS = ("graph.op-fields", "graph.unknown-op", "graph.hops-bound",
                     "graph.level-bound", "transform.unknown-method", "transform.n",

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.wire
+
 # ``sys.modules[name] = None`` makes ``import name`` fail as if the package were absent.
 _WITHOUT_PSYCOPG = ("import sys; sys.modules['psycopg'] = None; "
                     "from rcpkit.cli import main; main()")

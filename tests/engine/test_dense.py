@@ -1094,6 +1094,7 @@ assert index.graph_pending > 0, "the build finished before the exit"
 """
 
 
+@pytest.mark.wire
 def test_a_program_may_exit_during_a_graph_build_without_closing(tmp_path: Path) -> None:
     """The builder stops at exit (its next batch): the interpreter's teardown no longer
     finds it inside usearch's native insertion, which aborted the process (status 134)."""

@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from rcpkit.engine.config import EmbedderConfig, EngineConfig, IndexConfig, RetentionConfig
 from rcpkit.engine.core import Engine
 from rcpkit.engine.types import DocumentIn, SearchRequest
@@ -70,6 +72,7 @@ def assert_consistent(data_dir: Path, engine: Engine) -> None:
     assert stats["lexical_rows"] == stats["dense_rows"] == stats["stored_rows"]
 
 
+@pytest.mark.wire
 def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
     rng = random.Random(7)
     acknowledged: list[str] = []

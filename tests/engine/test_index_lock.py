@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-import time
 
 from rcpkit.engine.indexes.derived import ReadWriteLock
+from support.waiting import until
 
 
 def _started(target: object) -> threading.Thread:
@@ -14,8 +14,11 @@ def _started(target: object) -> threading.Thread:
     return thread
 
 
-def _settle() -> None:
-    time.sleep(0.05)  # lets a started thread reach the point where it waits
+def _waiting(lock: ReadWriteLock, threads: int) -> None:
+    """Return once ``threads`` threads wait on the lock's condition (CPython keeps one
+    waiter per waiting thread): no guessed pause that a loaded machine could outlast."""
+    until(lambda: len(lock._cond._waiters) == threads,  # type: ignore[attr-defined]
+          what=f"{threads} thread(s) waiting on the lock")
 
 
 def test_readers_share_and_a_writer_waits_for_them_all() -> None:
@@ -23,7 +26,7 @@ def test_readers_share_and_a_writer_waits_for_them_all() -> None:
     events: list[str] = []
     with lock.reading(), lock.reading():  # the same reusable object, entered twice
         writer = _started(lambda: lock.writing().__enter__() or events.append("writing"))
-        _settle()
+        _waiting(lock, 1)
         assert events == []
     writer.join(2)
     assert events == ["writing"]
@@ -43,9 +46,9 @@ def test_a_waiting_writer_goes_before_new_readers() -> None:
 
     with lock.reading():
         writer = _started(write)
-        _settle()
+        _waiting(lock, 1)
         reader = _started(read)
-        _settle()
+        _waiting(lock, 2)
         assert events == []  # the new reader waits behind the writer
     writer.join(2)
     reader.join(2)

@@ -11,7 +11,7 @@ import pytest
 from support.quality import assert_faq_quality
 
 pytest.importorskip("zaragoza_construction_faq")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.wire]
 
 
 async def test_engine_quality_on_the_faq_over_stdio(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ def faq_en(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.wire
 def test_stdio_engine_report(faq_en: Path, tmp_path: Path) -> None:
     result = runner.invoke(build_app(), [
         "--dataset", str(faq_en), "--stdio", ENGINE,
@@ -57,6 +58,7 @@ def test_stdio_engine_report(faq_en: Path, tmp_path: Path) -> None:
         assert (tmp_path / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.wire
 def test_unsupported_config_fails_with_exit_code(faq_en: Path) -> None:
     result = runner.invoke(build_app(), [
         "--dataset", str(faq_en), "--stdio", ENGINE, "--config", 'dense={"mode":"dense"}',
@@ -66,6 +68,7 @@ def test_unsupported_config_fails_with_exit_code(faq_en: Path) -> None:
     assert "-32005" in report["configs"][0]["error"]
 
 
+@pytest.mark.wire
 def test_usage_errors_are_messages_not_tracebacks(tmp_path: Path, faq_en: Path) -> None:
     missing = runner.invoke(build_app(), ["--dataset", str(tmp_path), "--stdio", ENGINE])
     assert missing.exit_code == 2 and "corpus.jsonl: file not found" in missing.stderr

@@ -176,6 +176,7 @@ def test_config_parsing() -> None:
             EvalConfig.parse(bad)
 
 
+@pytest.mark.wire
 async def test_open_target_arguments() -> None:
     with pytest.raises(UsageError):
         async with open_target(None, None):

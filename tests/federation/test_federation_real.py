@@ -57,6 +57,7 @@ async def test_three_engines_one_fails_one_slow_one_required(processes: Processe
     assert 0 < deadline < 2000
 
 
+@pytest.mark.wire
 async def test_failing_required_engine_fails_with_its_code() -> None:
     registry = Registry.from_dict({"engines": [
         stdio_entry("good", engine("good", "--docs", GOOD_DOCS)),

@@ -37,6 +37,7 @@ def engine_of(hit: Hit) -> str:
     return str((hit.meta or {})["engine"])
 
 
+@pytest.mark.wire
 async def test_gateway_over_stdio(tmp_path: Path) -> None:
     registry = write_registry(tmp_path / "rcp.json", [
         stdio_entry("one", engine("one", "--docs", DOCS_A, "--floor", "0"), expose=True),

@@ -230,6 +230,7 @@ async def test_eval_reports_a_missing_collection_and_bad_configs(
     assert response.status_code == 400 and response.json()["error"]["field"] == "configs"
 
 
+@pytest.mark.wire
 async def test_eval_warns_when_the_engine_holds_none_of_the_collection(
         web: httpx.AsyncClient, tmp_path: Path) -> None:
     """The sample collection under other ids against the test server (other data): it
@@ -258,6 +259,7 @@ async def test_eval_warns_when_the_engine_holds_none_of_the_collection(
     assert "absent from the engine" in warning and "'renamed'" in warning
 
 
+@pytest.mark.wire
 async def test_eval_without_index_never_writes_to_the_engine(tmp_path: Path) -> None:
     """The corpus goes into the inspected engine only when the user asks for it."""
     empty = await Inspector.open(TargetSpec(data=engine_dir(tmp_path / "empty",
@@ -279,6 +281,7 @@ async def test_eval_without_index_never_writes_to_the_engine(tmp_path: Path) -> 
 
 
 
+@pytest.mark.wire
 async def test_eval_reads_only_datasets_under_the_root_given_at_start(tmp_path: Path) -> None:
     """The page names a directory; the inspector reads it only under ``--eval-root``, whatever
     ``..``, an absolute path or a symlink (of the directory or of a file in it) says."""
@@ -308,6 +311,7 @@ async def test_eval_reads_only_datasets_under_the_root_given_at_start(tmp_path: 
 
 # ── an HTTP server of someone else's, with credentials ──────────────────────
 
+@pytest.mark.wire
 async def test_over_http_credentials_stay_out_of_the_page_and_progress_streams() -> None:
     secret = "sekret-token-never-in-the-page"
     rcp_app = create_rcp_app(build_test_server(), auth_tokens=[secret])
@@ -333,6 +337,7 @@ async def test_over_http_credentials_stay_out_of_the_page_and_progress_streams()
     assert progress and progress[0]["params"]["stage"] == "sleep"  # over SSE (§5.2, §9)
 
 
+@pytest.mark.wire
 async def test_after_shutdown_the_page_sees_it_and_can_reconnect() -> None:
     """A stdio server that was sent ``shutdown`` exits (§7.12); reconnect starts a new one."""
     async with _served(EXAMPLE_SERVER) as (inspector, web):
@@ -350,6 +355,7 @@ async def test_after_shutdown_the_page_sees_it_and_can_reconnect() -> None:
         assert methods.count("initialize") == 2  # the history spans both connections
 
 
+@pytest.mark.wire
 async def test_a_result_without_the_spec_shape_is_flagged_with_the_servers_stderr() -> None:
     """The inspector shows what the server sent, and says where it breaks §7.7."""
     sloppy = [sys.executable, str(Path(__file__).with_name("sloppy_server.py"))]
@@ -361,6 +367,7 @@ async def test_a_result_without_the_spec_shape_is_flagged_with_the_servers_stder
     assert "sloppy: answering without scores" in overview["stderr"]
 
 
+@pytest.mark.wire
 async def test_a_call_can_ask_for_its_own_server_logs() -> None:
     """``logLevel`` asks for the request's ``notifications/log`` frames (§17.1 per request)."""
     async with _served(EXAMPLE_SERVER) as (_, web):
@@ -381,6 +388,7 @@ async def test_a_call_can_ask_for_its_own_server_logs() -> None:
 SLOPPY = TargetSpec(stdio=[sys.executable, str(Path(__file__).with_name("sloppy_server.py"))])
 
 
+@pytest.mark.wire
 async def test_the_page_connects_to_an_http_server_and_to_allowed_commands_only(
         tmp_path: Path) -> None:
     """HTTP: any URL; stdio: only a command of the allow-list (and the first target); any

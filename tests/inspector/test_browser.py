@@ -30,6 +30,8 @@ from support.schema import IN_CI
 
 from .conftest import RCPKIT, assert_cancel_sent, sse_events
 
+pytestmark = pytest.mark.wire  # every test drives a browser process
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not Path(CHROMIUM).exists():
     # Under CI a missing browser is a broken install step, not a reason to pass quietly.

@@ -45,6 +45,7 @@ def test_prints_its_address_first_serves_the_page_and_stops_cleanly(sample_data:
     assert "Traceback" not in err
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize("args", [
     [],
     ["--http", "http://127.0.0.1:9/rcp", "--stdio", "true"],
@@ -61,6 +62,7 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     assert run.stdout == "" and run.stderr.startswith("rcpkit inspect: error: ")
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize("args", [
     ["--http", "http://127.0.0.1:9/rcp"],
     ["--stdio", "true"],
@@ -74,6 +76,7 @@ def test_an_unreachable_server_exits_1_with_one_line(args: list[str]) -> None:
     assert "Traceback" not in run.stderr
 
 
+@pytest.mark.wire
 def test_a_call_whose_page_goes_away_is_cancelled_on_the_server() -> None:
     """Closing the event stream (the page's Cancel, or a closed tab) abandons the request:
     the inspector sends ``notifications/cancel`` for it (§7.14)."""
@@ -100,6 +103,7 @@ def test_a_call_whose_page_goes_away_is_cancelled_on_the_server() -> None:
         process.communicate(timeout=60)
 
 
+@pytest.mark.wire
 def test_connect_and_reconnect_over_the_inspectors_own_server() -> None:
     """``/api/connect`` and ``/api/reconnect`` through the lean HTTP server (which starts an
     app outside a task): a 200 with the new overview, not a 500; only ``--allow-stdio``

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.wire
+
 pytest.importorskip("mcp")
 pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")

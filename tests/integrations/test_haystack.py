@@ -33,6 +33,7 @@ def engine_client(sample_kb: Path) -> Iterator[Client]:
         yield client
 
 
+@pytest.mark.wire
 def test_run_returns_documents_with_hit_metadata(engine_client: Client) -> None:
     documents = RcpRetriever(engine_client, top_k=3, mode="hybrid").run(
         query="why do bees swarm")["documents"]
@@ -45,6 +46,7 @@ def test_run_returns_documents_with_hit_metadata(engine_client: Client) -> None:
     assert top.meta["meta"]["tag"] == "bees"
 
 
+@pytest.mark.wire
 def test_in_a_pipeline_with_top_k_and_filters(engine_client: Client) -> None:
     pipeline = Pipeline()
     pipeline.add_component("retriever", RcpRetriever(engine_client, mode="sparse"))
@@ -61,6 +63,7 @@ def test_in_a_pipeline_with_top_k_and_filters(engine_client: Client) -> None:
         assert found and {doc.meta["meta"]["lang"] for doc in found} == {"es"}, filters
 
 
+@pytest.mark.wire
 def test_filter_policy_replace_and_merge(engine_client: Client) -> None:
     recent = {"field": "meta.year", "operator": ">=", "value": 2023}
     merged = RcpRetriever(engine_client, top_k=20, filters=recent, filter_policy="merge")
@@ -78,6 +81,7 @@ def test_haystack_filters_become_section_8_trees() -> None:
                {"field": "tag", "op": "nin", "value": ["bees"]}]}
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize(("settings", "message"), [
     ({"filters": {"field": "content", "operator": "==", "value": "x"}}, "'content'.*refused"),
     ({"filters": {"field": "meta.title", "operator": "like", "value": "x"}}, "'like'.*refused"),
@@ -92,6 +96,7 @@ def test_unknown_or_inexpressible_settings_are_refused(engine_client: Client,
         RcpRetriever(engine_client, **settings)
 
 
+@pytest.mark.wire
 def test_pipeline_refuses_an_unknown_input_and_engine_errors_surface(
         engine_client: Client) -> None:
     pipeline = Pipeline()
@@ -104,6 +109,7 @@ def test_pipeline_refuses_an_unknown_input_and_engine_errors_surface(
     assert refused.value.code == -32602 and refused.value.data == {"field": "filter.colour"}
 
 
+@pytest.mark.wire
 async def test_run_async_on_either_client(engine_client: Client,
                                           writable_client: AsyncClient) -> None:
     blocking = await RcpRetriever(engine_client, top_k=2).run_async(query="sourdough starter")

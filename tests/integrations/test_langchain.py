@@ -34,6 +34,7 @@ def engine_client(sample_kb: Path) -> Iterator[Client]:
         yield client
 
 
+@pytest.mark.wire
 def test_invoke_returns_documents_with_hit_metadata(engine_client: Client) -> None:
     retriever = RcpRetriever(client=engine_client, k=3, mode="hybrid")
     assert isinstance(retriever, BaseRetriever)
@@ -51,6 +52,7 @@ def test_invoke_returns_documents_with_hit_metadata(engine_client: Client) -> No
     assert scores == sorted(scores, reverse=True)
 
 
+@pytest.mark.wire
 def test_options_pass_through_and_per_call_overrides(engine_client: Client) -> None:
     spanish = RcpRetriever(client=engine_client, k=5, mode="sparse",
                            filter=f.eq("lang", "es"))
@@ -64,6 +66,7 @@ def test_options_pass_through_and_per_call_overrides(engine_client: Client) -> N
         RcpRetriever(client=engine_client).invoke("moon", colour="red")
 
 
+@pytest.mark.wire
 def test_search_kwargs_map_to_retrieve_options_and_filters(engine_client: Client) -> None:
     assert len(RcpRetriever(client=engine_client, search_kwargs={"k": 2}).invoke("bees")) == 2
     for spanish_filter in ({"lang": "es"}, {"lang": {"$in": ["es"]}},
@@ -82,6 +85,7 @@ def test_search_kwargs_map_to_retrieve_options_and_filters(engine_client: Client
     assert len(diverse) == 3
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize(("settings", "message"), [
     ({"top_k": 2}, "top_k"),
     ({"search_kwargs": {"top_k": 2}}, "not top_k"),
@@ -96,6 +100,7 @@ def test_unknown_or_inexpressible_settings_are_refused(engine_client: Client,
         RcpRetriever(client=engine_client, **settings)
 
 
+@pytest.mark.wire
 def test_errors_are_langchain_exceptions(engine_client: Client) -> None:
     unknown_field = RcpRetriever(client=engine_client, filter=f.eq("colour", "red"))
     with pytest.raises(RcpRetrieverError) as refused:
@@ -110,6 +115,7 @@ def test_errors_are_langchain_exceptions(engine_client: Client) -> None:
         RcpRetriever(client="not a client")
 
 
+@pytest.mark.wire
 async def test_ainvoke_on_either_client(engine_client: Client,
                                         writable_client: AsyncClient) -> None:
     blocking = await RcpRetriever(client=engine_client, k=2).ainvoke("sourdough starter")
@@ -137,6 +143,7 @@ async def test_indexing_helper_upserts_langchain_documents(
     assert rotated[0].metadata["trust"] == {"level": "untrusted"}  # no trust given (§15.2)
 
 
+@pytest.mark.wire
 def test_blocking_indexing_helper_and_the_reference_sdk_server(kb: Path) -> None:
     with Client.connect_stdio(rcpkit("serve", "--stdio", "--data", str(kb))) as client:
         ids = index_documents(client, [Document(page_content="Waxing gibbous moons rise "

@@ -38,6 +38,7 @@ from rcpkit.integrations.llama_index import (
 pytestmark = pytest.mark.timeout(120)
 
 
+@pytest.mark.wire
 def test_retrieve_returns_scored_nodes(sample_kb: Path) -> None:
     with Client.connect_stdio(rcpkit("serve", "--stdio", "--data", str(sample_kb))) as client:
         retriever = RcpRetriever(client, k=3, mode="hybrid")
@@ -63,6 +64,7 @@ def test_retrieve_returns_scored_nodes(sample_kb: Path) -> None:
     assert refused.value.code == -32602 and refused.value.data == {"field": "filter.colour"}
 
 
+@pytest.mark.wire
 def test_similarity_top_k_and_metadata_filters_map_to_retrieve(sample_kb: Path) -> None:
     with Client.connect_stdio(rcpkit("serve", "--stdio", "--data", str(sample_kb))) as client:
         assert len(RcpRetriever(client, similarity_top_k=2).retrieve("bees")) == 2
@@ -132,6 +134,7 @@ async def test_aretrieve_and_indexing_helper(writable_client: AsyncClient) -> No
         RcpRetriever(writable_client, k=0)
 
 
+@pytest.mark.wire
 def test_blocking_helper_and_the_reference_sdk_server(kb: Path) -> None:
     with Client.connect_stdio(rcpkit("serve", "--stdio", "--data", str(kb))) as client:
         assert index_documents(client, [Document(id_="note", text="Gibbous moons.")],

@@ -65,6 +65,7 @@ def tool_names(listing: Any) -> set[str]:
 
 # ── over stdio, against our engine on a data directory ───────────────────────
 
+@pytest.mark.wire
 async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> None:
     async with Client(stdio_params("--data", str(sample_kb))) as client:
         listing = await client.list_tools()
@@ -109,12 +110,14 @@ async def test_stdio_tools_follow_the_engine_capabilities(sample_kb: Path) -> No
     assert links == [f"rcp://rcpkit-engine/doc/{hit['id'].replace('#', '%23')}" for hit in hits]
 
 
+@pytest.mark.wire
 async def test_stdio_read_only_offers_no_writes(sample_kb: Path) -> None:
     async with Client(stdio_params("--data", str(sample_kb), "--read-only")) as client:
         assert tool_names(await client.list_tools()) == {"retrieve", "retrieve_advanced",
                                                          "graph", "transform", "memory_recall"}
 
 
+@pytest.mark.wire
 async def test_stdio_against_our_engine_as_a_command(sample_kb: Path) -> None:
     engine = shlex.join(rcpkit("serve", "--stdio", "--data", str(sample_kb)))
     async with Client(stdio_params("--stdio", engine)) as client:
@@ -227,6 +230,7 @@ async def test_bad_calls_are_tool_errors_with_the_rcp_error(sample_kb: Path) -> 
     assert not fine.is_error and len(fine.structured_content["hits"]) == 1
 
 
+@pytest.mark.wire
 async def test_a_stdio_bridge_on_a_collection_writes_as_rcp_over_stdio(tmp_path: Path) -> None:
     """§15.2, §15.3: ``rcpkit mcp --data ROOT --collection NAME`` on stdio writes as the local
     operator, exactly as ``rcpkit serve --stdio`` on that collection: the collection's
@@ -355,6 +359,7 @@ def mcp_http(sample_kb: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
+@pytest.mark.wire
 async def test_streamable_http_with_progress(mcp_http: str) -> None:
     progress: list[tuple[float, str | None]] = []
 
@@ -381,6 +386,7 @@ def community_collection(root: Path) -> Path:
     return collection
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize("engine", ["in process", "over stdio"])
 async def test_http_callers_without_a_principal_write_untrusted(tmp_path: Path,
                                                                 engine: str) -> None:
@@ -410,6 +416,7 @@ async def test_http_callers_without_a_principal_write_untrusted(tmp_path: Path,
         assert hit["meta"]["written_by"] == "anonymous"
 
 
+@pytest.mark.wire
 async def test_listen_announces_the_address_on_stderr(sample_kb: Path) -> None:
     """``--listen HOST:0`` binds a free port and says which, on stderr (stdout stays empty)."""
     process = subprocess.Popen(rcpkit("mcp", "--data", str(sample_kb), "--listen",
@@ -430,6 +437,7 @@ async def test_listen_announces_the_address_on_stderr(sample_kb: Path) -> None:
     assert stdout == ""
 
 
+@pytest.mark.wire
 async def test_mcp_cancellation_cancels_the_rcp_request(tmp_path: Path) -> None:
     marker = tmp_path / "cancelled"
     engine = shlex.join([sys.executable, str(SLOW_ENGINE), str(marker)])
@@ -454,6 +462,7 @@ async def test_mcp_cancellation_cancels_the_rcp_request(tmp_path: Path) -> None:
     assert tool_names(still_serving) == {"retrieve", "retrieve_advanced"}
 
 
+@pytest.mark.wire
 async def test_an_engine_that_dies_is_a_tool_error_not_a_dead_bridge() -> None:
     engine = shlex.join([sys.executable, str(DYING_ENGINE)])
     async with Client(stdio_params("--stdio", engine)) as client:
@@ -503,6 +512,7 @@ async def test_gateway(gateway_argv: list[str]) -> None:
     assert result.structured_content["hits"][0]["text"] == "the colosseum is in rome"
 
 
+@pytest.mark.wire
 def test_cli_refuses_bad_targets(tmp_path: Path) -> None:
     both = subprocess.run(rcpkit("mcp", "--data", str(tmp_path), "--http", "http://x/rcp"),
                           capture_output=True, text=True, timeout=60)
@@ -592,6 +602,7 @@ async def test_graph_transform_and_memory_tools_when_advertised() -> None:
     assert [resource.uri for resource in listed] == ["rcp://agentic/doc/n1"]
 
 
+@pytest.mark.wire
 async def test_stdio_stdout_carries_only_mcp_frames(sample_kb: Path) -> None:
     """A raw host: every stdout line is a JSON-RPC frame; EOF ends the bridge cleanly."""
     argv = rcpkit("mcp", "--data", str(sample_kb))
@@ -621,6 +632,7 @@ async def test_stdio_stdout_carries_only_mcp_frames(sample_kb: Path) -> None:
     assert answer["result"]["structuredContent"]["hits"][0]["id"]
 
 
+@pytest.mark.wire
 async def test_stdio_answers_initialize_before_the_engine_opens(tmp_path: Path) -> None:
     """``--data``: the engine opens while MCP is served, so ``initialize`` does not wait for
     it; here it never opens (a bad config), yet the handshake completes, each later request

@@ -40,7 +40,7 @@ from rcpkit.tenancy.limits import Limits
 from rcpkit.tenancy.scopes import Scopes
 from support.net import free_port, wait_listening
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.wire]
 
 COLLECTION = "notes"
 WRITE_TOOLS = {"index_add", "index_delete", "memory_build"}

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.wire
+
 pytest.importorskip("mcp")
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "mcp_initialize.py"

@@ -46,13 +46,22 @@ def test_an_unknown_method_has_no_sentences() -> None:
 
 
 @requires_schema
-@pytest.mark.parametrize("method", sorted(METHODS))
-def test_every_param_the_schema_defines_has_a_sentence(method: str) -> None:
+def test_every_param_the_schema_defines_has_a_sentence() -> None:
     """The normative schema (§7) names the params; ours describe each one it names (the
-    schema describes none: that is why the sentences are ours)."""
-    definition = load_schema()["$defs"].get(METHODS[method].params.__name__)
-    if definition is None:
-        pytest.skip(f"the schema has no {METHODS[method].params.__name__}")
-    synonyms = getattr(METHODS[method].params, "synonyms", {})  # e.g. texts for inputs
-    named = {synonyms.get(name, name) for name in definition.get("properties", {})}
-    assert named <= set(param_help(method))
+    schema describes none: that is why the sentences are ours). Methods whose params the
+    schema does not define (``info``, ``shutdown``, the ``embed/*`` variants) are left to
+    the test above."""
+    defs = load_schema()["$defs"]
+    missing = {}
+    checked = 0
+    for method, row in sorted(METHODS.items()):
+        definition = defs.get(row.params.__name__)
+        if definition is None:
+            continue
+        checked += 1
+        synonyms = getattr(row.params, "synonyms", {})  # e.g. texts for inputs
+        named = {synonyms.get(name, name) for name in definition.get("properties", {})}
+        if not named <= set(param_help(method)):
+            missing[method] = sorted(named - set(param_help(method)))
+    assert checked >= 10  # the schema's $defs are still found by these names
+    assert missing == {}

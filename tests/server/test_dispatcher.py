@@ -19,6 +19,7 @@ from rcpkit.protocol.types import Hit, RetrieveResult, Usage
 from rcpkit.server import Context, Dispatcher, Server
 from support.example_server import build_test_server
 from support.schema import assert_frame, assert_result
+from support.waiting import until_async
 
 
 def frame(method: str, params: Any = None, id_: Any = 1) -> bytes:
@@ -290,7 +291,7 @@ async def test_slow_handler_does_not_block_and_pings_are_inline() -> None:
     # the inline fast path answers synchronously, before any task ran
     assert "p" in sink.replies()
     d.feed(frame("retrieve", {"query": "json", "k": 1}, id_="r"))
-    await asyncio.wait_for(_until(lambda: "r" in sink.replies()), 5)
+    await until_async(lambda: "r" in sink.replies(), 5)
     assert "slow" not in sink.replies()
     d.feed(frame("notifications/cancel", {"id": "slow", "reason": "test"}, id_=None))
     await asyncio.wait_for(d.drain(), 5)
@@ -338,9 +339,11 @@ async def test_a_body_naming_another_method_than_its_path_is_refused() -> None:
 async def test_cancel_sync_handler_and_unknown_ids() -> None:
     d, sink = await streaming_dispatcher()
     d.feed(frame("notifications/cancel", {"id": 12345}, id_=None))  # unknown: a no-op
-    d.feed(frame("x-test/busy", {"seconds": 5}, id_=3))
+    d.feed(frame("x-test/busy", {"seconds": 5, "_meta": {"progressToken": "busy"}}, id_=3))
     d.feed(frame("notifications/cancel", {"id": "3"}, id_=None))  # "3" is not 3
-    await asyncio.sleep(0.05)
+    # progress comes only after the handler's first cancellation check passed
+    await until_async(lambda: any(
+        f.get("method") == "notifications/progress" for f in sink.frames), 5)
     assert 3 not in sink.replies()
     d.feed(frame("notifications/cancel", {"id": 3}, id_=None))
     d.feed(frame("notifications/cancel", {"id": 3}, id_=None))  # twice: still one reply
@@ -422,7 +425,7 @@ async def test_a_call_cancelled_or_out_of_time_in_line_leaves_it() -> None:
     d.feed(frame("x-test/write", {"n": 2}, id_=2))
     d.feed(frame("x-test/write", {"n": 3}, id_=3))
     d.feed(frame("notifications/cancel", {"id": 2}, id_=None))
-    await asyncio.wait_for(_until(lambda: 1 in sink.replies()), 5)
+    await until_async(lambda: 1 in sink.replies(), 5)
     assert code(sink.replies()[1]) == -32014
     released.set()
     await asyncio.wait_for(d.drain(), 5)
@@ -450,16 +453,16 @@ async def test_a_call_cancelled_while_its_work_waits_for_a_thread_leaves_the_lin
         d.start(sink)
         d.feed(frame("initialize", {"protocolVersion": 1}, id_="init"))
         blocker = loop.run_in_executor(pool, block)  # the pool's one thread is busy
-        await asyncio.wait_for(_until(blocker_running.is_set), 5)
+        await until_async(blocker_running.is_set, 5)
         d.feed(frame("x-test/write", {"n": 1}, id_=1))  # its work queues behind the blocker
-        await asyncio.wait_for(_until(lambda: pool._work_queue.qsize() == 1), 5)
+        await until_async(lambda: pool._work_queue.qsize() == 1, 5)
         d.feed(frame("notifications/cancel", {"id": 1}, id_=None))
-        await asyncio.wait_for(_until(lambda: 1 in sink.replies()), 5)
+        await until_async(lambda: 1 in sink.replies(), 5)
         assert code(sink.replies()[1]) == -32006
         released.set()
         await blocker
         d.feed(frame("x-test/write", {"n": 2}, id_=2))
-        await asyncio.wait_for(_until(lambda: 2 in sink.replies()), 5)
+        await until_async(lambda: 2 in sink.replies(), 5)
         assert sink.replies()[2]["result"] == {"n": 2}
         assert ran == [2]
     finally:
@@ -470,8 +473,11 @@ async def test_a_call_cancelled_while_its_work_waits_for_a_thread_leaves_the_lin
 async def test_concurrency_is_bounded() -> None:
     d, sink = await streaming_dispatcher(max_concurrency=2)
     for i in range(3):
-        d.feed(frame("x-test/sleep", {"seconds": 0.3}, id_=i + 10))
-    await asyncio.sleep(0.15)
+        d.feed(frame("x-test/sleep", {"seconds": 0.3, "_meta": {"progressToken": i + 10}},
+                     id_=i + 10))
+    # the first two report progress as they start; the third waits for a place
+    await until_async(lambda: {f["params"]["progressToken"] for f in sink.frames
+                               if f.get("method") == "notifications/progress"} == {10, 11}, 5)
     d.feed(frame("notifications/cancel", {"id": 12}, id_=None))  # still queued: never runs
     await asyncio.wait_for(d.drain(), 5)
     replies = sink.replies()
@@ -582,11 +588,6 @@ async def test_stateless_policy_and_path_method() -> None:
     assert code(reply) == -32600 and reply["id"] == 5
     reply = await call(d, b"[" + frame("ping") + b"]", path_method="ping")
     assert code(reply) == -32600
-
-
-async def _until(predicate: Any) -> None:
-    while not predicate():
-        await asyncio.sleep(0.005)
 
 
 async def test_feeding_before_start_is_a_usage_error_not_an_assert() -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from typing import Any, Literal, get_args
 
 import uvicorn
 
 from rcpkit.transports.http.server import HttpServer
+
+from .waiting import until
 
 __all__ = ["LOOPBACK_KINDS", "LoopbackServer", "ServerKind"]
 
@@ -53,11 +54,11 @@ class LoopbackServer:
 
     def __enter__(self) -> LoopbackServer:
         self._thread.start()
-        deadline = time.monotonic() + 15
-        while not self.server.started:  # neither server signals its start otherwise
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError(f"the {self.kind} server did not start")
-            time.sleep(0.01)
+        # neither server signals its start otherwise
+        until(lambda: self.server.started or not self._thread.is_alive(), 15,
+              f"the {self.kind} server starts")
+        if not self.server.started:
+            raise RuntimeError(f"the {self.kind} server did not start")
         return self
 
     def in_flight(self) -> int:
@@ -67,11 +68,8 @@ class LoopbackServer:
 
     def wait_in_flight(self, count: int = 1, timeout_s: float = 15.0) -> None:
         """Return once at least ``count`` requests are being handled."""
-        deadline = time.monotonic() + timeout_s
-        while self.in_flight() < count:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{count} request(s) never reached the {self.kind} server")
-            time.sleep(0.005)
+        until(lambda: self.in_flight() >= count, timeout_s,
+              f"{count} request(s) reach the {self.kind} server")
 
     def __exit__(self, *exc: object) -> None:
         if self.kind == "uvicorn":

@@ -28,6 +28,8 @@ from support.http import LOOPBACK_KINDS, LoopbackServer
 from support.schema import assert_frame
 from tenancy.test_http_collections import CONFIG, Deployment, Tenant, _add
 
+pytestmark = pytest.mark.wire
+
 HELD_S = 30.0
 """The longest a held call waits for its test to let it go (a safety bound, not a timing)."""
 

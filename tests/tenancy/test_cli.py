@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rcpkit.cli import app
@@ -140,6 +141,7 @@ def test_serve_needs_one_collection_over_stdio(tmp_path: Path) -> None:
     assert code == 2 and "--collection needs --data ROOT" in err
 
 
+@pytest.mark.wire
 async def test_serve_over_stdio_serves_one_collection_and_stamps_its_writes(
         tmp_path: Path) -> None:
     root = make_root(tmp_path, "docs", "notes")

@@ -31,6 +31,8 @@ from support.clock import FakeClock
 from support.http import LOOPBACK_KINDS, LoopbackServer
 from support.schema import assert_frame
 
+pytestmark = pytest.mark.wire
+
 CONFIG = 'embedder = "hashing"\nhashing_dimension = 64\n'
 DAY = 86_400.0
 

@@ -50,6 +50,7 @@ def _anonymous_refused_everywhere(client: httpx.Client, collections: list[str]) 
     _assert_refused(client.post("/rcp", json=rpc("catalog/list")))
 
 
+@pytest.mark.wire
 def test_a_keys_file_moved_away_refuses_everyone_in_process(
         deployment: Deployment, caplog: pytest.LogCaptureFixture) -> None:
     token = deployment.key("alice", "alpha:read,write")
@@ -69,6 +70,7 @@ def test_a_keys_file_moved_away_refuses_everyone_in_process(
         assert client.post("/rcp/alpha/ping", json=rpc("ping")).status_code == 401
 
 
+@pytest.mark.wire
 def test_rcpkit_serve_started_with_keys_refuses_everyone_once_the_file_is_gone(
         tmp_path: Path) -> None:
     config = tmp_path / "hashing.toml"

@@ -23,6 +23,8 @@ from support.schema import assert_frame
 from tenancy.test_http_collections import Deployment, Tenant, _add
 from transports.test_fuzz import answered_ids, json_values, materialise, messages
 
+pytestmark = pytest.mark.wire
+
 RATE, BURST, CONCURRENT, TRANSFORM_N, GRAPH_HOPS = 5.0, 3, 2, 2, 1
 TOKEN_WAIT_MS = math.ceil(1000 / RATE)
 """The wait a member refused for an empty bucket is told (the clock stands still)."""

@@ -122,6 +122,7 @@ class SharedStoreScenarios:
         clock.advance(1)
         assert second.admit("a", limits) is None
 
+    @pytest.mark.wire
     def test_processes_racing_on_one_store_admit_the_burst_once(
             self, open_store: Callable[[], CounterStore]) -> None:
         assert admitted_in_race(open_store) == RACE_BURST
@@ -152,6 +153,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.wire
 def test_a_killed_process_s_lease_is_reclaimed_and_a_live_one_s_is_not(tmp_path: Path) -> None:
     path = tmp_path / LIMITS_FILE
     holder = subprocess.Popen([sys.executable, "-c", HOLD_A_SLOT, str(path)],

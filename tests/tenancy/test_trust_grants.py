@@ -55,6 +55,7 @@ def refused_field(reply: dict[str, Any]) -> str:
     return field
 
 
+@pytest.mark.wire
 def test_a_key_without_a_grant_cannot_label_trusted_or_community(
         deployment: Deployment) -> None:
     token = deployment.key("mallory", "alpha:read,write")
@@ -74,6 +75,7 @@ def test_a_key_without_a_grant_cannot_label_trusted_or_community(
         assert levels(mallory, "alpha") == {"fine": "untrusted"}
 
 
+@pytest.mark.wire
 def test_a_key_granted_trusted_may_label_up_to_it(deployment: Deployment) -> None:
     """The grant is a permission, not a label: unlabelled writes keep the collection's
     level; the key names ``trusted`` where it means it, in any collection it writes."""
@@ -89,6 +91,7 @@ def test_a_key_granted_trusted_may_label_up_to_it(deployment: Deployment) -> Non
         assert levels(editor, "beta") == {"vetted": "trusted"}
 
 
+@pytest.mark.wire
 def test_the_collection_setting_is_the_default_and_the_ceiling_without_a_grant(
         tmp_path: Path) -> None:
     made = Deployment(tmp_path, LOOPBACK_KINDS[0], config='trust = "community"\n' + CONFIG)
@@ -110,6 +113,7 @@ def test_the_collection_setting_is_the_default_and_the_ceiling_without_a_grant(
         made.close()
 
 
+@pytest.mark.wire
 def test_a_fixed_auth_token_holds_no_grant(tmp_path: Path) -> None:
     """``--auth-token`` credentials reach every collection but grant no trust."""
     made = Deployment(tmp_path, LOOPBACK_KINDS[0])

@@ -18,6 +18,8 @@ from rcpkit.transports.http import create_app
 from support.http import LoopbackServer
 from support.stdio import StdioPeer, python_argv
 
+pytestmark = pytest.mark.wire
+
 TOKEN = "s3cret"
 SECRET = "quokka lagoon"
 RCPKIT = python_argv("-c", "from rcpkit.cli import main; main()")

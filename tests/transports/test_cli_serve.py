@@ -51,6 +51,7 @@ def test_flag_errors_are_one_line_exit_2(args: list[str]) -> None:
     assert result.stdout == ""
 
 
+@pytest.mark.wire
 def test_serve_stdio_app() -> None:
     request = b'{"jsonrpc":"2.0","id":1,"method":"info"}\n'
     proc = run("--stdio", "--app", APP, input=request)
@@ -58,6 +59,7 @@ def test_serve_stdio_app() -> None:
     assert json.loads(proc.stdout)["result"]["server"]["name"] == "rcpkit-keyword-example"
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize("stdin", ["/dev/null", "/dev/zero"])
 def test_serve_stdio_on_a_character_device_reads_it_to_the_end(stdin: str) -> None:
     """A device epoll cannot watch (``/dev/null``: EOF at once; ``/dev/zero``: one endless
@@ -77,6 +79,7 @@ def test_serve_stdio_on_a_character_device_reads_it_to_the_end(stdin: str) -> No
         child.communicate(timeout=30)
 
 
+@pytest.mark.wire
 def test_serve_http_app_with_auth_from_env() -> None:
     port = free_port()
     child = subprocess.Popen([*RCPKIT, "serve", "--http", f"127.0.0.1:{port}", "--app", APP,
@@ -103,6 +106,7 @@ def test_serve_http_app_with_auth_from_env() -> None:
         assert child.wait(30) in (0, -signal.SIGTERM)
 
 
+@pytest.mark.wire
 def test_serve_http_limit_flags() -> None:
     """``--max-header-bytes`` and ``--max-sessions`` reach the server (§15.5)."""
     port = free_port()
@@ -154,6 +158,7 @@ def test_a_missing_data_directory_is_refused_unless_asked_for(
     assert sorted(path.name for path in tmp_path.iterdir()) == []
 
 
+@pytest.mark.wire
 def test_serve_defaults_to_the_engine(tmp_path: Path) -> None:
     request = b'{"jsonrpc":"2.0","id":1,"method":"info"}\n'
     proc = run("--stdio", "--data", str(tmp_path / "data"), "--create", "--embedder",

@@ -26,6 +26,8 @@ from support.http import LOOPBACK_KINDS, LoopbackServer
 from support.schema import assert_frame
 from support.stdio import StdioPeer, python_argv
 
+pytestmark = pytest.mark.wire
+
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "support" / "example_server.py")
 METHODS = ["ping", "info", "initialize", "retrieve", "embed", "rerank", "index/add", "bogus",
            "x-test/nan", "x-test/boom", "x-test/print", "x-test/sleep", "x-other/y",

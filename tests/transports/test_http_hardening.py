@@ -17,6 +17,8 @@ from rcpkit.transports.http import create_app
 from support.example_server import build_test_server
 from support.http import LoopbackServer
 
+pytestmark = pytest.mark.wire
+
 
 def lean_server(app: Any, **options: Any) -> LoopbackServer:
     """rcpkit's own HTTP server (the one these limits belong to) on a loopback port."""

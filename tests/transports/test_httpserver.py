@@ -23,6 +23,7 @@ from support.example_server import build_test_server
 from support.http import LoopbackServer
 from support.net import free_port
 from support.stdio import python_argv
+from support.waiting import until
 
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 RCPKIT = python_argv("-c", "from rcpkit.cli import main; main()")
@@ -57,6 +58,7 @@ def post(path: str, body: bytes, extra: bytes = b"") -> bytes:
             + str(len(body)).encode() + b"\r\n" + extra + b"\r\n" + body)
 
 
+@pytest.mark.wire
 def test_pipelined_requests_answered_in_order(lean: LoopbackServer) -> None:
     requests = b"".join(post("/rcp/ping", b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % i)
                         for i in range(20))
@@ -67,6 +69,7 @@ def test_pipelined_requests_answered_in_order(lean: LoopbackServer) -> None:
     assert ids == list(range(20))
 
 
+@pytest.mark.wire
 def test_chunked_request_body_and_expect_continue(lean: LoopbackServer) -> None:
     chunked = (b"POST /rcp/ping HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                + b"%x\r\n%s\r\n0\r\n\r\n" % (len(PING), PING))
@@ -78,11 +81,13 @@ def test_chunked_request_body_and_expect_continue(lean: LoopbackServer) -> None:
         assert b'"result":{}' in conn.recv(4096)
 
 
+@pytest.mark.wire
 def test_malformed_http_is_400_and_closed(lean: LoopbackServer) -> None:
     reply = exchange(lean.port, b"NONSENSE\x00\r\n\r\n", until_close=True)
     assert reply.startswith(b"HTTP/1.1 400 ")
 
 
+@pytest.mark.wire
 def test_http10_and_oversized_bodies_close_the_connection(lean: LoopbackServer) -> None:
     reply = exchange(lean.port, post("/rcp/ping", PING).replace(b"HTTP/1.1", b"HTTP/1.0"),
                      until_close=True)
@@ -97,6 +102,7 @@ def test_http10_and_oversized_bodies_close_the_connection(lean: LoopbackServer) 
     assert reply.startswith(b"HTTP/1.1 413 ") and reply.count(b"HTTP/1.1 200 ") == 1
 
 
+@pytest.mark.wire
 def test_head_and_no_body_statuses(lean: LoopbackServer) -> None:
     note = b'{"jsonrpc":"2.0","method":"notifications/x"}'
     reply = exchange(lean.port, post("/rcp/notifications/x", note))
@@ -132,6 +138,7 @@ def _method(route: tuple[Any, str] | None) -> str | None:
     return None if route is None else route[1]
 
 
+@pytest.mark.wire
 def test_direct_route_and_asgi_answer_alike(lean: LoopbackServer) -> None:
     """A POST under the base is read whole and handed to its endpoint unless it carries a
     query, an escape, ``Expect`` or SSE in ``Accept`` (then ASGI): both must give the same
@@ -182,6 +189,7 @@ class _Goodbye:
         raise AssertionError("every request here is claimed")
 
 
+@pytest.mark.wire
 def test_reply_headers_shared_by_replies_are_encoded_alike_each_time() -> None:
     """A reply's header tuple is encoded once and kept: a ``Connection: close`` in it still
     closes every connection it answers, and it is sent once (the server's own line)."""
@@ -222,6 +230,7 @@ class _Counting(_Echo):
         return 200, (), body
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize("first", [[], ["/wait"]], ids=["answered-at-once", "behind-a-wait"])
 def test_requests_pipelined_behind_a_closing_one_are_not_run(first: list[str]) -> None:
     """RFC 9112 §9.6: after answering a request that closes the connection, the server
@@ -302,6 +311,7 @@ def test_a_lone_connections_replies_are_never_held() -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.wire
 def test_every_reply_length_is_framed_right() -> None:
     """Small bodies take a ``content-length`` line made once, larger ones one formatted per
     reply: both frame the body exactly, at the boundary (1024) too."""
@@ -314,6 +324,7 @@ def test_every_reply_length_is_framed_right() -> None:
         assert f"content-length: {length}".encode() in head.split(b"\r\n")
 
 
+@pytest.mark.wire
 def test_pipelined_direct_suspended_and_asgi_requests_keep_their_order(
         lean: LoopbackServer) -> None:
     """Requests answered at once, one that waits (a task) and ones left to ASGI (a query,
@@ -332,6 +343,7 @@ def test_pipelined_direct_suspended_and_asgi_requests_keep_their_order(
     assert [json.loads(body)["id"] for head, body in replies if b" 200 " in head] == [0, 1, 2, 4]
 
 
+@pytest.mark.wire
 def test_idle_connections_close_but_slow_requests_finish() -> None:
     app = create_app(build_test_server())
     with LoopbackServer(app, kind="rcpkit", keep_alive_s=0.3) as srv:
@@ -351,18 +363,13 @@ def test_idle_connections_close_but_slow_requests_finish() -> None:
             assert conn.recv(100) == b""  # and then idle again
 
 
+@pytest.mark.wire
 def test_a_request_whose_client_left_is_cancelled(lean: LoopbackServer) -> None:
     with socket.create_connection(("127.0.0.1", lean.port), timeout=10) as conn:
         conn.sendall(post("/rcp/x-test/sleep", b'{"jsonrpc":"2.0","id":1,'
                           b'"method":"x-test/sleep","params":{"seconds":30}}'))
-        deadline = time.monotonic() + 10
-        while not lean.server.tasks:  # the request waits in the handler
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-    deadline = time.monotonic() + 10
-    while lean.server.tasks:  # gone long before its 30 s
-        assert time.monotonic() < deadline, "the abandoned request kept running"
-        time.sleep(0.01)
+        until(lambda: lean.server.tasks, what="the request waits in the handler")
+    until(lambda: not lean.server.tasks, what="the abandoned request kept running")  # not 30 s
 
 
 def _serve(*args: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -387,6 +394,7 @@ def _call(port: int, method: str, params: dict[str, object] | None = None) -> di
             time.sleep(0.1)
 
 
+@pytest.mark.wire
 def test_workers_serve_a_declared_safe_app_and_stop_gracefully() -> None:
     child, port = _serve("--app", "readonly:build", "--workers", "2")
     try:
@@ -400,6 +408,7 @@ def test_workers_serve_a_declared_safe_app_and_stop_gracefully() -> None:
         socket.create_connection(("127.0.0.1", port), timeout=2)
 
 
+@pytest.mark.wire
 def test_a_worker_dying_ends_the_service_with_an_error() -> None:
     child, port = _serve("--app", "readonly:build", "--workers", "2")
     try:
@@ -410,6 +419,7 @@ def test_a_worker_dying_ends_the_service_with_an_error() -> None:
             child.kill()
 
 
+@pytest.mark.wire
 def test_workers_refused_for_a_server_not_declared_safe() -> None:
     # the example keeps a writable in-memory index: workers would silently disagree
     child, _ = _serve("--app", "rcpkit.server.example:server", "--workers", "2")

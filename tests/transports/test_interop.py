@@ -35,6 +35,7 @@ def exercise(client: Any) -> None:
     client.shutdown()
 
 
+@pytest.mark.wire
 def test_reference_client_over_stdio() -> None:
     exercise(rcp.connect_stdio(python_argv(EXAMPLE)))
 

@@ -33,6 +33,7 @@ class _StoreDown(Server):
         raise ConnectionError("could not reach postgres://user:pw@db/rcp")
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize("kind", LOOPBACK_KINDS)
 def test_health_and_readiness_need_no_credentials(kind: ServerKind) -> None:
     app = create_app(build_server(), auth_tokens=[TOKEN])
@@ -45,6 +46,7 @@ def test_health_and_readiness_need_no_credentials(kind: ServerKind) -> None:
         assert httpx.get(f"{srv.url}/metrics").status_code == 404  # off by default
 
 
+@pytest.mark.wire
 def test_readiness_is_503_with_a_reason_when_the_store_does_not_answer(caplog: Any) -> None:
     app = create_app(_StoreDown("down", "1"), base="/api/rcp")
     with LoopbackServer(app, kind="rcpkit") as srv:
@@ -67,6 +69,7 @@ def _samples(text: str, name: str) -> dict[frozenset[tuple[str, str]], float]:
     return found
 
 
+@pytest.mark.wire
 def test_metrics_count_requests_by_method_collection_and_code() -> None:
     app = create_app(build_server(), auth_tokens=[TOKEN], metrics=Metrics(),
                      collection="docs")
@@ -94,6 +97,7 @@ def test_metrics_count_requests_by_method_collection_and_code() -> None:
     assert "quokka" not in scraped.text  # never labelled with caller data
 
 
+@pytest.mark.wire
 def test_load_shedding_counts_as_a_rate_limit_refusal() -> None:
     metrics = Metrics()
     app = create_app(build_server(), metrics=metrics, max_pending=0)
@@ -120,6 +124,7 @@ def test_server_gauges_are_exposed_per_collection() -> None:
                       frozenset({("collection", "kb"), ("name", "index_build_running")}): 1.0}
 
 
+@pytest.mark.wire
 def test_refusals_are_counted_by_reason() -> None:
     def no_writes(caller: str | None, method: str, params: Any) -> None:
         if method == "index/add":
@@ -149,6 +154,7 @@ def test_the_process_collector_reports_memory_cpu_and_files() -> None:
         assert re.search(rf"^{name} \S+$", text, flags=re.M), name
 
 
+@pytest.mark.wire
 def test_a_metrics_token_is_asked_of_every_scraper() -> None:
     app = create_app(build_server(), metrics=Metrics(token="scrape-me"))
     with LoopbackServer(app, kind="rcpkit") as srv:

@@ -13,6 +13,8 @@ import pytest
 
 from support.stdio import StdioPeer, python_argv
 
+pytestmark = pytest.mark.wire
+
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "support" / "example_server.py")
 
 

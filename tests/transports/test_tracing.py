@@ -105,6 +105,7 @@ def _assert_no_text(finished: list[ReadableSpan]) -> None:
             assert SECRET not in str(value), (span.name, value)
 
 
+@pytest.mark.wire
 def test_a_hybrid_retrieve_over_http_is_one_span_per_stage(
         spans: InMemorySpanExporter, engine: Engine) -> None:
     with LoopbackServer(create_app(bind(engine), collection="kb"), kind="rcpkit") as srv:
@@ -120,6 +121,7 @@ def test_a_hybrid_retrieve_over_http_is_one_span_per_stage(
         "traceparent": f"00-{TRACE_ID}-{_hex(request.context.span_id, 16)}-01"}
 
 
+@pytest.mark.wire
 def test_a_refused_request_is_a_span_marked_as_an_error(
         spans: InMemorySpanExporter, engine: Engine) -> None:
     with LoopbackServer(create_app(bind(engine)), kind="rcpkit") as srv:
@@ -179,6 +181,7 @@ def test_a_malformed_trace_context_starts_a_new_trace(
     assert all(span.parent is None for span in requests)
 
 
+@pytest.mark.wire
 def test_the_gateway_carries_one_trace_to_every_engine(
         spans: InMemorySpanExporter, tmp_path: Path) -> None:
     engines = [_engine(tmp_path / name, f"honey bees and {SECRET} from {name}")
@@ -227,6 +230,7 @@ def test_the_gateway_carries_one_trace_to_every_engine(
     _assert_no_text(finished)
 
 
+@pytest.mark.wire
 def test_the_query_is_recorded_only_with_log_bodies(engine: Engine) -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -265,6 +269,7 @@ async def test_the_mcp_bridge_continues_the_hosts_trace_to_the_engine(
     _assert_no_text(list(spans.get_finished_spans()))
 
 
+@pytest.mark.wire
 def test_an_index_add_is_one_span_per_write_stage(
         spans: InMemorySpanExporter, engine: Engine) -> None:
     with LoopbackServer(create_app(bind(engine), collection="kb"), kind="rcpkit") as srv:

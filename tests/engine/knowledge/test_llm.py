@@ -75,6 +75,7 @@ def fake() -> Iterator[tuple[FakeModel, str]]:
     thread.join(timeout=5)
 
 
+@pytest.mark.wire
 def test_a_completion_sends_the_model_messages_and_key(fake: tuple[FakeModel, str]) -> None:
     model, url = fake
     client = ChatCompletions(url, "tiny", key="secret")
@@ -86,6 +87,7 @@ def test_a_completion_sends_the_model_messages_and_key(fake: tuple[FakeModel, st
     assert model.headers[0]["authorization"] == "Bearer secret"
 
 
+@pytest.mark.wire
 def test_server_errors_and_429_are_retried(fake: tuple[FakeModel, str]) -> None:
     model, url = fake
     model.failures = [503, 429]
@@ -96,6 +98,7 @@ def test_server_errors_and_429_are_retried(fake: tuple[FakeModel, str]) -> None:
         ChatCompletions(url, "tiny", retries=2).complete("s", "p")
 
 
+@pytest.mark.wire
 def test_a_refusal_is_not_retried(fake: tuple[FakeModel, str]) -> None:
     model, url = fake
     model.failures = [401]
@@ -104,6 +107,7 @@ def test_a_refusal_is_not_retried(fake: tuple[FakeModel, str]) -> None:
     assert len(model.requests) == 1
 
 
+@pytest.mark.wire
 def test_a_slow_endpoint_times_out(fake: tuple[FakeModel, str]) -> None:
     model, url = fake
     model.delay = 2.0
@@ -113,6 +117,7 @@ def test_a_slow_endpoint_times_out(fake: tuple[FakeModel, str]) -> None:
     assert time.monotonic() - started < 1.5
 
 
+@pytest.mark.wire
 @pytest.mark.parametrize("reply", [{"choices": []}, {"choices": [{"message": {}}]},
                                    {"choices": [{"message": {"content": "  "}}]}])
 def test_a_malformed_reply_is_an_error(fake: tuple[FakeModel, str], reply: Any) -> None:
@@ -127,6 +132,7 @@ def test_no_model_without_url_and_model() -> None:
     assert open_language_model(EngineConfig(llm=LlmConfig(url="http://127.0.0.1:9/v1"))) is None
 
 
+@pytest.mark.wire
 def test_hyde_and_global_use_the_configured_model(fake: tuple[FakeModel, str],
                                                   tmp_path: Path) -> None:
     model, url = fake
@@ -158,6 +164,7 @@ def test_hyde_and_global_use_the_configured_model(fake: tuple[FakeModel, str],
         asyncio.run(session(bind(engine)))
 
 
+@pytest.mark.wire
 def test_serve_flags_configure_the_model(fake: tuple[FakeModel, str], tmp_path: Path) -> None:
     model, url = fake
     argv = [sys.executable, "-c", "from rcpkit.cli import main; main()", "serve", "--stdio",

@@ -106,7 +106,8 @@ def create_app(server: Server, *, base: str = "/rcp", cors_origins: Iterable[str
     and ``admit_member`` its admission of a batch's requests after the first, which the gate
     admitted with the POST (:class:`~rcpkit.server.dispatcher.Dispatcher`); ``tracing``
     (default: the process's, :func:`rcpkit.tracing.active`) traces every request, its span
-    labelled ``collection``; ``access_log`` writes one line per request (:mod:`..access`)."""
+    labelled ``collection``; ``access_log`` writes one line per request (:mod:`..access`);
+    ``clock`` (monotonic seconds) times token sessions' idleness."""
     endpoint = open_endpoint(server, api_key_header=api_key_header, metrics=metrics, **options)
     return RcpApp(Endpoints("/" + base.strip("/"), endpoint), server, metrics=metrics,
                   cors_origins=cors_origins, api_key_header=api_key_header)

@@ -242,8 +242,8 @@ def open_endpoint(server: Server, *, sessions: SessionPolicy = "stateless",
                   metrics: Metrics | None = None, collection: str | None = None,
                   log_bodies: bool = False, gate: Gate | None = None,
                   authorize: Authorize | None = None, admit_member: AdmitMember | None = None,
-                  tracing: Tracing | None = None,
-                  access_log: AccessLog | None = None) -> Endpoint:
+                  tracing: Tracing | None = None, access_log: AccessLog | None = None,
+                  clock: Callable[[], float] = time.monotonic) -> Endpoint:
     """The endpoint serving ``server`` (options: :func:`.asgi.create_app`)."""
     label = collection or server.name
     refused: Callable[[str], None] = _uncounted
@@ -256,7 +256,8 @@ def open_endpoint(server: Server, *, sessions: SessionPolicy = "stateless",
         metrics.watch(label, server)
         options["observer"] = functools.partial(_observe, metrics, label)
         refused = functools.partial(metrics.refused, label)
-    return Endpoint(server, Sessions(server, sessions, session_ttl_s, max_sessions, options),
+    return Endpoint(server,
+                    Sessions(server, sessions, session_ttl_s, max_sessions, options, clock),
                     gate or Authenticator(auth_tokens, api_key_header),
                     max_body_bytes=max_body_bytes, max_pending=max_pending, refused=refused,
                     access_log=access_log, label=label)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from ...protocol.errors import NotInitialized, UsageError
@@ -40,10 +41,12 @@ class Sessions:
     place of the oldest session never used since its ``initialize``, else of the least
     recently used one, so a flood of ``initialize`` cannot lock users out; only while
     every session was used within ``_BUSY_S`` is it refused (429), with a ``Retry-After``
-    saying when the least recently used one may be taken."""
+    saying when the least recently used one may be taken. ``clock`` (monotonic seconds)
+    dates each use; tests pass a fake one to expire sessions without waiting."""
 
     def __init__(self, server: Server, policy: SessionPolicy, ttl_s: float, max_sessions: int,
-                 dispatcher_options: dict[str, Any]) -> None:
+                 dispatcher_options: dict[str, Any],
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if policy not in ("stateless", "token", "single"):
             raise UsageError(f"unknown session policy {policy!r}")
         if max_sessions < 1 or ttl_s <= 0:
@@ -52,6 +55,7 @@ class Sessions:
         self.policy = policy
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
+        self.clock = clock
         self._options = dispatcher_options
         self._by_token: collections.OrderedDict[str, Dispatcher] = collections.OrderedDict()
         """Live sessions, least recently used first."""
@@ -61,8 +65,8 @@ class Sessions:
         self._next_sweep = 0.0
 
     def _new(self, *, stateless: bool = False, token: str | None = None) -> Dispatcher:
-        return Dispatcher(self.server, session=ServerSession(token=token), stateless=stateless,
-                          **self._options)
+        return Dispatcher(self.server, session=ServerSession(token=token, last_used=self.clock()),
+                          stateless=stateless, **self._options)
 
     def dispatcher_for(self, token: str | None) -> Dispatcher:
         """The dispatcher to use; in token mode a fresh, uninitialized one for a new or
@@ -75,7 +79,7 @@ class Sessions:
             if self._shared is None or self._shared.session.protocol.state is State.CLOSED:
                 self._shared = self._new()
             return self._shared
-        now = time.monotonic()
+        now = self.clock()
         self._sweep(now)
         known = self._by_token.get(token) if token is not None else None
         if known is not None and now - known.session.last_used <= self.ttl_s:
@@ -109,7 +113,7 @@ class Sessions:
                 or dispatcher.session.token in self._by_token or self._unused:
             return None
         oldest = next(iter(self._by_token.values())).session.last_used
-        wait = oldest + _BUSY_S - time.monotonic()
+        wait = oldest + _BUSY_S - self.clock()
         return wait if wait > 0 else None
 
     def _forget(self, token: str) -> None:
