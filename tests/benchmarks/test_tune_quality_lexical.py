@@ -122,6 +122,7 @@ def test_feedback_brings_the_top_rows_terms_to_other_rows(tune: ModuleType) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.wire
 def test_bench_fusion_times_an_earlier_lexical_class_side_by_side() -> None:
     completed = subprocess.run(
         [sys.executable, str(BENCHMARKS / "bench_fusion.py"), "--quick", "--before-lexical",
