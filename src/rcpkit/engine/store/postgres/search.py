@@ -10,7 +10,6 @@ and dense search under it is an exact scan of just those rows.
 from __future__ import annotations
 
 import abc
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -34,17 +33,17 @@ TS_CONFIG = "english"
 _BM25_K1 = 1.2
 _BM25_B = 0.75
 # BM25 as the embedded LexicalIndex computes it: N, average length and document frequencies
-# are those of the snapshot ``seq``, the query weight of a term is its count in the query.
+# are those of the snapshot ``seq``, and each distinct query term counts once.
 _BM25_SQL = """
-WITH q AS (SELECT term, weight FROM unnest(%s::text[], %s::int[]) AS u(term, weight)),
+WITH q AS (SELECT unnest(%s::text[]) AS term),
 v AS (SELECT chunks AS n, total_length::float8 / GREATEST(chunks, 1) AS avgdl
       FROM versions WHERE seq = %s),
 hits AS MATERIALIZED (
     SELECT p.term, p.chunk_id, p.tf, c.length, c.doc_row FROM postings p JOIN q USING (term)
     JOIN chunks c ON c.chunk_id = p.chunk_id
     WHERE c.added_seq <= %s AND (c.deleted_seq IS NULL OR c.deleted_seq > %s)),
-idf AS (SELECT h.term, q.weight * ln(1 + (v.n - COUNT(*) + 0.5) / (COUNT(*) + 0.5)) AS w
-        FROM hits h JOIN q USING (term) CROSS JOIN v GROUP BY h.term, q.weight, v.n)
+idf AS (SELECT h.term, ln(1 + (v.n - COUNT(*) + 0.5) / (COUNT(*) + 0.5)) AS w
+        FROM hits h CROSS JOIN v GROUP BY h.term, v.n)
 SELECT h.chunk_id, SUM(idf.w * h.tf / (h.tf + %s * (1 - %s + %s * h.length / v.avgdl)))
 FROM hits h JOIN idf USING (term) CROSS JOIN v
 {where}
@@ -130,11 +129,10 @@ class PostgresSearch(abc.ABC):
         """BM25 (k1=1.2, b=0.75) with statistics of the snapshot, or ``ts_rank``."""
         if self._lexical == "tsvector":
             return self._tsvector_search(query, k, seq, node)
-        terms = Counter(self._analyzer.tokens(query))
-        if not terms:
+        names = sorted(set(self._analyzer.tokens(query)))
+        if not names:
             return _ranked([])
-        names = sorted(terms)
-        params: list[Any] = [names, [terms[t] for t in names], seq, seq, seq,
+        params: list[Any] = [names, seq, seq, seq,
                              _BM25_K1, _BM25_B, _BM25_B]
         where = ""
         if node is not None:
