@@ -1,7 +1,7 @@
 """Where a keyword ``retrieve`` over HTTP spends its time, in process (issue 32): the example
 server's ``retrieve`` answered through its HTTP endpoint (``Endpoint.answer``, no sockets),
-with its synchronous handler on a pool thread as served, against the same handler run
-inline on the loop, next to the search alone and a ``ping``. Alternating blocks, best µs
+its ``async def`` handler on the loop as served, against the same work as a synchronous
+handler on a pool thread, next to the search alone and a ``ping``. Alternating blocks, best µs
 per request of each (the best filters out a busy machine's noise). Not a test.
 
     python benchmarks/bench_endpoint_retrieve.py --requests 1000 --blocks 10
@@ -27,17 +27,23 @@ BODIES = {"ping": b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
                                   "params": {"query": QUERY, "k": 3}}).encode()}
 
 
-def answering(method: str, *, inline: bool = False) -> Callable[[], Awaitable[Any]]:
-    """One request of ``method`` to a fresh endpoint; ``inline`` runs the handler on the
-    loop (made async) instead of a pool thread."""
+def answering(method: str, *, on_pool: bool = False) -> Callable[[], Awaitable[Any]]:
+    """One request of ``method`` to a fresh endpoint; ``on_pool`` runs the example's
+    ``retrieve`` (an ``async def`` that never awaits) as a synchronous handler, which the
+    dispatcher sends to a pool thread."""
     server = build_server()
-    if inline:
+    if on_pool:
         handler = server.handlers[method]
-        run_sync = handler.fn
+        run_async = handler.fn
 
-        async def run(params: Any, ctx: Context) -> Any:
-            return run_sync(params, ctx)
-        server.handlers[method] = dataclasses.replace(handler, fn=run, is_async=True)
+        def run(params: Any, ctx: Context) -> Any:
+            coroutine = run_async(params, ctx)
+            try:
+                coroutine.send(None)
+            except StopIteration as done:
+                return done.value
+            raise RuntimeError("the handler awaited: it cannot run as a synchronous one")
+        server.handlers[method] = dataclasses.replace(handler, fn=run, is_async=False)
     body = BODIES[method]
     headers = {b"content-length": b"%d" % len(body)}
     route = create_app(server).endpoints.claim(b"POST", f"/rcp/{method}".encode(), headers)
@@ -63,8 +69,8 @@ def search_us(requests: int) -> float:
 
 
 async def measure(requests: int, blocks: int) -> dict[str, float]:
-    rows = {"retrieve, handler on a pool thread (as served)": answering("retrieve"),
-            "retrieve, the same handler inline": answering("retrieve", inline=True),
+    rows = {"retrieve, the handler on the loop (as served)": answering("retrieve"),
+            "retrieve, the same handler on a pool thread": answering("retrieve", on_pool=True),
             "ping": answering("ping")}
     best = dict.fromkeys([*rows, "the search alone"], float("inf"))
     for _ in range(blocks):

@@ -77,8 +77,11 @@ def build_server(documents: dict[str, str] | None = None, *, max_k: int = 50) ->
     app.capability("streaming", {})
     app.capability("log", {"levels": ["debug", "info"]})
 
+    # A search of this small in-memory index takes microseconds, so it runs on the event
+    # loop (``async def``); a synchronous handler goes to a worker thread instead, which is
+    # right for real work (it never stalls the loop) but costs more than this search does.
     @app.method("retrieve")
-    def retrieve(params: RetrieveParams, ctx: Context) -> dict[str, Any]:
+    async def retrieve(params: RetrieveParams, ctx: Context) -> dict[str, Any]:
         query = plain_text(params.query, "query")
         ctx.progress(0.0, stage="recall")
         hits = index.search(query, min(params.k, max_k))
