@@ -38,7 +38,7 @@ import numpy as np
 from rcpkit import fusion
 from rcpkit.engine.config import load_config
 from rcpkit.engine.core import Engine
-from rcpkit.engine.indexes.lexical import LexicalIndex, leading_title
+from rcpkit.engine.indexes.lexical import IDF_EXPONENT, LexicalIndex, leading_title
 from rcpkit.engine.indexes.windows import sentence_windows
 from rcpkit.engine.models.embedcache import CachedEmbedder
 from rcpkit.engine.models.embedding import minilm
@@ -668,17 +668,18 @@ def learned_fusion(m: Matrices, candidates: np.ndarray, dense: np.ndarray, spars
 def bm25_variant(m: Matrices, *, analyzer: Analyzer | None = None, k1: float = 1.2,
                  b: float = 0.75, title_repeat: int = 2, form: str = "okapi",
                  delta: float = 0.0, distinct: bool = True, title_field: tuple[float, float]
-                 | None = None, pairs: int = 0, terms: dict[str, object] | None = None
-                 ) -> np.ndarray:
+                 | None = None, pairs: int = 0, terms: dict[str, object] | None = None,
+                 idf_exponent: float = IDF_EXPONENT) -> np.ndarray:
     """Every query's BM25 against every row, in a variant of the engine's scoring (its
     defaults reproduce the engine's index): ``form`` ``okapi``, ``bm25+`` (``delta`` added to
     every matching term's saturated tf, Lv and Zhai), ``bm25l`` (``delta`` added to the
     length-normalised tf before saturation) or ``logtf``; ``distinct`` False counts a
     repeated query term once per occurrence (Lucene); ``title_field`` (weight, b) scores the
     title as its own BM25F field instead of repeating it; ``pairs`` n indexes the ordered
-    pairs of terms at most n apart instead of the terms. ``terms``, if given, receives the
-    model: the saturated ``tf`` (rows x terms), ``idf``, the ``query`` term weights before
-    idf, and the raw ``counts`` (the texts as indexed)."""
+    pairs of terms at most n apart instead of the terms; a term weighs its idf to the power
+    ``idf_exponent`` (1 is Lucene). ``terms``, if given, receives the model: the saturated
+    ``tf`` (rows x terms), ``idf`` (the term weights, the exponent applied), the ``query``
+    term weights before idf, and the raw ``counts`` (the texts as indexed)."""
     from scipy import sparse  # a benchmark-only dependency (numpy's companion)
 
     analyzer = analyzer if analyzer is not None else Analyzer()
@@ -741,7 +742,7 @@ def bm25_variant(m: Matrices, *, analyzer: Analyzer | None = None, k1: float = 1
     present = tf.copy()
     present.data = np.ones_like(present.data)
     frequency = np.asarray(present.sum(0)).ravel()
-    idf = np.log1p((len(m.texts) - frequency + 0.5) / (frequency + 0.5))
+    idf = np.log1p((len(m.texts) - frequency + 0.5) / (frequency + 0.5)) ** idf_exponent
     weights = np.zeros((len(m.queries), len(vocabulary)))
     for number, query in enumerate(m.queries):
         for term, count in Counter(tokens(query)).items():
@@ -754,7 +755,9 @@ def bm25_variant(m: Matrices, *, analyzer: Analyzer | None = None, k1: float = 1
 
 
 LEXICAL: dict[str, dict[str, object]] = {
-    "engine default (distinct terms, title 2)": {},
+    "engine default (distinct terms, title 2, idf^1.4)": {},
+    **{f"idf to the power {p}": {"idf_exponent": p}
+       for p in (1.0, 1.1, 1.2, 1.25, 1.3, 1.5, 1.75, 2.0)},
     "query terms counted per occurrence (Lucene)": {"distinct": False},
     **{f"k1 {k1} b {b}": {"k1": k1, "b": b}
        for k1 in (0.6, 0.9, 1.2, 1.5, 2.0) for b in (0.3, 0.5, 0.75, 0.9, 1.0)},

@@ -6,21 +6,28 @@ still load."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from pathlib import Path
 
 import pytest
 
+from rcpkit.engine import Engine
 from rcpkit.engine.config import (
     CONFIG_FILE,
     LEGACY_KEYS,
     SECTIONS,
     DenseConfig,
+    EmbedderConfig,
     EngineConfig,
+    LexicalConfig,
     StoreConfig,
     load_config,
     record_backend,
 )
 from rcpkit.engine.errors import ConfigError
+from rcpkit.engine.indexes.lexical import IDF_EXPONENT
+from rcpkit.engine.store.postgres import PostgresStore
+from rcpkit.engine.types import DocumentIn, SearchRequest
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
@@ -57,6 +64,7 @@ def test_good_dense_settings_are_kept(tmp_path: Path) -> None:
     ('[embedder]\nname = "bert"\n', r"\[embedder\] name must be minilm, hashing or onnx"),
     ('[embedder]\nname = "onnx"\n', r"embedder 'onnx' needs onnx_model_path"),
     ("[chunking]\nmax_chars = 0\n", r"\[chunking\] max_chars must be at least 1, not 0"),
+    ("[lexical]\nidf_exponent = 0\n", r"\[lexical\] idf_exponent must be positive, not 0"),
     ('[index]\ntrust = "root"\n', r"\[index\] trust must be one of trusted, community"),
     ('[poison.source_thresholds]\n"source:x" = "two"\n',
      r"\[poison\] source_thresholds must be a table of an integer values"),
@@ -136,3 +144,23 @@ def test_a_collection_on_postgres_records_its_store_beside_a_sectioned_config(
         registry.create("other", '[store]\nbackend = "sqlite"\n', dsn="postgresql://db")
     registry.drop("kb")
     assert schemas == ["postgresql://db?s=rcpkit_kb"]
+
+
+def test_the_idf_exponent_is_read_at_query_time_by_both_backends(tmp_path: Path) -> None:
+    """``[lexical] idf_exponent`` changes the BM25 of an existing data directory on its next
+    open (a query-time weight: the saved index is reused); its default is the index's and
+    the PostgreSQL store's."""
+    assert LexicalConfig().idf_exponent == IDF_EXPONENT
+    for constructor in (PostgresStore.__init__, PostgresStore.open):
+        assert inspect.signature(constructor).parameters["idf_exponent"].default == IDF_EXPONENT
+    texts = ["rare zebra", "common", "common zebra", *["zebra"] * 7]
+    documents = [DocumentIn(text, id=f"d{i}") for i, text in enumerate(texts)]
+    query = SearchRequest("rare common", k=2, mode="sparse")
+    config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"))
+    with Engine.open(config) as engine:
+        engine.add(documents)
+        assert [hit.doc_id for hit in engine.search(query).hits] == ["d0", "d1"]
+    lucene = dataclasses.replace(config, lexical=LexicalConfig(idf_exponent=1.0))
+    with Engine.open(lucene) as engine:
+        assert engine.indexes is not None and engine.indexes.lexical.count == len(texts)
+        assert [hit.doc_id for hit in engine.search(query).hits] == ["d1", "d0"]

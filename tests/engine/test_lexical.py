@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rcpkit.engine.indexes.lexical import TITLE_CHARS, LexicalIndex, leading_title
+from rcpkit.engine.indexes.lexical import IDF_EXPONENT, TITLE_CHARS, LexicalIndex, leading_title
 from rcpkit.engine.text import Analyzer
 
 PLAIN = Analyzer(stopwords=False, stem=False)
@@ -21,7 +21,7 @@ def reference_bm25(
     docs: dict[int, str], query: str, k1: float = 1.2, b: float = 0.75
 ) -> dict[int, float]:
     """Lucene BM25 computed naively over ``docs`` (the visible rows), each distinct query term
-    counted once."""
+    counted once and weighted by its idf to the power ``IDF_EXPONENT``."""
     tokens = {row: PLAIN.tokens(text) for row, text in docs.items()}
     n = len(docs)
     avgdl = sum(map(len, tokens.values())) / n
@@ -30,7 +30,7 @@ def reference_bm25(
         df = sum(term in toks for toks in tokens.values())
         if df == 0:
             continue
-        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5)) ** IDF_EXPONENT
         for row, toks in tokens.items():
             tf = toks.count(term)
             if tf:
@@ -121,6 +121,32 @@ def test_a_query_term_counts_once_however_often_the_query_writes_it() -> None:
     rows, scores = index.search("infected infections", 4)
     np.testing.assert_array_equal(scores, index.search("infection", 4)[1])
     assert rows.tolist() == [0]
+
+
+def test_a_term_weighs_its_idf_to_the_power_of_the_exponent() -> None:
+    """Two rows of one length and one tf, each holding one of the query's terms: their scores
+    stand in the ratio of the terms' idf raised to ``IDF_EXPONENT``."""
+    index = LexicalIndex(PLAIN)
+    texts = ["rare pad", "common pad", "common other", "common other", "other", "other"]
+    index.add(np.arange(len(texts)), texts)
+    rows, scores = index.search("rare common", 2)
+    n = len(texts)
+    idf_rare = math.log(1 + (n - 1 + 0.5) / 1.5)
+    idf_common = math.log(1 + (n - 3 + 0.5) / 3.5)
+    assert rows.tolist()[0] == 0
+    assert scores[0] / index.scores_for("rare common", [1])[0] == pytest.approx(
+        (idf_rare / idf_common) ** IDF_EXPONENT)
+
+
+def test_the_rarest_matching_term_outranks_a_shorter_row_with_a_common_one() -> None:
+    """The reason for an exponent above 1: with the idf alone (Lucene) a one-word row holding
+    the common query term beats a longer row holding the rare one; with the default exponent
+    the rare term leads."""
+    texts = ["rare pad", "common", "common other", *["other"] * 7]
+    for exponent, first in ((1.0, 1), (IDF_EXPONENT, 0)):
+        index = LexicalIndex(PLAIN, idf_exponent=exponent)
+        index.add(np.arange(len(texts)), texts)
+        assert index.search("rare common", 2)[0].tolist()[0] == first
 
 
 def test_statistics_follow_the_visible_snapshot() -> None:
@@ -291,13 +317,16 @@ def test_rejects_invalid_parameters() -> None:
         LexicalIndex(k1=-1)
     with pytest.raises(ValueError):
         LexicalIndex(b=1.5)
+    with pytest.raises(ValueError):
+        LexicalIndex(idf_exponent=0)
 
 
 def test_agrees_with_bm25s_lucene_on_the_same_tokens() -> None:
+    """With the idf to the power 1, the scores are Lucene's."""
     bm25s = pytest.importorskip("bm25s")
     rng = random.Random(4)
     texts = [" ".join(rng.choices(WORDS, k=rng.randint(1, 30))) for _ in range(300)]
-    index = LexicalIndex(PLAIN)
+    index = LexicalIndex(PLAIN, idf_exponent=1.0)
     index.add(np.arange(300), texts)
     other = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
     other.index(PLAIN.tokens_batch(texts), show_progress=False)

@@ -17,7 +17,13 @@ import pytest
 
 from rcpkit import fusion
 from rcpkit.binding import bind
-from rcpkit.engine.config import EmbedderConfig, EngineConfig, RetentionConfig, RetrieveConfig
+from rcpkit.engine.config import (
+    EmbedderConfig,
+    EngineConfig,
+    LexicalConfig,
+    RetentionConfig,
+    RetrieveConfig,
+)
 from rcpkit.engine.core import Engine
 from rcpkit.engine.errors import InvalidInput
 from rcpkit.engine.search import planner, stages
@@ -430,11 +436,12 @@ PINNED_REQUESTS = [
 def test_hits_are_those_the_store_read_path_gave(tmp_path: Path) -> None:
     """Every field of these hits (ids, scores, confidences, texts, metadata, citations),
     recorded from the engine before it kept chunk fields in memory and made hits msgspec
-    structs; float scores compare exactly. The hybrid fusion is the one they were recorded
-    with (this pins the read path, not the fusion)."""
+    structs; float scores compare exactly. The hybrid fusion and the BM25 term weights are
+    the ones they were recorded with (this pins the read path, not the scoring)."""
     expected = json.loads((Path(__file__).parent / "search_path_hits.json").read_text())
     config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
-                          retrieve=RetrieveConfig(fusion_alpha=0.8, fusion_complete_scores=False))
+                          retrieve=RetrieveConfig(fusion_alpha=0.8, fusion_complete_scores=False),
+                          lexical=LexicalConfig(idf_exponent=1.0))
     with Engine.open(config) as engine:
         engine.add(PINNED)
         engine.delete(["d5"])

@@ -82,9 +82,10 @@ LAYOUT_1_ANSWERS = {
 
 def test_a_layout_1_store_answers_as_before_and_keeps_its_layout(tmp_path: Path) -> None:
     path = layout_1_store(tmp_path)
-    # The BM25 title weight of the layout-1 code (one owl text opens with a "# Owls" title).
+    # The BM25 of the layout-1 code: no title weight (one owl text opens with a "# Owls"
+    # title), a term weighed by its idf.
     config = EngineConfig(data_dir=tmp_path, embedder=EmbedderConfig(name="hashing"),
-                          lexical=LexicalConfig(title_repeat=1))
+                          lexical=LexicalConfig(title_repeat=1, idf_exponent=1.0))
     with Engine.open(config) as engine:
         for (query, mode), expected in LAYOUT_1_ANSWERS.items():
             hits = engine.search(SearchRequest(query=query, k=5, mode=mode)).hits

@@ -191,9 +191,16 @@ class LexicalConfig(_Section):
 
     TABLE: ClassVar[str] = "lexical"
     title_repeat: int = 2
+    idf_exponent: float = 1.4
+    """A query term weighs its idf to this power (1 is Lucene's BM25): above 1 the rarest
+    matching terms lead, which lifted every development collection (docs/benchmarks.md). Read
+    at query time, by the embedded index and PostgreSQL's in-SQL BM25: no rebuild."""
 
     def _check(self) -> None:
         self._at_least("title_repeat", 1)
+        if not self.idf_exponent > 0:
+            raise SettingError(self.TABLE, "idf_exponent",
+                               f"must be positive, not {self.idf_exponent}")
 
 
 @dataclass(frozen=True, slots=True)

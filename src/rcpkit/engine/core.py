@@ -340,7 +340,7 @@ def _open_store(config: EngineConfig) -> Store:
     except ImportError as exc:
         raise ConfigError(f"backend postgres needs psycopg (pip install 'psycopg[binary]'): "
                           f"{exc}") from None
-    return PostgresStore.open(config.store.dsn)
+    return PostgresStore.open(config.store.dsn, idf_exponent=config.lexical.idf_exponent)
 
 
 def _make_embedder(config: EmbedderConfig) -> Embedder:

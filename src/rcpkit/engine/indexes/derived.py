@@ -136,7 +136,8 @@ class DerivedIndexes:
         a version (an agent's fixed scope) is not evaluated over every row again."""
 
     def _new_lexical_index(self) -> LexicalIndex:
-        return LexicalIndex(Analyzer(), title_repeat=self._config.lexical.title_repeat)
+        return LexicalIndex(Analyzer(), title_repeat=self._config.lexical.title_repeat,
+                            idf_exponent=self._config.lexical.idf_exponent)
 
     def _new_dense_index(self) -> SentenceWindowIndex:
         return SentenceWindowIndex.create(self._dimension,
@@ -185,6 +186,7 @@ class DerivedIndexes:
                     lexical = LexicalIndex.load(state_dir / "lexical")
                     if lexical.title_repeat != self._config.lexical.title_repeat:
                         raise ValueError("the lexical index was saved with another title weight")
+                    lexical.idf_exponent = self._config.lexical.idf_exponent  # query time
                     dense = SentenceWindowIndex.load(
                         state_dir / "dense", enabled=self._config.dense.sentence_windows,
                         mix=self._config.dense.window_mix,

@@ -4,13 +4,18 @@ Scoring is Lucene's BM25 (the form used by Lucene ≥ 8, Elasticsearch and OpenS
 scores of a query naming each term once equal theirs; it is ≥ 0, the ``scoreFloor`` of
 §6.1)::
 
-    score(q, d) = Σ_t∈terms(q)  idf(t) · tf(t, d) / (tf(t, d) + k1 · (1 - b + b · |d| / avgdl))
+    score(q, d) = Σ_t∈terms(q)  w(t) · tf(t, d) / (tf(t, d) + k1 · (1 - b + b · |d| / avgdl))
+    w(t)        = idf(t) ** IDF_EXPONENT
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
 The sum runs over the query's distinct index terms: a term the query repeats, or writes in
 two forms one stem covers ("infection", "infected"), counts once, where Lucene counts it once
 per occurrence (a question's wording repeats a word, its topic does not weigh more for it;
-measured in docs/benchmarks.md). ``N``, ``avgdl`` and ``df`` are computed at
+measured in docs/benchmarks.md). A term's weight is its idf raised to :data:`IDF_EXPONENT`
+(Lucene's is the idf itself, exponent 1): a rare term then outweighs a common one by more, so
+a row holding the query's most specific terms leads the list, whose top the hybrid's
+normalised fusion reads (chosen on development data, docs/benchmarks.md).
+``N``, ``avgdl`` and ``df`` are computed at
 query time over the rows of the caller's ``visible`` mask, so a search against the visibility
 mask of an older version scores exactly as that version's own index would (§7.7.1 snapshots).
 
@@ -40,13 +45,15 @@ from rcpkit.engine.indexes.persist import commit_manifest, compact_ints, save_ar
 from rcpkit.engine.text import Analyzer
 from rcpkit.files import private_dir
 
-__all__ = ["TITLE_CHARS", "LexicalIndex", "leading_title"]
+__all__ = ["IDF_EXPONENT", "TITLE_CHARS", "LexicalIndex", "leading_title"]
 
 _FORMAT = "rcpkit-lexical/1"
 _MANIFEST = "lexical.json"
 _MIN_DELTA_POSTINGS = 1 << 16  # fold the delta once it exceeds this and 1/16 of the CSR block
 TITLE_CHARS = 300
 """The longest first paragraph :func:`leading_title` takes for a title."""
+IDF_EXPONENT = 1.4
+"""The power of the idf in a term's weight by default (``[lexical] idf_exponent``)."""
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -57,14 +64,18 @@ class LexicalIndex:
     """BM25 over rows identified by unique, never reused ``int64`` rowids (see module doc)."""
 
     def __init__(self, analyzer: Analyzer | None = None, *, k1: float = 1.2, b: float = 0.75,
-                 title_repeat: int = 1):
+                 title_repeat: int = 1, idf_exponent: float = IDF_EXPONENT):
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError("BM25 needs k1 >= 0 and 0 <= b <= 1")
+        if idf_exponent <= 0:
+            raise ValueError("idf_exponent must be positive")
         if title_repeat < 1:
             raise ValueError("title_repeat must be at least 1")
         self.analyzer = analyzer if analyzer is not None else Analyzer()
         self.k1 = float(k1)
         self.b = float(b)
+        self.idf_exponent = float(idf_exponent)
+        """A term's weight is ``idf ** idf_exponent``; applied at query time, so not saved."""
         self.title_repeat = int(title_repeat)
         """How many times a text's title (:func:`leading_title`) counts: its terms' frequencies
         and the text's length, as if the title were written that many times (BM25F's field
@@ -308,7 +319,7 @@ class LexicalIndex:
             return None
         seen = visible_rows[rows]
         df = np.bincount(which[seen], minlength=len(term_ids))
-        idf = np.log1p((documents - df + 0.5) / (df + 0.5))
+        idf = np.log1p((documents - df + 0.5) / (df + 0.5)) ** self.idf_exponent
         candidates = seen if allow is None else seen & self._mask(allow)[rows]
         rows, tf, which = rows[candidates], tf[candidates].astype(np.float64), which[candidates]
         if len(rows) == 0:

@@ -169,9 +169,11 @@ class PostgresStore(SqlStore, PostgresSearch):
     chunk_tables = ("postings",)
 
     def __init__(self, dsn: str, *, lexical: LexicalRanking = "bm25",
-                 analyzer: Analyzer | None = None, exact_filtered: int = 5000) -> None:
+                 analyzer: Analyzer | None = None, exact_filtered: int = 5000,
+                 idf_exponent: float = 1.4) -> None:
         self._dsn = dsn
         self._lexical = lexical
+        self._idf_exponent = idf_exponent  # [lexical] idf_exponent, as the embedded index
         self._exact_filtered = exact_filtered
         self._analyzer = analyzer or Analyzer()
         self._local = threading.local()
@@ -221,9 +223,10 @@ class PostgresStore(SqlStore, PostgresSearch):
                             f"in PostgreSQL database {name[0] if name else '?'!r}")
 
     @classmethod
-    def open(cls, dsn: str, *, lexical: LexicalRanking = "bm25") -> PostgresStore:
+    def open(cls, dsn: str, *, lexical: LexicalRanking = "bm25",
+             idf_exponent: float = 1.4) -> PostgresStore:
         """Connect to ``dsn`` (creating the tables if needed)."""
-        return cls(dsn, lexical=lexical)
+        return cls(dsn, lexical=lexical, idf_exponent=idf_exponent)
 
     def _connect(self) -> psycopg.Connection[Any]:
         return connect(self._dsn)

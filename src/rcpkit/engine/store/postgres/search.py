@@ -33,7 +33,8 @@ TS_CONFIG = "english"
 _BM25_K1 = 1.2
 _BM25_B = 0.75
 # BM25 as the embedded LexicalIndex computes it: N, average length and document frequencies
-# are those of the snapshot ``seq``, and each distinct query term counts once.
+# are those of the snapshot ``seq``, each distinct query term counts once, and a term's weight
+# is its idf to the power ``[lexical] idf_exponent``.
 _BM25_SQL = """
 WITH q AS (SELECT unnest(%s::text[]) AS term),
 v AS (SELECT chunks AS n, total_length::float8 / GREATEST(chunks, 1) AS avgdl
@@ -42,7 +43,7 @@ hits AS MATERIALIZED (
     SELECT p.term, p.chunk_id, p.tf, c.length, c.doc_row FROM postings p JOIN q USING (term)
     JOIN chunks c ON c.chunk_id = p.chunk_id
     WHERE c.added_seq <= %s AND (c.deleted_seq IS NULL OR c.deleted_seq > %s)),
-idf AS (SELECT h.term, ln(1 + (v.n - COUNT(*) + 0.5) / (COUNT(*) + 0.5)) AS w
+idf AS (SELECT h.term, power(ln(1 + (v.n - COUNT(*) + 0.5) / (COUNT(*) + 0.5)), %s) AS w
         FROM hits h CROSS JOIN v GROUP BY h.term, v.n)
 SELECT h.chunk_id, SUM(idf.w * h.tf / (h.tf + %s * (1 - %s + %s * h.length / v.avgdl)))
 FROM hits h JOIN idf USING (term) CROSS JOIN v
@@ -63,6 +64,7 @@ class PostgresSearch(abc.ABC):
     the measured crossover, docs/postgres.md), and exact."""
 
     _lexical: LexicalRanking
+    _idf_exponent: float
     _exact_filtered: int
     _analyzer: Analyzer
 
@@ -126,13 +128,14 @@ class PostgresSearch(abc.ABC):
 
     def lexical_search(self, query: str, k: int, seq: int,
                        node: FilterNode | None = None) -> ScoredRows:
-        """BM25 (k1=1.2, b=0.75) with statistics of the snapshot, or ``ts_rank``."""
+        """BM25 (k1=1.2, b=0.75, a term's idf to the power ``idf_exponent``) with statistics
+        of the snapshot, or ``ts_rank``."""
         if self._lexical == "tsvector":
             return self._tsvector_search(query, k, seq, node)
         names = sorted(set(self._analyzer.tokens(query)))
         if not names:
             return _ranked([])
-        params: list[Any] = [names, seq, seq, seq,
+        params: list[Any] = [names, seq, seq, seq, self._idf_exponent,
                              _BM25_K1, _BM25_B, _BM25_B]
         where = ""
         if node is not None:
