@@ -41,7 +41,7 @@ from rcpkit.engine.core import Engine
 from rcpkit.engine.indexes.lexical import IDF_EXPONENT, LexicalIndex, leading_title
 from rcpkit.engine.indexes.windows import sentence_windows
 from rcpkit.engine.models.embedcache import CachedEmbedder
-from rcpkit.engine.models.embedding import minilm
+from rcpkit.engine.models.embedding import MINILM_TAIL_TOKENS, minilm
 from rcpkit.engine.text import Analyzer
 from rcpkit.engine.types import RerankOptions, SearchRequest
 from rcpkit.eval.datasets import Dataset, load_beir
@@ -446,11 +446,12 @@ def matrix_means(m: Matrices, fused: np.ndarray, candidates: np.ndarray) -> dict
 
 def halves(m: Matrices, depth_dense: int = DEPTH, depth_sparse: int = DEPTH, *,
            complete: bool = True, ceiling_rank: int = 0, dense: np.ndarray | None = None,
-           sparse: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           sparse: np.ndarray | None = None, dense_floor: float = -1.0
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(candidates, dense part, sparse part): each half's top ``depth`` rows, scores
-    normalised against the floors (cosine -1, BM25 0) and each half's best candidate score
-    (or its ``ceiling_rank``-th best, clipped to 1: the winsorised ceiling); with
-    ``complete`` every candidate keeps both halves' scores, else only its own list's."""
+    normalised against the floors (cosine ``dense_floor``, BM25 0) and each half's best
+    candidate score (or its ``ceiling_rank``-th best, clipped to 1: the winsorised ceiling);
+    with ``complete`` every candidate keeps both halves' scores, else only its own list's."""
     dense = m.dense if dense is None else dense
     sparse = m.sparse if sparse is None else sparse
     in_dense = np.zeros(dense.shape, bool)
@@ -462,7 +463,8 @@ def halves(m: Matrices, depth_dense: int = DEPTH, depth_sparse: int = DEPTH, *,
     scored_dense = candidates if complete else in_dense
     scored_sparse = (candidates & (sparse > 0)) if complete else in_sparse
     parts = []
-    for scores, scored, floor in ((dense, scored_dense, -1.0), (sparse, scored_sparse, 0.0)):
+    for scores, scored, floor in ((dense, scored_dense, dense_floor),
+                                  (sparse, scored_sparse, 0.0)):
         ordered = -np.sort(-np.where(scored, scores, -np.inf), 1)
         ceiling = ordered[:, min(ceiling_rank, ordered.shape[1] - 1)]
         ceiling = np.where(np.isfinite(ceiling), ceiling, ordered[:, 0])
@@ -516,7 +518,9 @@ def sweep_completion(matrices: list[Matrices], alphas: Sequence[float]) -> None:
 
 LEVERS = ("none", "ceiling 1", "ceiling 5", "decisive 0.25", "decisive 0.5", "coverage 0.03",
           "coverage 0.05", "coverage 0.1", "prf 0.25", "prf 0.5", "title 1", "title 2",
-          "title 3", "windows 0.5", "learned", "transfer")
+          "title 3", "windows 0.5", "learned", "transfer", "floor -0.5", "floor 0",
+          "idf-ceiling 0.25", "idf-ceiling 1", "product 0.05", "product 0.2", "power 0.5",
+          "power 2", "rrf 0.1", "centred", "hub 0.1", "hub 0.5")
 
 
 def sweep_levers(matrices: list[Matrices], alpha: float, embedder: CachedEmbedder,
@@ -527,16 +531,44 @@ def sweep_levers(matrices: list[Matrices], alpha: float, embedder: CachedEmbedde
     fused rows), the title counted twice by BM25, and a linear fusion learned (ListNet, with
     ``folds``-fold cross-validation) over both halves' scores, list membership and coverage,
     and the same fusion learned on the first collection's queries applied to every one; also
-    the sentence windows (``windows MIX``, every row scored exactly with its windows)."""
+    the sentence windows (``windows MIX``, every row scored exactly with its windows). The
+    shape of the fusion: the cosine's floor (``floor F``), BM25 normalised against a mix of
+    its best candidate and the query's largest possible score, the sum of its term weights
+    (``idf-ceiling BETA``), an agreement term ``G · dense · sparse`` (``product G``), both
+    parts to a power (``power P``), RRF added (``rrf W``); the cosine re-scored after
+    subtracting the rows' mean vector (``centred``), or less ``BETA`` times each row's mean
+    cosine to its 10 nearest rows (``hub BETA``, hubness reduction)."""
     header("levers on completed convex fusion: nDCG@10 / Recall@100 / MRR@10 per collection")
 
     def fused_by(m: Matrices, lever: str) -> tuple[np.ndarray, np.ndarray]:
         kind, _, value = lever.partition(" ")
         number = float(value) if value else 0.0
         candidates, dense, sparse = halves(m, ceiling_rank=int(number) if kind == "ceiling"
-                                           else 0)
+                                           else 0, dense_floor=number if kind == "floor"
+                                           else -1.0)
         fused = alpha * dense + (1 - alpha) * sparse
-        if kind == "decisive":
+        if kind in ("centred", "hub"):
+            candidates, dense, sparse = halves(m, dense=reshaped_cosines(m, kind, number))
+            fused = alpha * dense + (1 - alpha) * sparse
+        elif kind == "idf-ceiling":
+            model: dict[str, object] = {}
+            bm25_variant(m, terms=model)
+            weights = model["query"] @ model["idf"]  # type: ignore[operator]
+            ceiling = np.where(sparse > 0, m.sparse / np.maximum(sparse, 1e-12), 0.0).max(1)
+            span = np.maximum((1 - number) * ceiling + number * weights, 1e-12)[:, None]
+            sparse = np.where(sparse > 0, np.clip(m.sparse / span, 0.0, 1.0), 0.0)
+            fused = alpha * dense + (1 - alpha) * sparse
+        elif kind == "product":
+            fused = fused + number * dense * sparse
+        elif kind == "power":
+            fused = alpha * dense ** number + (1 - alpha) * sparse ** number
+        elif kind == "rrf":
+            ranks = [np.argsort(np.argsort(-np.where(candidates, part, -np.inf), 1), 1) + 1
+                     for part in (dense, sparse)]
+            fused = fused + number * 30 * sum(np.where(part > 0, 1 / (60 + rank), 0.0)
+                                              for part, rank in zip((dense, sparse), ranks,
+                                                                    strict=True))
+        elif kind == "decisive":
             gaps = [np.maximum(-np.diff(-np.sort(-np.where(candidates, part, -np.inf), 1)
                                         [:, [0, 4]], axis=1)[:, 0], 1e-6) ** number
                     for part in (dense, sparse)]
@@ -578,6 +610,24 @@ def sweep_levers(matrices: list[Matrices], alpha: float, embedder: CachedEmbedde
             means = matrix_means(m, fused, candidates)
             line += " |" + "".join(f"{means[name]:>7.4f}" for name in SHOWN)
         print(line, flush=True)
+
+
+def reshaped_cosines(m: Matrices, kind: str, beta: float) -> np.ndarray:
+    """The cosines after subtracting the rows' mean vector from rows and queries
+    (``centred``), or less ``beta`` times each row's mean cosine to its 10 nearest other rows
+    (``hub``: a row near everything is a hub, near every query too)."""
+    if kind == "centred":
+        mean = m.vectors.mean(0)
+        rows, queries = m.vectors - mean, m.query_vectors - mean
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        centred: np.ndarray = (queries @ rows.T).astype(np.float64)
+        return centred
+    between = m.vectors @ m.vectors.T
+    np.fill_diagonal(between, -np.inf)
+    nearest = -np.sort(-between, 1)[:, :10]
+    hubbed: np.ndarray = m.dense - beta * nearest.mean(1)[None, :]
+    return hubbed
 
 
 def windowed(m: Matrices, embedder: CachedEmbedder, mix: float) -> np.ndarray:
@@ -879,19 +929,29 @@ def sweep_prf(matrices: list[Matrices], alpha: float,
         print(line, flush=True)
 
 
-DENSE_INPUTS = ("tail 1.0", "tail 0.5", "title 0.1", "title 0.2", "title max", "whole 512")
+DENSE_INPUTS = ("tail 1.0", "tail 0.5", "title 0.1", "title 0.2", "title max", "head 0",
+                "head 64", "head 96", "head 128", "head 160", "head 192", "head 254",
+                "whole 512")
 
 
 def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEmbedder,
                       cache: Path, inputs: Sequence[str]) -> None:
-    """What the encoder reads, fused as the default does. MiniLM reads the first 256 tokens;
-    ``tail MIX`` adds one vector per longer row for its text past them (``whole + mix ·
-    max(0, tail - whole)``, mix 1 the max of the two: the cheapest window), ``title BETA``
-    mixes in the cosine of the title alone (``max``: the larger of the two), ``whole 512``
-    re-embeds the longer rows reading 512 tokens (the model's position limit)."""
+    """What the encoder reads, fused as the default does. MiniLM reads 256 tokens of a
+    text (the first 254 between its special tokens, in a data directory indexed before the
+    encoder read the end of long texts); ``tail MIX`` adds one vector per longer row for its
+    text past the first 254 (``whole + mix · max(0, tail - whole)``, mix 1 the max of the two:
+    the cheapest window), ``head N`` re-embeds the longer rows reading their first N tokens
+    and their last 254 - N (the same 256 tokens), ``title BETA`` mixes in the cosine of the
+    title alone (``max``: the larger of the two), ``whole 512`` re-embeds the longer rows
+    reading 512 tokens (the model's position limit)."""
     import tokenizers  # installed with the bundled model
 
-    from rcpkit.engine.models.embedding import MINILM_IDENTITY, OnnxEmbedder, minilm_files
+    from rcpkit.engine.models.embedding import (
+        MINILM_HEAD_IDENTITY,
+        OnnxEmbedder,
+        minilm,
+        minilm_files,
+    )
 
     model, tokenizer_file = minilm_files()
     tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
@@ -900,7 +960,7 @@ def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEm
     read = 254  # 256 less [CLS] and [SEP]
     header("dense inputs under the default fusion: nDCG@10 / Recall@100 (dense alone "
            "nDCG@10) per collection")
-    rows: dict[str, list[str]] = {label: [] for label in ("first 256 tokens (today)", *inputs)}
+    rows: dict[str, list[str]] = {label: [] for label in ("as indexed", *inputs)}
     for m in matrices:
         encodings = tokenizer.encode_batch(m.texts, add_special_tokens=False)
         lengths = np.asarray([len(e.ids) for e in encodings])
@@ -908,7 +968,7 @@ def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEm
         unread = np.maximum(lengths - read, 0).sum() / lengths.sum()
         print(f"{m.name}: {len(long)} of {len(m.texts)} rows longer than {read} tokens "
               f"(mean {lengths.mean():.0f} tokens), {unread:.1%} of all tokens unread")
-        variants: dict[str, np.ndarray] = {"first 256 tokens (today)": m.dense}
+        variants: dict[str, np.ndarray] = {"as indexed": m.dense}
         if any(label.startswith("tail") for label in inputs) and len(long):
             tails = [m.texts[i][encodings[i].offsets[read][0]:] for i in long]
             tail = np.full(m.dense.shape, -np.inf)
@@ -928,9 +988,16 @@ def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEm
                 elif label.startswith("title"):
                     beta = float(label.split()[1])
                     variants[label] = (1 - beta) * m.dense + beta * title
+        for label in inputs:
+            if label.startswith("head") and len(long):
+                reread = CachedEmbedder(minilm(tail_tokens=read - int(label.split()[1])), cache)
+                scores = m.dense.copy()
+                scores[:, long] = m.query_vectors @ reread.embed([m.texts[i] for i in long],
+                                                                 "document").T
+                variants[label] = scores
         if "whole 512" in inputs and len(long):
             wide = CachedEmbedder(OnnxEmbedder(model, tokenizer_file,
-                                               identity=f"{MINILM_IDENTITY}@512",
+                                               identity=f"{MINILM_HEAD_IDENTITY}@512",
                                                max_tokens=512, dimension=384), cache)
             whole = m.dense.copy()
             whole[:, long] = m.query_vectors @ wide.embed([m.texts[i] for i in long],
@@ -964,15 +1031,19 @@ def main() -> None:
     parser.add_argument("--levers", nargs="+", choices=LEVERS, default=LEVERS,
                         help="the levers --sweep levers measures")
     parser.add_argument("--dense-inputs", nargs="+", choices=DENSE_INPUTS,
-                        default=DENSE_INPUTS[:-1],
-                        help="the inputs --sweep dense-input measures (whole 512 re-embeds "
-                             "every long row: minutes of CPU)")
+                        default=DENSE_INPUTS[:5],
+                        help="the inputs --sweep dense-input measures (head N and whole 512 "
+                             "re-embed every long row: minutes of CPU each)")
     parser.add_argument("--rerank-queries", type=int, default=100,
                         help="judged queries the rerank sweep runs (about a second of CPU each)")
     parser.add_argument("--hybrid-fusion", default="tm2c2 a=0.5",
                         help="the fusion the BM25 and window sweeps measure the hybrid with")
+    parser.add_argument("--tail-tokens", type=int, default=MINILM_TAIL_TOKENS,
+                        help="the MiniLM the data directories were indexed with: how many "
+                             "last tokens of a long text it reads (0: the first 254 only, "
+                             "data directories indexed before it read the end)")
     args = parser.parse_args()
-    embedder = CachedEmbedder(minilm(), args.embedding_cache)
+    embedder = CachedEmbedder(minilm(tail_tokens=args.tail_tokens), args.embedding_cache)
     collections = []
     for spec in args.collection:
         name, _, paths = spec.partition("=")

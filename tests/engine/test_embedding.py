@@ -7,14 +7,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rcpkit.engine import Engine
+from rcpkit.engine.config import EngineConfig
 from rcpkit.engine.errors import InvalidInput, Unavailable
 from rcpkit.engine.models.embedding import (
+    MINILM_HEAD_IDENTITY,
+    MINILM_IDENTITY,
+    MINILM_TAIL_TOKENS,
     Embedder,
     HashingEmbedder,
     OnnxEmbedder,
     minilm,
     minilm_files,
 )
+from rcpkit.engine.store import SqliteStore
 
 PARAPHRASES = [
     ("A man is playing a guitar.", "Someone is strumming a guitar."),
@@ -22,6 +28,9 @@ PARAPHRASES = [
     ("Interest rates were raised by the central bank.", "The central bank increased rates."),
 ]
 LONG_TEXT = " ".join(["Concrete curing takes about twenty eight days to reach full strength."] * 25)
+ENDINGS = {"bees": "In conclusion, honey bees pollinate the orchard's apple trees.",
+           "ships": "In conclusion, container ships carry the steel across the ocean."}
+"""Two endings of one long text: which one it has is past MiniLM's first 254 tokens."""
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +43,47 @@ def test_minilm_shape_norm_and_identity(model: OnnxEmbedder) -> None:
     assert model.dimension == 384 and vectors.shape == (3, 384)
     assert vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    assert model.identity == "sentence-transformers/all-MiniLM-L6-v2@int8-onnx"
+    assert model.identity == "sentence-transformers/all-MiniLM-L6-v2@int8-onnx+tail126"
+    assert minilm(tail_tokens=0).identity == "sentence-transformers/all-MiniLM-L6-v2@int8-onnx"
+
+
+def test_a_long_text_is_read_as_its_start_and_its_end(model: OnnxEmbedder) -> None:
+    """Past 256 tokens MiniLM reads the first 128 and the last 126 (the same cost as the first
+    254): the ending of a long passage moves its vector toward a query about that ending,
+    where reading the start only sees two identical texts."""
+    texts = [f"{LONG_TEXT} {ending}" for ending in ENDINGS.values()]
+    queries = model.embed(["Which insects pollinate apple trees?",
+                           "How is steel shipped overseas?"], kind="query")
+    similarity = queries @ model.embed(texts).T
+    assert similarity[0, 0] > similarity[0, 1] and similarity[1, 1] > similarity[1, 0]
+    start_only = minilm(tail_tokens=0).embed(texts)
+    np.testing.assert_array_equal(start_only[0], start_only[1])
+    tokens = model.token_embeddings(texts)
+    assert [len(matrix) for matrix in tokens] == [254, 254]  # 256 with [CLS] and [SEP]
+    short = "A man is playing a guitar."
+    np.testing.assert_array_equal(model.embed([short]), minilm(tail_tokens=0).embed([short]))
+
+
+def test_the_end_read_leaves_room_for_the_special_tokens() -> None:
+    OnnxEmbedder(*minilm_files(), identity="end only", tail_tokens=254)  # [CLS] + last 254
+    for tail in (-1, 255):
+        with pytest.raises(ValueError, match="tail_tokens"):
+            OnnxEmbedder(*minilm_files(), identity="x", tail_tokens=tail)
+
+
+def test_a_store_indexed_before_keeps_reading_the_start_of_long_texts(tmp_path: Path) -> None:
+    """A data directory whose record names the head-only MiniLM opens with it (its vectors
+    and new ones from one input rule); a new one records the encoder reading the end too."""
+    old = SqliteStore.open(tmp_path / "old")
+    old.set_setting("embedder", MINILM_HEAD_IDENTITY)
+    old.close()
+    text = f"{LONG_TEXT} {ENDINGS['bees']}"
+    for directory, identity, tail in (("old", MINILM_HEAD_IDENTITY, 0),
+                                      ("new", MINILM_IDENTITY, MINILM_TAIL_TOKENS)):
+        with Engine.open(EngineConfig(data_dir=tmp_path / directory)) as engine:
+            assert engine.describe().embed_identity == identity
+            np.testing.assert_allclose(engine.embed([text]), minilm(tail_tokens=tail).embed([text]),
+                                       atol=1e-6)
 
 
 def test_minilm_paraphrases_beat_unrelated_pairs(model: OnnxEmbedder) -> None:
@@ -59,7 +108,8 @@ def test_minilm_is_deterministic_across_calls_and_batches(model: OnnxEmbedder) -
 
 
 def test_minilm_batching_and_progress(model: OnnxEmbedder) -> None:
-    small = OnnxEmbedder(*minilm_files(), identity="mini", batch_size=2, dimension=384)
+    small = OnnxEmbedder(*minilm_files(), identity="mini", batch_size=2, dimension=384,
+                         tail_tokens=MINILM_TAIL_TOKENS)
     texts = [f"sentence number {i} about topic {i % 3}" for i in range(5)] + [LONG_TEXT]
     calls: list[tuple[int, int]] = []
     vectors = small.embed(texts, progress=lambda done, total: calls.append((done, total)))

@@ -39,6 +39,7 @@ from rcpkit.engine.feedback import Feedback, Poisoned
 from rcpkit.engine.indexes.derived import DerivedIndexes
 from rcpkit.engine.models.embedcache import CachedEmbedder
 from rcpkit.engine.models.embedding import (
+    MINILM_HEAD_IDENTITY,
     Embedder,
     HashingEmbedder,
     OnnxEmbedder,
@@ -133,9 +134,11 @@ class Engine:
         seconds) drives the retention windows, recency and session expiry.
         """
         chosen = embedder or _make_embedder(config.embedder)
+        store = store or _open_store(config)
+        if embedder is None and config.embedder.name == "minilm":
+            chosen = _minilm_of_record(chosen, store)
         if config.embedder.cache is not None:
             chosen = CachedEmbedder(chosen, config.embedder.cache)
-        store = store or _open_store(config)
         rerank = config.rerank
         rerankers: dict[str, Reranker] = {}
         colbert = LateInteractionReranker(chosen, passage_tokens=rerank.passage_tokens,
@@ -341,6 +344,15 @@ def _open_store(config: EngineConfig) -> Store:
         raise ConfigError(f"backend postgres needs psycopg (pip install 'psycopg[binary]'): "
                           f"{exc}") from None
     return PostgresStore.open(config.store.dsn, idf_exponent=config.lexical.idf_exponent)
+
+
+def _minilm_of_record(chosen: Embedder, store: Store) -> Embedder:
+    """The MiniLM a store was indexed with: one indexed before the encoder read the end of
+    long texts keeps reading their start, so its old and new vectors come from one input
+    rule (and one §7.3 identity)."""
+    if store.setting("embedder") == MINILM_HEAD_IDENTITY:
+        return minilm(tail_tokens=0)
+    return chosen
 
 
 def _make_embedder(config: EmbedderConfig) -> Embedder:
