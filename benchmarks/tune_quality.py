@@ -20,7 +20,9 @@ then array operations, seconds a configuration. ``--sweep lexical`` (the BM25 ha
 k1/b, BM25+/BM25L, query-term counting, the title as a BM25F field, word pairs) and ``--sweep
 dense-input`` (what the encoder reads: the text past its 256 tokens, the title alone, 512
 tokens) rescore one half on the same matrices and fuse it as the default does; ``--sweep prf``
-expands each query from a first page (RM3) and rescores the lexical half with it.
+expands each query from a first page (RM3) and rescores the lexical half with it; ``--sweep
+oracle`` asks how much a per-query dense weight could give and whether anything a query
+shows predicts it.
 """
 
 from __future__ import annotations
@@ -430,18 +432,22 @@ def top_columns(scores: np.ndarray, k: int) -> np.ndarray:
     return np.take_along_axis(part, order, 1)
 
 
-def matrix_means(m: Matrices, fused: np.ndarray, candidates: np.ndarray) -> dict[str, float]:
-    """nDCG@10, Recall@100 and MRR@10 of the top 100 candidates by ``fused`` (as
-    :mod:`rcpkit.eval.metrics` computes them for one chunk per document)."""
+def per_query(m: Matrices, fused: np.ndarray, candidates: np.ndarray) -> dict[str, np.ndarray]:
+    """Each query's nDCG@10, Recall@100 and MRR@10 over the top 100 candidates by ``fused``
+    (as :mod:`rcpkit.eval.metrics` computes them for one chunk per document)."""
     ranked = top_columns(np.where(candidates, fused, -np.inf), DEPTH)
     hits = (np.take_along_axis(m.relevant, ranked, 1)
             & np.take_along_axis(candidates, ranked, 1))
     discount = 1.0 / np.log2(np.arange(2, 12))
     ideal = np.asarray([discount[:int(min(n, 10))].sum() for n in m.judged])
     first = np.where(hits[:, :10].any(1), hits[:, :10].argmax(1) + 1, np.inf)
-    return {"nDCG@10": float(((hits[:, :10] * discount).sum(1) / ideal).mean()),
-            "Recall@100": float((hits.sum(1) / m.judged).mean()),
-            "MRR@10": float((1.0 / first).mean())}
+    return {"nDCG@10": (hits[:, :10] * discount).sum(1) / ideal,
+            "Recall@100": hits.sum(1) / m.judged, "MRR@10": 1.0 / first}
+
+
+def matrix_means(m: Matrices, fused: np.ndarray, candidates: np.ndarray) -> dict[str, float]:
+    """The means of :func:`per_query`."""
+    return {name: float(values.mean()) for name, values in per_query(m, fused, candidates).items()}
 
 
 def halves(m: Matrices, depth_dense: int = DEPTH, depth_sparse: int = DEPTH, *,
@@ -514,6 +520,43 @@ def sweep_completion(matrices: list[Matrices], alphas: Sequence[float]) -> None:
             means = matrix_means(m, alpha * dense + (1 - alpha) * sparse, candidates)
             line += " |" + "".join(f"{means[name]:>7.4f}" for name in SHOWN)
         print(line, flush=True)
+
+
+def sweep_oracle(matrices: list[Matrices], alpha: float) -> None:
+    """How much a per-query dense weight could give, and whether a query shows it: the mean
+    nDCG@10 with each query's best of 21 weights (hindsight), with each query's better half
+    alone, and the correlation of the best weight (over the queries where the weight matters)
+    with features a query shows before fusion."""
+    header("per-query fusion weight: hindsight ceilings and what predicts the best weight")
+    weights = np.linspace(0.0, 1.0, 21)
+    for m in matrices:
+        candidates, dense, sparse = halves(m)
+        table = np.stack([per_query(m, w * dense + (1 - w) * sparse, candidates)["nDCG@10"]
+                          for w in weights], 1)
+        today = per_query(m, alpha * dense + (1 - alpha) * sparse, candidates)["nDCG@10"]
+        better = np.maximum(per_query(m, m.dense, np.ones(m.dense.shape, bool))["nDCG@10"],
+                            per_query(m, m.sparse, m.sparse > 0)["nDCG@10"])
+        matters = table.max(1) > table.min(1)
+        best = np.asarray([weights[row == row.max()].mean() for row in table])
+        model: dict[str, object] = {}
+        bm25_variant(m, terms=model)
+        possible = model["query"] @ model["idf"]  # type: ignore[operator]
+        top_dense, top_sparse = (-np.sort(-m.dense, 1)[:, :10], -np.sort(-m.sparse, 1)[:, :10])
+        overlap = [len(set(a) & set(b)) for a, b in zip(top_columns(m.dense, 10),
+                                                        top_columns(m.sparse, 10), strict=True)]
+        features = {"dense top cosine": top_dense[:, 0],
+                    "dense top-1 minus top-5": top_dense[:, 0] - top_dense[:, 4],
+                    "BM25 top over its maximum": top_sparse[:, 0] / np.maximum(possible, 1e-12),
+                    "BM25 top-5 over top-1": top_sparse[:, 4] / np.maximum(top_sparse[:, 0],
+                                                                           1e-12),
+                    "query weight (sum of idf^p)": possible,
+                    "top-10 overlap": np.asarray(overlap, float)}
+        print(f"{m.name}: today {today.mean():.4f}, best weight per query {table.max(1).mean():.4f}"
+              f", better half per query {better.mean():.4f}; the weight matters for "
+              f"{matters.sum()} of {len(table)} queries, mean best {best[matters].mean():.2f}")
+        for name, values in features.items():
+            correlation = np.corrcoef(values[matters], best[matters])[0, 1]
+            print(f"    {name:<30} correlation with the best weight {correlation:+.3f}")
 
 
 LEVERS = ("none", "ceiling 1", "ceiling 5", "decisive 0.25", "decisive 0.5", "coverage 0.03",
@@ -931,7 +974,37 @@ def sweep_prf(matrices: list[Matrices], alpha: float,
 
 DENSE_INPUTS = ("tail 1.0", "tail 0.5", "title 0.1", "title 0.2", "title max", "head 0",
                 "head 64", "head 96", "head 128", "head 160", "head 192", "head 254",
-                "whole 512")
+                "late 0.25", "late 0.5", "late 1.0", "whole 512")
+
+
+def late_sentence_cosines(m: Matrices, encoder: object, tokenizer: object) -> np.ndarray:
+    """Per query and row the best cosine of the row's sentences, each sentence's vector the
+    mean of its tokens' outputs in the row's own forward pass (rows whose sentences the
+    encoder did not read keep their whole cosine)."""
+    from rcpkit.engine.documents.chunking import sentence_spans
+    from rcpkit.engine.models.embedding import OnnxEmbedder
+
+    assert isinstance(encoder, OnnxEmbedder)
+    encodings = tokenizer.encode_batch(m.texts)  # type: ignore[attr-defined]
+    owners: list[int] = []
+    vectors: list[np.ndarray] = []
+    for batch in encoder.model.batches(m.texts):
+        for row, position in enumerate(batch.positions):
+            read = encoder.model.read_positions(len(encodings[position].ids))
+            starts = np.asarray([encodings[position].offsets[i][0] for i in read])
+            outputs = batch.output[row, :len(read)]
+            inner = np.arange(len(read))[1:-1]  # not the special tokens
+            for first, end in sentence_spans(m.texts[position]):
+                tokens = inner[(starts[inner] >= first) & (starts[inner] < end)]
+                if len(tokens):
+                    owners.append(position)
+                    vectors.append(outputs[tokens].mean(0))
+    pooled = np.asarray(vectors)
+    pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+    best = np.full(m.dense.shape, -np.inf)
+    np.maximum.at(best.T, np.asarray(owners), (m.query_vectors @ pooled.T).T)
+    late: np.ndarray = np.where(np.isfinite(best), best, m.dense)
+    return late
 
 
 def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEmbedder,
@@ -943,7 +1016,10 @@ def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEm
     the cheapest window), ``head N`` re-embeds the longer rows reading their first N tokens
     and their last 254 - N (the same 256 tokens), ``title BETA`` mixes in the cosine of the
     title alone (``max``: the larger of the two), ``whole 512`` re-embeds the longer rows
-    reading 512 tokens (the model's position limit)."""
+    reading 512 tokens (the model's position limit), ``late MIX`` raises each row's cosine
+    toward its best sentence's (``whole + mix · max(0, best - whole)``), the sentence vectors
+    pooled from the tokens of the row's own forward pass (late chunking: no extra encoder
+    work, a vector a sentence more to keep)."""
     import tokenizers  # installed with the bundled model
 
     from rcpkit.engine.models.embedding import (
@@ -959,7 +1035,8 @@ def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEm
     tokenizer.no_padding()
     read = 254  # 256 less [CLS] and [SEP]
     header("dense inputs under the default fusion: nDCG@10 / Recall@100 (dense alone "
-           "nDCG@10) per collection")
+           "nDCG@10; Recall@100) [the hybrid's nDCG@10 at the dense weight -0.02, +0.02] per "
+           "collection")
     rows: dict[str, list[str]] = {label: [] for label in ("as indexed", *inputs)}
     for m in matrices:
         encodings = tokenizer.encode_batch(m.texts, add_special_tokens=False)
@@ -995,6 +1072,12 @@ def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEm
                 scores[:, long] = m.query_vectors @ reread.embed([m.texts[i] for i in long],
                                                                  "document").T
                 variants[label] = scores
+        if any(label.startswith("late") for label in inputs):
+            best = late_sentence_cosines(m, embedder.inner, tokenizer)
+            for label in inputs:
+                if label.startswith("late"):
+                    mix = float(label.split()[1])
+                    variants[label] = m.dense + mix * np.maximum(0.0, best - m.dense)
         if "whole 512" in inputs and len(long):
             wide = CachedEmbedder(OnnxEmbedder(model, tokenizer_file,
                                                identity=f"{MINILM_HEAD_IDENTITY}@512",
@@ -1008,8 +1091,11 @@ def sweep_dense_input(matrices: list[Matrices], alpha: float, embedder: CachedEm
             candidates, dense, lexical = halves(m, dense=dense_scores)
             means = matrix_means(m, alpha * dense + (1 - alpha) * lexical, candidates)
             alone = matrix_means(m, dense_scores, np.ones(dense_scores.shape, bool))
+            beside = [matrix_means(m, weight * dense + (1 - weight) * lexical, candidates)
+                      for weight in (alpha - 0.02, alpha + 0.02)]
             cells.append(f" | {means['nDCG@10']:.4f} {means['Recall@100']:.4f} "
-                         f"({alone['nDCG@10']:.4f})")
+                         f"({alone['nDCG@10']:.4f}; {alone['Recall@100']:.4f}) "
+                         f"[±0.02: {beside[0]['nDCG@10']:.4f} {beside[1]['nDCG@10']:.4f}]")
     for label, cells in rows.items():
         print(f"{label:<30}" + "".join(cells), flush=True)
 
@@ -1022,7 +1108,8 @@ def main() -> None:
     parser.add_argument("--split", default=None, help="qrels split (default test / the only one)")
     parser.add_argument("--sweep", action="append",
                         choices=("fusion", "bm25", "windows", "rm3", "rerank", "latency",
-                                 "completion", "levers", "lexical", "dense-input", "prf"),
+                                 "completion", "levers", "lexical", "dense-input", "prf",
+                                 "oracle"),
                         default=[])
     parser.add_argument("--embedding-cache", type=Path, default=Path("embedding-cache.sqlite3"),
                         help="content-hash embedding cache (queries, sentence windows)")
@@ -1065,7 +1152,7 @@ def main() -> None:
         sweep_rerank(collections, args.rerank_queries)
     if "latency" in args.sweep:
         sweep_latency(collections)
-    if {"completion", "levers", "lexical", "dense-input", "prf"} & set(args.sweep):
+    if {"completion", "levers", "lexical", "dense-input", "prf", "oracle"} & set(args.sweep):
         matrices = [Matrices.of(collection) for collection in collections]
         if "completion" in args.sweep:
             sweep_completion(matrices, (0.75, 0.8, 0.81, 0.82, 0.83, 0.85))
@@ -1077,6 +1164,8 @@ def main() -> None:
             sweep_prf(matrices, 0.82)
         if "dense-input" in args.sweep:
             sweep_dense_input(matrices, 0.82, embedder, args.embedding_cache, args.dense_inputs)
+        if "oracle" in args.sweep:
+            sweep_oracle(matrices, 0.82)
     for collection in collections:
         collection.engine.close()
 

@@ -17,6 +17,7 @@ from rcpkit.engine.models.embedding import (
     Embedder,
     HashingEmbedder,
     OnnxEmbedder,
+    OnnxModel,
     minilm,
     minilm_files,
 )
@@ -62,6 +63,17 @@ def test_a_long_text_is_read_as_its_start_and_its_end(model: OnnxEmbedder) -> No
     assert [len(matrix) for matrix in tokens] == [254, 254]  # 256 with [CLS] and [SEP]
     short = "A man is playing a guitar."
     np.testing.assert_array_equal(model.embed([short]), minilm(tail_tokens=0).embed([short]))
+
+
+def test_the_positions_read_are_the_first_and_the_last() -> None:
+    """Of 12 tokens with room for 8, three of them from the end: the opening special token and
+    the three first ones, then the three last and the closing special token."""
+    model = OnnxModel("model.onnx", "tokenizer.json", max_tokens=8, tail_tokens=3)
+    assert model.read_positions(12) == [0, 1, 2, 3, 8, 9, 10, 11]
+    assert model.read_positions(6) == [0, 1, 2, 3, 4, 5]
+    # Without tail tokens: the first ones and the closing special token, as the tokenizer cuts.
+    assert OnnxModel("model.onnx", "tokenizer.json", max_tokens=8).read_positions(12) == [
+        0, 1, 2, 3, 4, 5, 6, 11]
 
 
 def test_the_end_read_leaves_room_for_the_special_tokens() -> None:

@@ -189,15 +189,21 @@ class OnnxModel:
             if progress is not None:
                 progress(start + len(positions), len(encodings))
 
+    def read_positions(self, count: int) -> list[int]:
+        """Which of an input's ``count`` tokens (its special ones included) the model reads,
+        in order."""
+        if count <= self.max_tokens:
+            return list(range(count))
+        head = self.max_tokens - self.tail_tokens - 1  # the opening special token, first ones
+        return [*range(head), *range(count - self.tail_tokens - 1, count)]  # last ones, closing
+
     def _read(self, encoding: tokenizers.Encoding) -> tuple[list[int], list[int], list[int]]:
         """The token ids, type ids and special-token mask the model reads of one input."""
         tokens, types, special = encoding.ids, encoding.type_ids, encoding.special_tokens_mask
         if len(tokens) <= self.max_tokens:  # the tokenizer truncates unless tail_tokens
             return tokens, types, special
-        head = self.max_tokens - self.tail_tokens - 1  # the opening special token, first ones
-        tail = self.tail_tokens + 1  # the last ones, the closing special token
-        return (tokens[:head] + tokens[-tail:], types[:head] + types[-tail:],
-                special[:head] + special[-tail:])
+        kept = self.read_positions(len(tokens))
+        return [tokens[i] for i in kept], [types[i] for i in kept], [special[i] for i in kept]
 
     def output_width(self) -> int:
         """Size of the last axis of the first output (probed with one input if symbolic)."""
